@@ -1,0 +1,26 @@
+// Package bodo is the official Go client for the bodo API.
+//
+// A Client is made once with NewClient and shared by every goroutine. Its
+// services (Contacts, Invoices, Exports, Operations, Events) and its methods
+// Batch, Me, RateLimit and OpenAPI map one to one onto the operations of
+// openapi.json, take a context first and per-call RequestOptions last, and
+// return typed models or an error.
+//
+// Every call passes one layer that knows its operation, its cost in points and
+// its class. That layer sends Bodo-Version, User-Agent and an Idempotency-Key
+// on every POST and PATCH, retries what the server says may be retried after
+// the wait the server asked for (see WithMaxRetries), never lets a key collect
+// enough refusals to be locked out, refuses locally what a known exhausted
+// quota would refuse, and turns every problem answer into an *Error that
+// errors.Is matches against the sentinels ErrRateLimited, ErrNotFound and the
+// others.
+package bodo
+
+//go:generate go run ./internal/cmd/bodogen
+
+// Version is the version of this SDK, sent in the User-Agent header.
+const Version = "0.1.0"
+
+// APIVersion is the API version this SDK was written for, sent as
+// Bodo-Version on every request.
+const APIVersion = "2026-11-01"

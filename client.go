@@ -1,0 +1,505 @@
+package bodo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/bodo-app/bodo-go/internal/ops"
+	"github.com/google/uuid"
+)
+
+// DefaultBaseURL is the production API.
+const DefaultBaseURL = "https://api.bodo-app.com"
+
+// Defaults of the retry discipline; see WithMaxRetries and WithMaxRetryWait.
+const (
+	DefaultMaxRetries   = 2
+	DefaultMaxRetryWait = 60 * time.Second
+)
+
+// Client is a bodo API client. It is safe for concurrent use; make one and
+// share it. Its services are Contacts, Invoices, Exports, Operations and
+// Events; Batch, Me, RateLimit and OpenAPI are methods of Client itself.
+type Client struct {
+	services
+
+	server     string // base URL, ending in "/"
+	host       string
+	apiKey     string
+	httpClient *http.Client
+	logger     *slog.Logger
+	onRetry    func(RetryEvent)
+	defaults   callSettings
+	state      *keyState
+}
+
+type clientSettings struct {
+	apiKey     string
+	baseURL    string
+	httpClient *http.Client
+	logger     *slog.Logger
+	onRetry    func(RetryEvent)
+	allowHTTP  bool
+	call       callSettings
+}
+
+// callSettings are the settings of one call: the client's defaults with the
+// call's RequestOptions applied.
+type callSettings struct {
+	maxRetries       int
+	maxRetryWait     time.Duration
+	attemptTimeout   time.Duration
+	idempotencyKey   string
+	noIdempotencyKey bool
+	header           http.Header
+}
+
+// Option configures a Client in NewClient.
+type Option interface {
+	applyClient(*clientSettings) error
+}
+
+// RequestOption configures one call.
+type RequestOption interface {
+	applyRequest(*callSettings) error
+}
+
+// ClientOrRequestOption is an option that works in both places: given to
+// NewClient it sets the default of every call; given to a call it overrides
+// that default for the call.
+type ClientOrRequestOption interface {
+	Option
+	RequestOption
+}
+
+type clientOption func(*clientSettings) error
+
+func (f clientOption) applyClient(s *clientSettings) error { return f(s) }
+
+type requestOption func(*callSettings) error
+
+func (f requestOption) applyRequest(s *callSettings) error { return f(s) }
+
+type eitherOption func(*callSettings) error
+
+func (f eitherOption) applyClient(s *clientSettings) error { return f(&s.call) }
+func (f eitherOption) applyRequest(s *callSettings) error  { return f(s) }
+
+// WithAPIKey sets the API key (bodo_live_… or bodo_test_…). Without it,
+// NewClient reads BODO_API_KEY.
+func WithAPIKey(key string) Option {
+	return clientOption(func(s *clientSettings) error {
+		s.apiKey = key
+		return nil
+	})
+}
+
+// WithBaseURL sets the API's base URL. Without it, NewClient reads
+// BODO_BASE_URL, else uses DefaultBaseURL.
+func WithBaseURL(u string) Option {
+	return clientOption(func(s *clientSettings) error {
+		s.baseURL = u
+		return nil
+	})
+}
+
+// WithInsecureHTTP allows a plain-http base URL on a host that is not
+// loopback. Without it NewClient refuses one, since the API key would cross
+// the network in clear text.
+func WithInsecureHTTP() Option {
+	return clientOption(func(s *clientSettings) error {
+		s.allowHTTP = true
+		return nil
+	})
+}
+
+// WithHTTPClient sets the *http.Client that sends the requests. Its Timeout,
+// if any, bounds each attempt; prefer a context deadline for the whole call.
+func WithHTTPClient(hc *http.Client) Option {
+	return clientOption(func(s *clientSettings) error {
+		if hc == nil {
+			return errors.New("WithHTTPClient: nil *http.Client")
+		}
+		s.httpClient = hc
+		return nil
+	})
+}
+
+// WithLogger sets the logger for the client's warnings: every 429 and 503,
+// with host, operation, class, code, policy, attempt, wait and request id.
+// The default is slog.Default(); slog.New(slog.DiscardHandler) silences it.
+func WithLogger(l *slog.Logger) Option {
+	return clientOption(func(s *clientSettings) error {
+		if l == nil {
+			return errors.New("WithLogger: nil *slog.Logger")
+		}
+		s.logger = l
+		return nil
+	})
+}
+
+// WithOnRetry calls f before each retry, after the wait is chosen and before
+// it starts, from the calling goroutine. Use it to count or export retries;
+// f must not block.
+func WithOnRetry(f func(RetryEvent)) Option {
+	return clientOption(func(s *clientSettings) error {
+		s.onRetry = f
+		return nil
+	})
+}
+
+// WithMaxRetries sets how many times a call is retried after its first
+// attempt (default 2; 0 turns retries off). Given to NewClient it is the
+// default of every call; given to a call it applies to that call.
+func WithMaxRetries(n int) ClientOrRequestOption {
+	return eitherOption(func(s *callSettings) error {
+		if n < 0 {
+			return fmt.Errorf("WithMaxRetries: %d is negative", n)
+		}
+		s.maxRetries = n
+		return nil
+	})
+}
+
+// WithMaxRetryWait sets the longest wait the client accepts before a retry
+// (default 60 s). When the server asks for longer, the call fails at once
+// with the *Error, whose RetryAfter says how long.
+func WithMaxRetryWait(d time.Duration) ClientOrRequestOption {
+	return eitherOption(func(s *callSettings) error {
+		if d < 0 {
+			return fmt.Errorf("WithMaxRetryWait: %v is negative", d)
+		}
+		s.maxRetryWait = d
+		return nil
+	})
+}
+
+// WithAttemptTimeout bounds each attempt of a call (0, the default, leaves
+// attempts unbounded but for the context). An attempt that times out counts
+// as a connection failure: it is retried when that is safe.
+func WithAttemptTimeout(d time.Duration) ClientOrRequestOption {
+	return eitherOption(func(s *callSettings) error {
+		if d < 0 {
+			return fmt.Errorf("WithAttemptTimeout: %v is negative", d)
+		}
+		s.attemptTimeout = d
+		return nil
+	})
+}
+
+// WithHeader adds a header to the requests. Authorization, Idempotency-Key
+// and Bodo-Version are the client's own and cannot be set this way.
+func WithHeader(name, value string) ClientOrRequestOption {
+	return eitherOption(func(s *callSettings) error {
+		switch http.CanonicalHeaderKey(name) {
+		case "Authorization", "Idempotency-Key", "Bodo-Version":
+			return fmt.Errorf("WithHeader: %s is set by the client", name)
+		}
+		s.header = s.header.Clone()
+		if s.header == nil {
+			s.header = http.Header{}
+		}
+		s.header.Add(name, value)
+		return nil
+	})
+}
+
+// WithIdempotencyKey sets the Idempotency-Key of a POST or PATCH (1–255
+// characters). Without it the client makes a random UUID per call. Either
+// way the key stays the same on every retry of the call.
+func WithIdempotencyKey(key string) RequestOption {
+	return requestOption(func(s *callSettings) error {
+		if len(key) < 1 || len(key) > 255 {
+			return fmt.Errorf("WithIdempotencyKey: a key has 1 to 255 characters, not %d", len(key))
+		}
+		s.idempotencyKey = key
+		s.noIdempotencyKey = false
+		return nil
+	})
+}
+
+// WithoutIdempotencyKey sends a POST or PATCH without an Idempotency-Key.
+// Such a write is not retried after a connection failure, since the client
+// cannot know whether it took effect (ErrOutcomeUnknown). Money actions
+// require a key and refuse this option.
+func WithoutIdempotencyKey() RequestOption {
+	return requestOption(func(s *callSettings) error {
+		s.idempotencyKey = ""
+		s.noIdempotencyKey = true
+		return nil
+	})
+}
+
+// NewClient makes a Client. A missing API key or a malformed base URL is an
+// error.
+func NewClient(opts ...Option) (*Client, error) {
+	s := clientSettings{
+		apiKey:  os.Getenv("BODO_API_KEY"),
+		baseURL: os.Getenv("BODO_BASE_URL"),
+		call: callSettings{
+			maxRetries:   DefaultMaxRetries,
+			maxRetryWait: DefaultMaxRetryWait,
+		},
+	}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.applyClient(&s); err != nil {
+			return nil, fmt.Errorf("bodo: %w", err)
+		}
+	}
+	if s.apiKey == "" {
+		return nil, errors.New("bodo: no API key: pass WithAPIKey or set BODO_API_KEY")
+	}
+	if strings.ContainsAny(s.apiKey, " \t\r\n") {
+		return nil, errors.New("bodo: the API key contains white space")
+	}
+	if s.baseURL == "" {
+		s.baseURL = DefaultBaseURL
+	}
+	u, err := parseBaseURL(s.baseURL, s.allowHTTP)
+	if err != nil {
+		return nil, err
+	}
+	if s.httpClient == nil {
+		s.httpClient = &http.Client{}
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	c := &Client{
+		server:     u.String(),
+		host:       u.Host,
+		apiKey:     s.apiKey,
+		httpClient: s.httpClient,
+		logger:     s.logger,
+		onRetry:    s.onRetry,
+		defaults:   s.call,
+		state:      stateFor(u.Host, s.apiKey),
+	}
+	c.initServices()
+	return c, nil
+}
+
+func parseBaseURL(raw string, allowHTTP bool) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("bodo: base URL %q: %w", raw, err)
+	}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return nil, fmt.Errorf("bodo: base URL %q: the scheme must be https or http", raw)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("bodo: base URL %q has no host", raw)
+	}
+	if u.Scheme == "http" && !allowHTTP && !isLoopback(u.Hostname()) {
+		return nil, fmt.Errorf("bodo: base URL %q: plain http is only allowed to a loopback host; use https or WithInsecureHTTP", raw)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("bodo: base URL %q must not carry user info, a query or a fragment", raw)
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	return u, nil
+}
+
+// isLoopback reports whether host (without port) is a loopback address or
+// localhost.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// call is one call in progress: its operation, settings and the prepared
+// request that every attempt clones.
+type call struct {
+	op       *ops.Operation
+	settings callSettings
+	req      *http.Request
+	body     []byte // the request body, replayed byte for byte on each attempt
+	cost     int    // points, from the operation table (and the batch parts)
+	levels   []string
+}
+
+// do runs one call of op: builds the request, sends it through the retry
+// discipline and decodes a 2xx answer into out (nil for no content). Every
+// service method ends here.
+func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server string) (*http.Request, error), out any, opts []RequestOption) error {
+	if ctx == nil {
+		return fmt.Errorf("bodo: %s: nil context", op.ID)
+	}
+	cl, err := c.newCall(op, build, opts)
+	if err != nil {
+		return err
+	}
+	resp, err := c.send(ctx, cl)
+	if err != nil {
+		return err
+	}
+	defer drainAndClose(resp.Body)
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	return decodeBody(op.ID, resp, out)
+}
+
+// newCall applies the options, builds the request and fixes what every
+// attempt of the call sends: headers, Idempotency-Key and body bytes.
+func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, error), opts []RequestOption) (*call, error) {
+	s := c.defaults
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.applyRequest(&s); err != nil {
+			return nil, fmt.Errorf("bodo: %s: %w", op.ID, err)
+		}
+	}
+	req, err := build(c.server)
+	if err != nil {
+		return nil, fmt.Errorf("bodo: %s: building the request: %w", op.ID, err)
+	}
+	var body []byte
+	if req.Body != nil {
+		body, err = io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("bodo: %s: reading the request body: %w", op.ID, err)
+		}
+	}
+	for name, values := range s.header {
+		req.Header[name] = values
+	}
+	req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	req.Header.Set("Bodo-Version", APIVersion)
+	req.Header.Set("User-Agent", "bodo-go/"+Version)
+	req.Header.Set("Accept", "application/json, application/problem+json")
+	if req.Method == http.MethodPost || req.Method == http.MethodPatch {
+		switch {
+		case s.noIdempotencyKey && op.KeyRequired:
+			return nil, fmt.Errorf("bodo: %s: a money action requires an Idempotency-Key; drop WithoutIdempotencyKey", op.ID)
+		case s.noIdempotencyKey:
+			req.Header.Del("Idempotency-Key")
+		default:
+			if s.idempotencyKey == "" {
+				s.idempotencyKey = uuid.NewString()
+			}
+			req.Header.Set("Idempotency-Key", s.idempotencyKey)
+		}
+	}
+	cl := &call{op: op, settings: s, req: req, body: body, cost: op.Cost, levels: levelsOf(op)}
+	if op == ops.Batch {
+		if err := prepareBatch(cl); err != nil {
+			return nil, fmt.Errorf("bodo: batch: %w", err)
+		}
+	} else {
+		cl.cost = op.CostFor(req.URL.Query().Get)
+	}
+	return cl, nil
+}
+
+// prepareBatch gives every write part without an idempotencyKey a key of its
+// own (fixed once, so every retry sends the same bytes) and sums the parts'
+// costs and levels.
+func prepareBatch(cl *call) error {
+	var br BatchRequest
+	if err := json.Unmarshal(cl.body, &br); err != nil {
+		return err
+	}
+	cl.cost, cl.levels = 0, nil
+	seen := map[string]bool{}
+	for i := range br.Requests {
+		part := &br.Requests[i]
+		method := string(part.Method)
+		if (method == http.MethodPost || method == http.MethodPatch) && part.IdempotencyKey == nil {
+			k := uuid.NewString()
+			part.IdempotencyKey = &k
+		}
+		u, err := url.Parse(part.Path)
+		if err != nil {
+			return fmt.Errorf("part %d: path %q: %w", i, part.Path, err)
+		}
+		op, _, ok := ops.Match(method, u.Path)
+		if !ok {
+			return fmt.Errorf("part %d: no operation %s %s", i, method, u.Path)
+		}
+		if op == ops.Batch {
+			return fmt.Errorf("part %d: a batch cannot contain a batch", i)
+		}
+		cl.cost += op.CostFor(u.Query().Get)
+		for _, l := range levelsOf(op) {
+			if !seen[l] {
+				seen[l] = true
+				cl.levels = append(cl.levels, l)
+			}
+		}
+	}
+	body, err := json.Marshal(br)
+	if err != nil {
+		return err
+	}
+	cl.body = body
+	cl.req.ContentLength = int64(len(body))
+	return nil
+}
+
+// newAttempt returns a fresh request for one attempt, with the call's body.
+func (cl *call) newAttempt(ctx context.Context) *http.Request {
+	r := cl.req.Clone(ctx)
+	if cl.body != nil {
+		r.Body = io.NopCloser(bytes.NewReader(cl.body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(cl.body)), nil }
+		r.ContentLength = int64(len(cl.body))
+	}
+	return r
+}
+
+// maxSuccessBody caps how much of a 2xx answer is decoded.
+const maxSuccessBody = 32 << 20
+
+func decodeBody(operation string, resp *http.Response, out any) error {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSuccessBody+1))
+	if err == nil && len(body) > maxSuccessBody {
+		err = fmt.Errorf("the body exceeds %d bytes", maxSuccessBody)
+	}
+	if err == nil {
+		if raw, ok := out.(*json.RawMessage); ok {
+			if !json.Valid(body) {
+				err = errors.New("the body is not JSON")
+			}
+			*raw = body
+		} else {
+			err = json.Unmarshal(body, out)
+		}
+	}
+	if err != nil {
+		resp.Request = redactedRequest(resp.Request)
+		return &Error{
+			Operation: operation,
+			Status:    resp.StatusCode,
+			Title:     "Invalid response",
+			Detail:    fmt.Sprintf("the %d answer could not be read: %v", resp.StatusCode, err),
+			RequestID: resp.Header.Get("Request-Id"),
+			Body:      body,
+			Request:   resp.Request,
+			Response:  resp,
+		}
+	}
+	return nil
+}

@@ -1,0 +1,311 @@
+package bodo
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Problem codes of the bodo API (the code member of a problem answer).
+const (
+	CodeRateLimited            = "RATE_LIMITED"
+	CodeOverloaded             = "OVERLOADED"
+	CodeQuotaExhausted         = "QUOTA_EXHAUSTED"
+	CodeBadRequest             = "BAD_REQUEST"
+	CodeIdempotencyKeyRequired = "IDEMPOTENCY_KEY_REQUIRED"
+	CodeUnauthenticated        = "UNAUTHENTICATED"
+	CodeNotFound               = "NOT_FOUND"
+	CodeInvalidState           = "INVALID_STATE"
+	CodeIdempotencyKeyInUse    = "IDEMPOTENCY_KEY_IN_USE"
+	CodePreconditionFailed     = "PRECONDITION_FAILED"
+	CodeValidationFailed       = "VALIDATION_FAILED"
+	CodeIdempotencyKeyReused   = "IDEMPOTENCY_KEY_REUSED"
+	CodeInternal               = "INTERNAL"
+)
+
+// Sentinels for errors.Is. An *Error matches the sentinel of its Code (and,
+// for answers without a problem body, of its HTTP status where one fits).
+var (
+	ErrRateLimited          = errors.New("bodo: rate limited")
+	ErrOverloaded           = errors.New("bodo: server overloaded")
+	ErrQuotaExhausted       = errors.New("bodo: quota exhausted")
+	ErrNotFound             = errors.New("bodo: not found")
+	ErrUnauthenticated      = errors.New("bodo: unauthenticated")
+	ErrValidation           = errors.New("bodo: validation failed")
+	ErrIdempotencyKeyReused = errors.New("bodo: idempotency key reused with another request")
+	ErrIdempotencyKeyInUse  = errors.New("bodo: idempotency key in use")
+	ErrInvalidState         = errors.New("bodo: invalid state")
+	ErrPreconditionFailed   = errors.New("bodo: precondition failed")
+	ErrBadRequest           = errors.New("bodo: bad request")
+	ErrInternal             = errors.New("bodo: internal server error")
+)
+
+var sentinelByCode = map[string]error{
+	CodeRateLimited:            ErrRateLimited,
+	CodeOverloaded:             ErrOverloaded,
+	CodeQuotaExhausted:         ErrQuotaExhausted,
+	CodeNotFound:               ErrNotFound,
+	CodeUnauthenticated:        ErrUnauthenticated,
+	CodeValidationFailed:       ErrValidation,
+	CodeIdempotencyKeyReused:   ErrIdempotencyKeyReused,
+	CodeIdempotencyKeyInUse:    ErrIdempotencyKeyInUse,
+	CodeInvalidState:           ErrInvalidState,
+	CodePreconditionFailed:     ErrPreconditionFailed,
+	CodeBadRequest:             ErrBadRequest,
+	CodeIdempotencyKeyRequired: ErrBadRequest,
+	CodeInternal:               ErrInternal,
+}
+
+var sentinelByStatus = map[int]error{
+	http.StatusTooManyRequests:     ErrRateLimited,
+	http.StatusServiceUnavailable:  ErrOverloaded,
+	http.StatusNotFound:            ErrNotFound,
+	http.StatusUnauthorized:        ErrUnauthenticated,
+	http.StatusPreconditionFailed:  ErrPreconditionFailed,
+	http.StatusBadRequest:          ErrBadRequest,
+	http.StatusInternalServerError: ErrInternal,
+}
+
+// Error is a failed call that the server answered (or, with Local set, that
+// the client refused without sending because the server is known to refuse
+// it). Every problem+json answer becomes an *Error; so does any other
+// non-2xx answer, such as an HTML 502 from a proxy, with Code empty.
+type Error struct {
+	Operation string // operationId, e.g. "createContact"
+	Status    int    // HTTP status
+	Code      string // problem code, e.g. CodeRateLimited; empty when the body was no problem
+	Title     string
+	Detail    string
+	Type      string
+	Instance  string
+	RequestID string
+	// RetryAfter is how long the server asked to wait: retryAfterMs when the
+	// problem has it, else the Retry-After header; zero when neither did.
+	RetryAfter time.Duration
+	Policy     string       // the level that refused, e.g. "key" or "lockout"
+	ResetsAt   time.Time    // when an exhausted quota resets (QUOTA_EXHAUSTED)
+	Fields     []FieldError // the invalid fields (VALIDATION_FAILED)
+	// Local is true when the client refused the call without sending it.
+	Local bool
+	// hinted is true when the server gave a wait (Retry-After or
+	// retryAfterMs), even one of zero.
+	hinted bool
+
+	Body     []byte         // the raw answer body, capped
+	Request  *http.Request  // the request, with Authorization redacted
+	Response *http.Response // the response; its Body is already read and closed
+}
+
+// Error says in one line what happened and what to do about it.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("bodo: ")
+	if e.Operation != "" {
+		b.WriteString(e.Operation + ": ")
+	}
+	if e.Local {
+		b.WriteString("not sent: ")
+	}
+	fmt.Fprintf(&b, "%d", e.Status)
+	if e.Code != "" {
+		b.WriteString(" " + e.Code)
+	} else if t := http.StatusText(e.Status); t != "" {
+		b.WriteString(" " + t)
+	}
+	if e.Policy != "" {
+		fmt.Fprintf(&b, " (policy %s)", e.Policy)
+	}
+	switch {
+	case e.Detail != "":
+		b.WriteString(": " + e.Detail)
+	case e.Title != "":
+		b.WriteString(": " + e.Title)
+	}
+	for i, f := range e.Fields {
+		sep := "; "
+		if i > 0 {
+			sep = ", "
+		}
+		fmt.Fprintf(&b, "%s%s: %s", sep, f.Field, f.Message)
+	}
+	if advice := e.advice(); advice != "" {
+		b.WriteString(" — " + advice)
+	}
+	if e.RequestID != "" {
+		fmt.Fprintf(&b, " [%s]", e.RequestID)
+	}
+	return b.String()
+}
+
+func (e *Error) advice() string {
+	switch e.Code {
+	case CodeRateLimited, CodeOverloaded, CodeIdempotencyKeyInUse:
+		if e.RetryAfter > 0 {
+			return fmt.Sprintf("retry after %v", e.RetryAfter)
+		}
+		return "retry later"
+	case CodeQuotaExhausted:
+		if !e.ResetsAt.IsZero() {
+			return "do not retry before " + e.ResetsAt.UTC().Format(time.RFC3339)
+		}
+		return "do not retry before the quota resets"
+	case CodeUnauthenticated:
+		return "check the API key (WithAPIKey or BODO_API_KEY)"
+	case CodeValidationFailed, CodeBadRequest, CodeIdempotencyKeyRequired:
+		return "fix the request"
+	case CodeIdempotencyKeyReused:
+		return "use a new Idempotency-Key for a different request"
+	case CodePreconditionFailed:
+		return "fetch the resource again and retry with its new ETag"
+	}
+	if e.Code == "" && e.Status >= 500 {
+		return "the server or a proxy failed; retry later"
+	}
+	return ""
+}
+
+// Is reports whether target is the sentinel of e's code (or, without a code,
+// of e's status).
+func (e *Error) Is(target error) bool {
+	if s, ok := sentinelByCode[e.Code]; ok {
+		return s == target
+	}
+	if e.Code == "" {
+		if s, ok := sentinelByStatus[e.Status]; ok {
+			return s == target
+		}
+	}
+	return false
+}
+
+// Temporary reports whether the same call may succeed later without change:
+// RATE_LIMITED, OVERLOADED and IDEMPOTENCY_KEY_IN_USE.
+func (e *Error) Temporary() bool {
+	switch e.Code {
+	case CodeRateLimited, CodeOverloaded, CodeIdempotencyKeyInUse:
+		return true
+	}
+	return false
+}
+
+// maxProblemBody caps how much of an error answer is read.
+const maxProblemBody = 1 << 20
+
+// problem is the wire form of a problem answer; unknown members are ignored.
+type problem struct {
+	Type         string       `json:"type"`
+	Title        string       `json:"title"`
+	Status       int          `json:"status"`
+	Detail       string       `json:"detail"`
+	Instance     string       `json:"instance"`
+	Code         string       `json:"code"`
+	RequestID    string       `json:"requestId"`
+	RetryAfterMs *json.Number `json:"retryAfterMs"`
+	Policy       string       `json:"policy"`
+	ResetsAt     string       `json:"resetsAt"`
+	Errors       []FieldError `json:"errors"`
+}
+
+// newError reads (capped) and closes resp's body and builds the *Error of a
+// non-2xx answer. now is the reference for an HTTP-date Retry-After.
+func newError(operation string, resp *http.Response, now time.Time) *Error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxProblemBody))
+	drainAndClose(resp.Body)
+	e := &Error{
+		Operation: operation,
+		Status:    resp.StatusCode,
+		RequestID: resp.Header.Get("Request-Id"),
+		Body:      body,
+		Request:   redactedRequest(resp.Request),
+		Response:  resp,
+	}
+	resp.Request = e.Request
+	retryAfter, hasRetryAfter := parseRetryAfter(resp.Header.Get("Retry-After"), now)
+	if hasRetryAfter {
+		e.RetryAfter, e.hinted = retryAfter, true
+	}
+	if p, ok := parseProblem(resp.Header.Get("Content-Type"), body); ok {
+		e.Code, e.Title, e.Detail, e.Type, e.Instance = p.Code, p.Title, p.Detail, p.Type, p.Instance
+		e.Policy, e.Fields = p.Policy, p.Errors
+		if p.RequestID != "" {
+			e.RequestID = p.RequestID
+		}
+		if ms, ok := retryAfterMs(p.RetryAfterMs); ok {
+			e.RetryAfter, e.hinted = ms, true
+		}
+		if t, err := time.Parse(time.RFC3339, p.ResetsAt); err == nil {
+			e.ResetsAt = t
+		}
+	}
+	if e.Title == "" {
+		e.Title = http.StatusText(resp.StatusCode)
+	}
+	return e
+}
+
+// parseProblem decodes a problem+json (or plain JSON) body that has at least
+// a code or a type. Anything else is no problem.
+func parseProblem(contentType string, body []byte) (problem, bool) {
+	var p problem
+	mt, _, _ := mime.ParseMediaType(contentType)
+	if mt != "application/problem+json" && mt != "application/json" {
+		return p, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&p); err != nil {
+		return problem{}, false
+	}
+	if p.Code == "" && p.Type == "" {
+		return problem{}, false
+	}
+	return p, true
+}
+
+// maxHint bounds any wait the server can ask for, so that no arithmetic on it
+// overflows; a hint this long is refused by every sane MaxRetryWait anyway.
+const maxHint = 24 * time.Hour
+
+// retryAfterMs turns the retryAfterMs member into a duration. A missing,
+// negative, fractional or non-numeric value is no hint.
+func retryAfterMs(n *json.Number) (time.Duration, bool) {
+	if n == nil {
+		return 0, false
+	}
+	ms, err := n.Int64()
+	if err != nil || ms < 0 {
+		return 0, false
+	}
+	if ms > maxHint.Milliseconds() {
+		return maxHint, true
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+// redactedRequest returns a shallow copy of r whose Authorization header is
+// masked, so an *Error never carries the API key.
+func redactedRequest(r *http.Request) *http.Request {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Header = r.Header.Clone()
+	if c.Header.Get("Authorization") != "" {
+		c.Header.Set("Authorization", "Bearer [REDACTED]")
+	}
+	c.Body, c.GetBody = nil, nil
+	return &c
+}
+
+// drainAndClose reads what is left of a body, up to a bound, so the
+// connection can be reused, and closes it.
+func drainAndClose(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	_ = body.Close()
+}

@@ -1,0 +1,151 @@
+package bodo
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jarcoal/httpmock"
+)
+
+func TestErrorMappingOfEveryProblemCode(t *testing.T) {
+	cases := []struct {
+		status int
+		code   string
+		is     error
+	}{
+		{429, CodeRateLimited, ErrRateLimited},
+		{503, CodeOverloaded, ErrOverloaded},
+		{429, CodeQuotaExhausted, ErrQuotaExhausted},
+		{400, CodeBadRequest, ErrBadRequest},
+		{400, CodeIdempotencyKeyRequired, ErrBadRequest},
+		{401, CodeUnauthenticated, ErrUnauthenticated},
+		{404, CodeNotFound, ErrNotFound},
+		{409, CodeInvalidState, ErrInvalidState},
+		{409, CodeIdempotencyKeyInUse, ErrIdempotencyKeyInUse},
+		{412, CodePreconditionFailed, ErrPreconditionFailed},
+		{422, CodeValidationFailed, ErrValidation},
+		{422, CodeIdempotencyKeyReused, ErrIdempotencyKeyReused},
+		{500, CodeInternal, ErrInternal},
+	}
+	for _, tc := range cases {
+		t.Run(tc.code, func(t *testing.T) {
+			c, mt := mockClient(t, WithMaxRetries(0))
+			members := map[string]any{"policy": "key", "retryAfterMs": 1500}
+			if tc.code == CodeValidationFailed {
+				members["errors"] = []map[string]string{{"field": "name", "message": "fehlt"}}
+			}
+			if tc.code == CodeQuotaExhausted {
+				members["resetsAt"] = "2026-12-01T00:00:00Z"
+				members["policy"] = "delete-day"
+			}
+			mt.RegisterResponder("GET", "=~/v1/contacts/", problemResponder(tc.status, tc.code, http.Header{"Retry-After": {"2"}}, members))
+			_, err := c.Contacts.Get(context.Background(), "con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP")
+			if !errors.Is(err, tc.is) {
+				t.Fatalf("errors.Is(%v, %v) = false", err, tc.is)
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("%T is no *Error", err)
+			}
+			if e.Status != tc.status || e.Code != tc.code || e.RequestID != "req_01JBD8Y3K5M7Q2W9X4Z6T1V0NP" ||
+				e.Title != "Titel" || e.Detail != "Einzelheiten." || e.Instance != "/v1/contacts" ||
+				e.Type != "https://developers.bodo-app.com/problems/"+tc.code || e.Operation != "getContact" {
+				t.Errorf("fields: %+v", e)
+			}
+			if e.RetryAfter != 1500*time.Millisecond {
+				t.Errorf("RetryAfter = %v, want retryAfterMs 1.5s over Retry-After 2s", e.RetryAfter)
+			}
+			if tc.code == CodeValidationFailed && (len(e.Fields) != 1 || e.Fields[0].Field != "name") {
+				t.Errorf("Fields = %+v", e.Fields)
+			}
+			if tc.code == CodeQuotaExhausted && !e.ResetsAt.Equal(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) {
+				t.Errorf("ResetsAt = %v", e.ResetsAt)
+			}
+			if e.Response == nil || e.Request == nil || len(e.Body) == 0 {
+				t.Errorf("no response, request or body kept")
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") || !strings.Contains(msg, tc.code) || !strings.Contains(msg, "getContact") {
+				t.Errorf("Error() = %q", msg)
+			}
+			if strings.Contains(msg, testKey) || strings.Contains(e.Request.Header.Get("Authorization"), testKey) ||
+				strings.Contains(e.Response.Request.Header.Get("Authorization"), testKey) {
+				t.Errorf("the API key leaks into the error")
+			}
+			for _, other := range []error{ErrRateLimited, ErrNotFound, ErrValidation, ErrInvalidState} {
+				if other != tc.is && errors.Is(err, other) {
+					t.Errorf("%s also matches %v", tc.code, other)
+				}
+			}
+		})
+	}
+}
+
+// TestErrorsWithoutProblemBody covers answers the sandbox never gives.
+func TestErrorsWithoutProblemBody(t *testing.T) {
+	cases := []struct {
+		name        string
+		status      int
+		contentType string
+		body        string
+		is          error
+	}{
+		{"html 502 from a proxy", 502, "text/html", "<html><body>Bad Gateway</body></html>", nil},
+		{"truncated problem json", 404, "application/problem+json", `{"type":"https://developers.bodo-app.com/problems/NOT_FOUND","code":"NOT_F`, ErrNotFound},
+		{"problem with wrong content type", 404, "text/plain", `{"code":"NOT_FOUND"}`, ErrNotFound},
+		{"empty 500", 500, "", "", ErrInternal},
+		{"json without problem members", 401, "application/json", `{"message":"nope"}`, ErrUnauthenticated},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, mt := mockClient(t, WithMaxRetries(0))
+			mt.RegisterResponder("GET", "=~/v1/me", func(r *http.Request) (*http.Response, error) {
+				resp := httpmock.NewStringResponse(tc.status, tc.body)
+				if tc.contentType != "" {
+					resp.Header.Set("Content-Type", tc.contentType)
+				}
+				resp.Request = r
+				return resp, nil
+			})
+			_, err := c.Me(context.Background())
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("%v (%T) is no *Error", err, err)
+			}
+			if e.Status != tc.status || e.Code != "" || string(e.Body) != tc.body {
+				t.Errorf("got status %d code %q body %q", e.Status, e.Code, e.Body)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tc.is)
+			}
+			if e.Title == "" || strings.Contains(err.Error(), "\n") {
+				t.Errorf("Error() = %q", err.Error())
+			}
+		})
+	}
+}
+
+func TestInvalidSuccessBodyIsAnError(t *testing.T) {
+	c, mt := mockClient(t)
+	mt.RegisterResponder("GET", "=~/v1/me", httpmock.NewStringResponder(200, `{"keyId": "key_1", "principal": {`))
+	_, err := c.Me(context.Background())
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 200 || !strings.Contains(err.Error(), "could not be read") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestProblemBodyIsReadCapped(t *testing.T) {
+	c, mt := mockClient(t, WithMaxRetries(0))
+	big := `{"code":"INTERNAL","detail":"` + strings.Repeat("x", 3*maxProblemBody) + `"}`
+	mt.RegisterResponder("GET", "=~/v1/me", httpmock.NewStringResponder(500, big).HeaderSet(http.Header{"Content-Type": {"application/problem+json"}}))
+	_, err := c.Me(context.Background())
+	var e *Error
+	if !errors.As(err, &e) || len(e.Body) != maxProblemBody || e.Status != 500 {
+		t.Fatalf("got %v with a body of %d bytes", err, len(e.Body))
+	}
+}

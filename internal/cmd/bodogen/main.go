@@ -1,0 +1,507 @@
+// Command bodogen generates, from openapi.json, what oapi-codegen does not:
+// the operation table of package ops (costs, classes, idempotency), a copy of
+// the description for the sandbox to serve, and the typed service methods and
+// model aliases of package bodo. It runs through go generate in the module
+// root, so an operation added to openapi.json becomes a typed method by
+// regenerating.
+//
+// Usage (from the module root): go run ./internal/cmd/bodogen
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/format"
+	"go/parser"
+	"go/token"
+	"log"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/template"
+	"unicode"
+
+	"github.com/getkin/kin-openapi/openapi3"
+)
+
+const (
+	specFile     = "openapi.json"
+	genFile      = "gen/bodo.gen.go"
+	opsFile      = "internal/ops/ops_gen.go"
+	specCopy     = "internal/ops/openapi.json"
+	servicesFile = "services_gen.go"
+	modelsFile   = "models_gen.go"
+)
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("bodogen: ")
+	raw, err := os.ReadFile(specFile)
+	if err != nil {
+		log.Fatal(err)
+	}
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(raw)
+	if err != nil {
+		log.Fatalf("%s: %v", specFile, err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		log.Fatalf("%s: %v", specFile, err)
+	}
+	operations, err := collect(doc)
+	if err != nil {
+		log.Fatal(err)
+	}
+	genDecls, err := scanGenerated(genFile)
+	if err != nil {
+		log.Fatal(err)
+	}
+	write(opsFile, opsTemplate, operations)
+	write(servicesFile, servicesTemplate, servicesData(operations))
+	write(modelsFile, modelsTemplate, modelsData(doc, operations, genDecls))
+	if err := os.WriteFile(specCopy, raw, 0o644); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// operation is what the templates need of one operation.
+type operation struct {
+	ID, GoName, Method, Path, Summary string
+	Cost                              int
+	Class                             string
+	Idempotent, KeyRequired           bool
+	ParamCosts                        map[string]int
+
+	Service, MethodName string   // from x-bodo-sdk-method: "Contacts.List" or "Me"
+	PathParams          []string // Go names of the path parameters, in order
+	QueryParams         bool     // the caller passes *<GoName>Params
+	HeaderParams        bool     // gen wants a params struct the layer fills
+	Body                string   // request body model, "" for none
+	Result              string   // response model, "" for no content
+	PageParam           string   // Go field of the cursor parameter when the result pages
+	PageItem            string   // model of one page item
+}
+
+func collect(doc *openapi3.T) ([]operation, error) {
+	var out []operation
+	for _, path := range doc.Paths.InMatchingOrder() {
+		item := doc.Paths.Value(path)
+		for method, op := range item.Operations() {
+			o, err := describe(path, method, op)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", method, path, err)
+			}
+			out = append(out, o)
+		}
+	}
+	slices.SortFunc(out, func(a, b operation) int {
+		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(methodOrder(a.Method), methodOrder(b.Method)))
+	})
+	return out, nil
+}
+
+func methodOrder(m string) int {
+	return slices.Index([]string{"GET", "POST", "PUT", "PATCH", "DELETE"}, m)
+}
+
+func describe(path, method string, op *openapi3.Operation) (operation, error) {
+	o := operation{
+		ID:         op.OperationID,
+		GoName:     upperFirst(op.OperationID),
+		Method:     method,
+		Path:       path,
+		Summary:    op.Summary,
+		ParamCosts: map[string]int{},
+		Idempotent: method == "GET" || method == "HEAD" || method == "PUT" || method == "DELETE",
+	}
+	if o.ID == "" {
+		return o, fmt.Errorf("no operationId")
+	}
+	var err error
+	if o.Cost, err = intExtension(op.Extensions, "x-bodo-cost"); err != nil {
+		return o, err
+	}
+	class, ok := op.Extensions["x-bodo-class"].(string)
+	if !ok {
+		return o, fmt.Errorf("x-bodo-class missing or not a string")
+	}
+	o.Class = class
+	sdk, ok := op.Extensions["x-bodo-sdk-method"].(string)
+	if !ok {
+		return o, fmt.Errorf("x-bodo-sdk-method missing or not a string")
+	}
+	if svc, m, found := strings.Cut(sdk, "."); found {
+		o.Service, o.MethodName = svc, m
+	} else {
+		o.MethodName = sdk
+	}
+	for _, ref := range op.Parameters {
+		p := ref.Value
+		switch p.In {
+		case "path":
+			o.PathParams = append(o.PathParams, lowerFirst(goIdent(p.Name)))
+		case "query":
+			o.QueryParams = true
+			if p.Name == "cursor" || p.Name == "after" {
+				o.PageParam = goIdent(p.Name)
+			}
+			if _, has := p.Extensions["x-bodo-cost"]; has {
+				extra, err := intExtension(p.Extensions, "x-bodo-cost")
+				if err != nil {
+					return o, fmt.Errorf("parameter %s: %w", p.Name, err)
+				}
+				o.ParamCosts[p.Name] = extra
+			}
+		case "header":
+			o.HeaderParams = true
+			if p.Name == "Idempotency-Key" && p.Required {
+				o.KeyRequired = true
+			}
+		}
+	}
+	if o.QueryParams && o.HeaderParams {
+		return o, fmt.Errorf("query and header parameters on one operation are not supported by the service generator")
+	}
+	if rb := op.RequestBody; rb != nil {
+		mt := rb.Value.Content.Get("application/json")
+		if mt == nil || mt.Schema == nil || mt.Schema.Ref == "" {
+			return o, fmt.Errorf("request body must be application/json with a $ref schema")
+		}
+		o.Body = refName(mt.Schema.Ref)
+	}
+	for _, code := range []string{"200", "201", "202"} {
+		resp := op.Responses.Value(code)
+		if resp == nil {
+			continue
+		}
+		mt := resp.Value.Content.Get("application/json")
+		if mt == nil || mt.Schema == nil || mt.Schema.Ref == "" {
+			return o, fmt.Errorf("response %s must be application/json with a $ref schema", code)
+		}
+		o.Result = refName(mt.Schema.Ref)
+		if o.PageParam != "" {
+			if data := mt.Schema.Value.Properties["data"]; data != nil && data.Value.Items != nil && data.Value.Items.Ref != "" {
+				if _, ok := mt.Schema.Value.Properties["nextCursor"]; ok {
+					o.PageItem = refName(data.Value.Items.Ref)
+				}
+			}
+		}
+		break
+	}
+	if o.PageItem == "" {
+		o.PageParam = ""
+	}
+	return o, nil
+}
+
+func intExtension(ext map[string]any, name string) (int, error) {
+	switch v := ext[name].(type) {
+	case float64:
+		if v < 0 || v != float64(int(v)) {
+			return 0, fmt.Errorf("%s must be a non-negative integer, not %v", name, v)
+		}
+		return int(v), nil
+	case json.Number:
+		n, err := v.Int64()
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%s must be a non-negative integer, not %v", name, v)
+		}
+		return int(n), nil
+	default:
+		return 0, fmt.Errorf("%s missing or not a number", name)
+	}
+}
+
+func refName(ref string) string { return ref[strings.LastIndex(ref, "/")+1:] }
+
+func upperFirst(s string) string { return string(unicode.ToUpper(rune(s[0]))) + s[1:] }
+func lowerFirst(s string) string { return string(unicode.ToLower(rune(s[0]))) + s[1:] }
+
+// goIdent turns "Idempotency-Key" or "id" into "IdempotencyKey" or "Id", as
+// oapi-codegen names fields.
+func goIdent(name string) string {
+	var b strings.Builder
+	for part := range strings.FieldsFuncSeq(name, func(r rune) bool { return r == '-' || r == '_' }) {
+		b.WriteString(upperFirst(part))
+	}
+	return b.String()
+}
+
+// genDecls is what gen/bodo.gen.go declares: its type names and, per enum
+// type, its constants.
+type genDecls struct {
+	types map[string]bool
+	enums map[string][]string
+}
+
+func scanGenerated(file string) (genDecls, error) {
+	d := genDecls{types: map[string]bool{}, enums: map[string][]string{}}
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+	if err != nil {
+		return d, err
+	}
+	for _, decl := range f.Decls {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			switch s := spec.(type) {
+			case *ast.TypeSpec:
+				d.types[s.Name.Name] = true
+			case *ast.ValueSpec:
+				if id, ok := s.Type.(*ast.Ident); ok && gd.Tok == token.CONST {
+					for _, n := range s.Names {
+						d.enums[id.Name] = append(d.enums[id.Name], n.Name)
+					}
+				}
+			}
+		}
+	}
+	return d, nil
+}
+
+type service struct {
+	Name    string
+	Methods []operation
+}
+
+func servicesData(operations []operation) map[string]any {
+	byName := map[string]*service{}
+	var top []operation
+	for _, o := range operations {
+		if o.Service == "" {
+			top = append(top, o)
+			continue
+		}
+		if byName[o.Service] == nil {
+			byName[o.Service] = &service{Name: o.Service}
+		}
+		byName[o.Service].Methods = append(byName[o.Service].Methods, o)
+	}
+	var services []*service
+	for _, s := range byName {
+		services = append(services, s)
+	}
+	slices.SortFunc(services, func(a, b *service) int { return cmp.Compare(a.Name, b.Name) })
+	return map[string]any{"Services": services, "Top": top}
+}
+
+type alias struct {
+	Name   string
+	Consts []string
+}
+
+func modelsData(doc *openapi3.T, operations []operation, d genDecls) []alias {
+	names := map[string]bool{}
+	for name := range doc.Components.Schemas {
+		names[name] = true
+	}
+	for _, o := range operations {
+		if o.QueryParams {
+			names[o.GoName+"Params"] = true
+		}
+	}
+	for name := range d.enums {
+		names[name] = true
+	}
+	var out []alias
+	for name := range names {
+		if !d.types[name] {
+			log.Fatalf("%s declares no type %s", genFile, name)
+		}
+		consts := slices.Clone(d.enums[name])
+		slices.Sort(consts)
+		out = append(out, alias{Name: name, Consts: consts})
+	}
+	slices.SortFunc(out, func(a, b alias) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+var funcs = template.FuncMap{
+	"join":       strings.Join,
+	"lowerFirst": lowerFirst,
+	"args": func(o operation) string {
+		var b strings.Builder
+		for _, p := range o.PathParams {
+			fmt.Fprintf(&b, ", %s string", p)
+		}
+		if o.QueryParams {
+			fmt.Fprintf(&b, ", params *%sParams", o.GoName)
+		}
+		if o.Body != "" {
+			fmt.Fprintf(&b, ", body %s", o.Body)
+		}
+		return b.String()
+	},
+	"genArgs": func(o operation) string {
+		var b strings.Builder
+		for _, p := range o.PathParams {
+			fmt.Fprintf(&b, ", %s", p)
+		}
+		switch {
+		case o.QueryParams:
+			b.WriteString(", params")
+		case o.HeaderParams:
+			fmt.Fprintf(&b, ", &gen.%sParams{}", o.GoName)
+		}
+		if o.Body != "" {
+			b.WriteString(", body")
+		}
+		return b.String()
+	},
+	"receiver": func(o operation) string {
+		if o.Service == "" {
+			return "c *Client"
+		}
+		return "s *" + o.Service + "Service"
+	},
+	"client": func(o operation) string {
+		if o.Service == "" {
+			return "c"
+		}
+		return "s.client"
+	},
+	"allName": func(o operation) string {
+		if o.MethodName == "List" {
+			return "All"
+		}
+		return o.MethodName + "All"
+	},
+}
+
+func write(file string, tmpl *template.Template, data any) {
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, data); err != nil {
+		log.Fatalf("%s: %v", file, err)
+	}
+	src, err := format.Source(buf.Bytes())
+	if err != nil {
+		log.Fatalf("%s: %v\n%s", file, err, buf.Bytes())
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(file, src, 0o644); err != nil {
+		log.Fatal(err)
+	}
+}
+
+const header = "// Code generated by bodogen from openapi.json. DO NOT EDIT.\n\n"
+
+var opsTemplate = template.Must(template.New("ops").Funcs(funcs).Parse(header + `package ops
+
+// Table holds every operation of openapi.json.
+var Table = []Operation{
+{{- range .}}
+	{ID: {{printf "%q" .ID}}, Method: {{printf "%q" .Method}}, Path: {{printf "%q" .Path}}, Cost: {{.Cost}}, Class: {{printf "%q" .Class}}, Idempotent: {{.Idempotent}}, KeyRequired: {{.KeyRequired}}{{if .ParamCosts}}, ParamCosts: map[string]int{ {{- range $k, $v := .ParamCosts}}{{printf "%q" $k}}: {{$v}},{{end}} }{{end}}},
+{{- end}}
+}
+
+// The operations by name, pointing into Table.
+var (
+{{- range $i, $o := .}}
+	{{$o.GoName}} = &Table[{{$i}}] // {{$o.Method}} {{$o.Path}}
+{{- end}}
+)
+`))
+
+var servicesTemplate = template.Must(template.New("services").Funcs(funcs).Parse(header + `package bodo
+
+import (
+	"context"
+	"iter"
+	"net/http"
+
+	"github.com/bodo-app/bodo-go/gen"
+	"github.com/bodo-app/bodo-go/internal/ops"
+)
+
+// services holds one value of every service, to embed in Client.
+type services struct {
+{{- range .Services}}
+	{{.Name}} *{{.Name}}Service
+{{- end}}
+}
+
+func (c *Client) initServices() {
+{{- range .Services}}
+	c.{{.Name}} = &{{.Name}}Service{client: c}
+{{- end}}
+}
+{{range .Services}}
+// {{.Name}}Service groups the {{.Name}} operations. Use it through Client.{{.Name}}.
+type {{.Name}}Service struct{ client *Client }
+{{end}}
+{{- range .Services}}{{range .Methods}}{{template "method" .}}{{end}}{{end}}
+{{- range .Top}}{{template "method" .}}{{end}}
+
+{{- define "method"}}
+// {{.MethodName}} calls {{.ID}} ({{.Method}} {{.Path}}, {{.Cost}} points{{range $k, $v := .ParamCosts}}, {{$v}} more with {{$k}}{{end}}): {{lowerFirst .Summary}}.
+func ({{receiver .}}) {{.MethodName}}(ctx context.Context{{args .}}, opts ...RequestOption) {{if .Result}}(*{{.Result}}, error){{else}}error{{end}} {
+	build := func(server string) (*http.Request, error) { return gen.New{{.GoName}}Request(server{{genArgs .}}) }
+{{- if .Result}}
+	out := new({{.Result}})
+	if err := {{client .}}.do(ctx, ops.{{.GoName}}, build, out, opts); err != nil {
+		return nil, err
+	}
+	return out, nil
+{{- else}}
+	return {{client .}}.do(ctx, ops.{{.GoName}}, build, nil, opts)
+{{- end}}
+}
+{{if .PageItem}}
+// {{allName .}} iterates over every {{.PageItem}} that {{.MethodName}} returns, page by page,
+// following nextCursor. Each page is one call; an error ends the iteration.
+func ({{receiver .}}) {{allName .}}(ctx context.Context{{args .}}, opts ...RequestOption) iter.Seq2[{{.PageItem}}, error] {
+	return func(yield func({{.PageItem}}, error) bool) {
+		var p {{.GoName}}Params
+		if params != nil {
+			p = *params
+		}
+		for {
+			page, err := {{if .Service}}s{{else}}c{{end}}.{{.MethodName}}(ctx, {{range .PathParams}}{{.}}, {{end}}&p, opts...)
+			if err != nil {
+				yield({{.PageItem}}{}, err)
+				return
+			}
+			for _, v := range page.Data {
+				if !yield(v, nil) {
+					return
+				}
+			}
+			if page.NextCursor == nil || *page.NextCursor == "" {
+				return
+			}
+			p.{{.PageParam}} = page.NextCursor
+		}
+	}
+}
+{{end}}
+{{- end}}
+`))
+
+var modelsTemplate = template.Must(template.New("models").Parse(header + `package bodo
+
+import "github.com/bodo-app/bodo-go/gen"
+
+// The models of openapi.json, re-exported from package gen so that callers
+// need only package bodo.
+type (
+{{- range .}}
+	{{.Name}} = gen.{{.Name}}
+{{- end}}
+)
+{{range .}}{{if .Consts}}
+// Values of {{.Name}}.
+const (
+{{- range .Consts}}
+	{{.}} = gen.{{.}}
+{{- end}}
+)
+{{end}}{{end}}`))

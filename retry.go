@@ -1,0 +1,313 @@
+package bodo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrOutcomeUnknown marks a write whose connection failed after the request
+// was sent, without an Idempotency-Key: the client cannot know whether it
+// took effect, so it did not retry. Look for the effect before trying again.
+var ErrOutcomeUnknown = errors.New("bodo: outcome unknown")
+
+// The backoff schedule when the server gives no hint: 1, 2, 4, 8 s with full
+// jitter, and at most maxHintlessRetries such retries per call.
+const (
+	backoffBase        = time.Second
+	backoffCap         = 8 * time.Second
+	maxHintlessRetries = 4
+)
+
+// RetryEvent describes one retry, for WithOnRetry.
+type RetryEvent struct {
+	Operation string        // operationId
+	Class     string        // x-bodo-class of the operation
+	Attempt   int           // the attempt that failed, from 1
+	Wait      time.Duration // how long the client waits before the next attempt
+	// Err is why: an *Error for an answer, else the connection error.
+	Err error
+}
+
+// RetryError is returned when a call's retries run out. It wraps the last
+// attempt's error, so errors.As finds the *Error.
+type RetryError struct {
+	Operation string
+	Attempts  int // attempts made, the first one included
+	Err       error
+}
+
+func (e *RetryError) Error() string {
+	return fmt.Sprintf("bodo: %s: gave up after %d attempts: %v", e.Operation, e.Attempts, e.Err)
+}
+
+// Unwrap returns the last attempt's error.
+func (e *RetryError) Unwrap() error { return e.Err }
+
+// send runs the attempts of one call until one is answered with something
+// that is not retried, the retries run out, or ctx ends. It returns the
+// response of a 2xx or 304 answer with its body unread.
+func (c *Client) send(ctx context.Context, cl *call) (*http.Response, error) {
+	hintless := 0
+	for attempt := 1; ; attempt++ {
+		ticket, err := c.state.admit(ctx, cl)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.attempt(ctx, cl)
+		var (
+			last error
+			wait time.Duration
+		)
+		if err != nil {
+			ticket.done(false)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("bodo: %s: %w", cl.op.ID, context.Cause(ctx))
+			}
+			if !retrySafe(cl, err) {
+				return nil, fmt.Errorf("bodo: %s: the connection failed after the request was sent and it carries no Idempotency-Key, so it was not retried: %w: %w", cl.op.ID, ErrOutcomeUnknown, err)
+			}
+			last = fmt.Errorf("bodo: %s: %w", cl.op.ID, err)
+			if hintless >= maxHintlessRetries {
+				return nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: last}
+			}
+			wait = backoff(hintless)
+			hintless++
+		} else {
+			if resp.StatusCode < 300 || resp.StatusCode == http.StatusNotModified {
+				ticket.done(false)
+				return resp, nil
+			}
+			apiErr := newError(cl.op.ID, resp, time.Now())
+			ticket.done(resp.StatusCode == http.StatusTooManyRequests)
+			c.state.block(apiErr)
+			if !retryable(apiErr) {
+				c.logRefusal(cl, apiErr, attempt, -1)
+				return nil, apiErr
+			}
+			var hinted bool
+			wait, hinted = retryWait(apiErr, hintless)
+			if !hinted {
+				if hintless >= maxHintlessRetries {
+					c.logRefusal(cl, apiErr, attempt, -1)
+					return nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: apiErr}
+				}
+				hintless++
+			}
+			if apiErr.RetryAfter > cl.settings.maxRetryWait {
+				c.logRefusal(cl, apiErr, attempt, -1)
+				return nil, apiErr
+			}
+			last = apiErr
+			if attempt <= cl.settings.maxRetries {
+				c.logRefusal(cl, apiErr, attempt, wait)
+			} else {
+				c.logRefusal(cl, apiErr, attempt, -1)
+			}
+		}
+		if attempt > cl.settings.maxRetries {
+			if cl.settings.maxRetries == 0 {
+				return nil, last
+			}
+			return nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: last}
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			return nil, fmt.Errorf("bodo: %s: the retry would wait %v, past the context deadline: %w: %w",
+				cl.op.ID, wait.Round(time.Millisecond), last, context.DeadlineExceeded)
+		}
+		if c.onRetry != nil {
+			c.onRetry(RetryEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Attempt: attempt, Wait: wait, Err: last})
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, fmt.Errorf("bodo: %s: waiting to retry: %w: %w", cl.op.ID, last, err)
+		}
+	}
+}
+
+// attempt sends one attempt of the call, bounded by the attempt timeout.
+func (c *Client) attempt(ctx context.Context, cl *call) (*http.Response, error) {
+	if d := cl.settings.attemptTimeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		resp, err := c.httpClient.Do(cl.newAttempt(ctx))
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		return resp, nil
+	}
+	return c.httpClient.Do(cl.newAttempt(ctx))
+}
+
+// retryable reports whether an answer may be retried: RATE_LIMITED, OVERLOADED
+// (429 or 503, also without a problem body) and IDEMPOTENCY_KEY_IN_USE.
+// QUOTA_EXHAUSTED never is.
+func retryable(e *Error) bool {
+	switch e.Code {
+	case CodeRateLimited, CodeOverloaded, CodeIdempotencyKeyInUse:
+		return true
+	case "":
+		return e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable
+	}
+	return false
+}
+
+// retrySafe reports whether a failed attempt may be sent again: when the
+// request never left (the dial failed), when the operation is idempotent, or
+// when it carries an Idempotency-Key.
+func retrySafe(cl *call, err error) bool {
+	if notSent(err) || cl.op.Idempotent {
+		return true
+	}
+	return cl.req.Header.Get("Idempotency-Key") != ""
+}
+
+// notSent reports whether err says the connection was never made.
+func notSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// retryWait returns how long to wait before retrying after e, and whether
+// the server gave the hint: retryAfterMs or Retry-After plus jitter (never
+// sooner than asked), OVERLOADED with at least a second of random spacing
+// on top; without a hint the doubling backoff after hintless such retries.
+func retryWait(e *Error, hintless int) (time.Duration, bool) {
+	hinted := e.hinted
+	var wait time.Duration
+	if hinted {
+		wait = e.RetryAfter + jitter(e.RetryAfter)
+	} else {
+		wait = backoff(hintless)
+	}
+	if e.Code == CodeOverloaded || e.Code == "" && e.Status == http.StatusServiceUnavailable {
+		wait += overloadSpacing()
+	}
+	return wait, hinted
+}
+
+// jitterBound is the most jitter laid on a hint h: a tenth of it, at least
+// 100 ms and at most 2 s.
+func jitterBound(h time.Duration) time.Duration {
+	return min(max(h/10, 100*time.Millisecond), 2*time.Second)
+}
+
+func jitter(h time.Duration) time.Duration {
+	return rand.N(jitterBound(h) + 1)
+}
+
+// overloadSpacing is the random spacing after OVERLOADED: 1 to 3 s.
+func overloadSpacing() time.Duration {
+	return time.Second + rand.N(2*time.Second+1)
+}
+
+// backoff is the wait before hintless retry n (from 0): full jitter over
+// 1, 2, 4, 8 s.
+func backoff(n int) time.Duration {
+	ceiling := backoffCap
+	if n < 4 {
+		ceiling = min(backoffBase<<n, backoffCap)
+	}
+	return rand.N(ceiling + 1)
+}
+
+// parseRetryAfter parses a Retry-After value relative to now: delay-seconds
+// or an HTTP-date in any of the three forms of RFC 9110 §5.6.7. A date in the
+// past is a wait of 0. A malformed or negative value is no hint; a huge one
+// is capped at maxHint.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if v[0] >= '0' && v[0] <= '9' {
+		for i := 0; i < len(v); i++ {
+			if v[i] < '0' || v[i] > '9' {
+				return 0, false
+			}
+		}
+		secs, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || secs > int64(maxHint/time.Second) {
+			return maxHint, true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	d := t.Sub(now)
+	switch {
+	case d < 0:
+		return 0, true
+	case d > maxHint:
+		return maxHint, true
+	}
+	return d, true
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// logRefusal logs a 429 or 503 answer: wait is the wait before the retry, or
+// negative when the call gives up.
+func (c *Client) logRefusal(cl *call, e *Error, attempt int, wait time.Duration) {
+	if e.Status != http.StatusTooManyRequests && e.Status != http.StatusServiceUnavailable {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("host", c.host),
+		slog.String("operation", cl.op.ID),
+		slog.String("class", string(cl.op.Class)),
+		slog.Int("status", e.Status),
+		slog.String("code", e.Code),
+		slog.String("policy", e.Policy),
+		slog.Int("attempt", attempt),
+		slog.String("request_id", e.RequestID),
+	}
+	msg := "bodo: refused, giving up"
+	if wait >= 0 {
+		msg = "bodo: refused, retrying"
+		attrs = append(attrs, slog.Duration("wait", wait))
+	} else if e.RetryAfter > 0 {
+		attrs = append(attrs, slog.Duration("retry_after", e.RetryAfter))
+	}
+	c.logger.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
+}
+
+// cancelOnClose releases an attempt's timeout when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
