@@ -1,0 +1,540 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bodo-app/bodo-go/internal/ops"
+)
+
+// The API keys the sandbox knows. All three belong to the one organisation
+// of the sandbox.
+const (
+	// TestKey is a key of principal A (a user).
+	TestKey = "bodo_test_sandbox0000000000000000"
+	// SecondKey is another key of principal A: it has its own key, write,
+	// parallel, delete and quota levels but shares A's principal level.
+	SecondKey = "bodo_test_sandbox1111111111111111"
+	// ForeignKey is a key of principal B (a service account) in the same
+	// organisation; WithForeignLoad spends org points in its name.
+	ForeignKey = "bodo_test_sandbox2222222222222222"
+)
+
+// APIVersion is the version the sandbox implements and echoes in
+// Bodo-Version.
+const APIVersion = "2026-11-01"
+
+// maxBody is the largest request body the sandbox reads.
+const maxBody = 1 << 20
+
+// Limits are the levels of bodo-api.md. Zero (or negative) fields take the
+// value of DefaultLimits, so tests shrink only what they need.
+type Limits struct {
+	Window          time.Duration // the per-minute window of key, write, principal, org and delete
+	KeyQuota        int           // points per Window refilling the key bucket
+	KeyCapacity     int           // what the key bucket holds
+	WriteQuota      int           // writes per Window
+	Parallel        int           // calls in flight per key
+	PrincipalQuota  int           // points per Window over all keys of a principal
+	OrgQuota        int           // points per Window over all keys of the org
+	OrgKeyShare     float64       // the share of OrgQuota one key may use per Window
+	DeleteQuota     int           // deletes per Window
+	DeleteDayQuota  int           // deletes per DayLength
+	DayLength       time.Duration // fixed windows from the server's start
+	EgressQuota     int           // records read per EgressWindow
+	EgressWindow    time.Duration // fixed windows from the server's start
+	LockoutRefusals int           // more refusals than this in LockoutWindow lock the key
+	LockoutWindow   time.Duration // the sliding window refusals are counted in
+	LockoutDuration time.Duration // how long a lockout lasts
+	ExportDuration  time.Duration // how long an export runs
+}
+
+// DefaultLimits returns the limits of bodo-api.md.
+func DefaultLimits() Limits {
+	return Limits{
+		Window:          time.Minute,
+		KeyQuota:        300,
+		KeyCapacity:     600,
+		WriteQuota:      60,
+		Parallel:        6,
+		PrincipalQuota:  1200,
+		OrgQuota:        3000,
+		OrgKeyShare:     0.5,
+		DeleteQuota:     10,
+		DeleteDayQuota:  300,
+		DayLength:       24 * time.Hour,
+		EgressQuota:     10000,
+		EgressWindow:    time.Hour,
+		LockoutRefusals: 50,
+		LockoutWindow:   60 * time.Second,
+		LockoutDuration: 5 * time.Minute,
+		ExportDuration:  3 * time.Second,
+	}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	or := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	orDur := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	orDur(&l.Window, d.Window)
+	or(&l.KeyQuota, d.KeyQuota)
+	or(&l.KeyCapacity, d.KeyCapacity)
+	or(&l.WriteQuota, d.WriteQuota)
+	or(&l.Parallel, d.Parallel)
+	or(&l.PrincipalQuota, d.PrincipalQuota)
+	or(&l.OrgQuota, d.OrgQuota)
+	if l.OrgKeyShare <= 0 || l.OrgKeyShare > 1 {
+		l.OrgKeyShare = d.OrgKeyShare
+	}
+	or(&l.DeleteQuota, d.DeleteQuota)
+	or(&l.DeleteDayQuota, d.DeleteDayQuota)
+	orDur(&l.DayLength, d.DayLength)
+	or(&l.EgressQuota, d.EgressQuota)
+	orDur(&l.EgressWindow, d.EgressWindow)
+	or(&l.LockoutRefusals, d.LockoutRefusals)
+	orDur(&l.LockoutWindow, d.LockoutWindow)
+	orDur(&l.LockoutDuration, d.LockoutDuration)
+	orDur(&l.ExportDuration, d.ExportDuration)
+	return l
+}
+
+type config struct {
+	limits  Limits
+	faults  func(*http.Request) Fault
+	foreign float64
+	latency time.Duration
+}
+
+// Option configures New.
+type Option func(*config)
+
+// WithLimits replaces DefaultLimits; zero fields keep their default.
+func WithLimits(l Limits) Option { return func(c *config) { c.limits = l } }
+
+// WithFaults installs f, consulted once on every HTTP request (not per batch
+// part) before anything else happens.
+func WithFaults(f func(r *http.Request) Fault) Option { return func(c *config) { c.faults = f } }
+
+// WithForeignLoad makes ForeignKey spend org points continuously at this
+// rate. It is accounted lazily, takes at most what the org bucket holds and
+// is bound by no other level.
+func WithForeignLoad(pointsPerSecond float64) Option {
+	return func(c *config) { c.foreign = max(pointsPerSecond, 0) }
+}
+
+// WithLatency makes every answer take at least d; the call stays in flight
+// meanwhile.
+func WithLatency(d time.Duration) Option { return func(c *config) { c.latency = d } }
+
+// KeyStats is what the sandbox saw of one API key.
+type KeyStats struct {
+	Requests       int            // every request seen for the key
+	Accepted       int            // answered with a status other than 429 and 503
+	PointsAccepted int            // points charged
+	Refusals       map[string]int // problem code -> count, for 429 and 503 answers
+	Lockouts       int            // how many times the key was locked
+	InFlight       int            // requests inside the handler now, refused ones included
+	MaxInFlight    int            // the highest InFlight ever seen
+	Writes         int            // writes committed, replays not included
+}
+
+// Server is the in-memory bodo API. Its zero value is not usable; call New.
+type Server struct {
+	cfg          config
+	lim          Limits
+	policyHeader string
+	mux          *http.ServeMux
+	routes       map[string]*route // by ServeMux pattern
+	ids          ulids
+
+	mu        sync.Mutex
+	origin    time.Time // fixed windows count from here
+	keys      map[string]*apiKey
+	orgID     string
+	orgBucket *bucket
+	store
+}
+
+type principal struct {
+	id, kind, name string
+	bucket         *bucket
+}
+
+type apiKey struct {
+	id        string
+	principal *principal
+	bucket    *bucket // key
+	write     *bucket
+	del       *bucket
+	share     *bucket // this key's share of the org
+	deleteDay fixedWindow
+	egress    fixedWindow
+	parallel  int // admitted calls in flight
+
+	lockedUntil time.Time
+	countFrom   time.Time // refusals before this do not count towards a lockout
+	refusals    []refusalMark
+
+	idem  map[string]*idemEntry
+	stats KeyStats
+}
+
+type refusalMark struct {
+	at      time.Time
+	lockout bool
+}
+
+// New returns a sandbox with one organisation, principals A and B, the keys
+// TestKey, SecondKey (A) and ForeignKey (B), and no data.
+func New(opts ...Option) *Server {
+	cfg := config{limits: DefaultLimits()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	now := time.Now()
+	s := &Server{cfg: cfg, lim: cfg.limits.withDefaults(), origin: now.Truncate(time.Second)}
+	s.policyHeader = policyField(s.lim)
+	s.store = newStore()
+	lim := s.lim
+	s.orgID = "org_" + s.ids.next(now)
+	s.orgBucket = newBucket(float64(lim.OrgQuota), lim.OrgQuota, lim.Window, now)
+	s.orgBucket.drain = cfg.foreign
+	newPrincipal := func(kind, name string) *principal {
+		return &principal{id: "prn_" + s.ids.next(now), kind: kind, name: name,
+			bucket: newBucket(float64(lim.PrincipalQuota), lim.PrincipalQuota, lim.Window, now)}
+	}
+	a := newPrincipal("user", "Erika Mustermann")
+	b := newPrincipal("service_account", "Sync-Dienst")
+	shareCap := lim.OrgKeyShare * float64(lim.OrgQuota)
+	newKey := func(p *principal) *apiKey {
+		k := &apiKey{
+			id: "key_" + s.ids.next(now), principal: p,
+			bucket:    newBucket(float64(lim.KeyCapacity), lim.KeyQuota, lim.Window, now),
+			write:     newBucket(float64(lim.WriteQuota), lim.WriteQuota, lim.Window, now),
+			del:       newBucket(float64(lim.DeleteQuota), lim.DeleteQuota, lim.Window, now),
+			share:     &bucket{level: shareCap, capacity: shareCap, rate: shareCap / lim.Window.Seconds(), at: now},
+			deleteDay: fixedWindow{length: lim.DayLength},
+			egress:    fixedWindow{length: lim.EgressWindow},
+			idem:      map[string]*idemEntry{},
+		}
+		k.stats.Refusals = map[string]int{}
+		return k
+	}
+	s.keys = map[string]*apiKey{TestKey: newKey(a), SecondKey: newKey(a), ForeignKey: newKey(b)}
+	s.registerRoutes()
+	return s
+}
+
+// Stats reports what the sandbox saw of key; an unknown key has zero stats.
+func (s *Server) Stats(key string) KeyStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.keys[key]
+	if !ok {
+		return KeyStats{Refusals: map[string]int{}}
+	}
+	st := k.stats
+	st.Refusals = maps.Clone(k.stats.Refusals)
+	return st
+}
+
+// call is one operation being served: a top-level request or a batch part.
+type call struct {
+	key    *apiKey
+	now    time.Time
+	reqID  string
+	method string
+	path   string // the request path, also the problem instance
+	query  url.Values
+	body   []byte
+	header http.Header
+	ans    answer // set by the route's handler
+}
+
+// exchange is the outcome of the locked part of ServeHTTP.
+type exchange struct {
+	ans      answer
+	admitted bool
+	idem     *idemEntry // reserved for this request, completed after the answer
+}
+
+// ServeHTTP serves the bodo API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	reqID := "req_" + s.ids.next(start)
+	var fault Fault
+	if s.cfg.faults != nil {
+		fault = s.cfg.faults(r)
+	}
+	body, bodyErr := readBody(r)
+
+	s.mu.Lock()
+	k := s.keys[bearer(r)]
+	if k != nil {
+		k.stats.Requests++
+		k.stats.InFlight++
+		k.stats.MaxInFlight = max(k.stats.MaxInFlight, k.stats.InFlight)
+	}
+	x := s.decide(r, k, body, bodyErr, fault, reqID)
+	s.mu.Unlock()
+
+	if d := max(s.cfg.latency, fault.Delay); d > 0 {
+		time.Sleep(time.Until(start.Add(d)))
+	}
+
+	s.mu.Lock()
+	if x.idem != nil {
+		x.idem.complete(x.ans)
+	}
+	if k != nil {
+		if x.admitted {
+			k.parallel--
+		}
+		k.stats.InFlight--
+		if x.ans.status == http.StatusTooManyRequests || x.ans.status == http.StatusServiceUnavailable {
+			k.stats.Refusals[x.ans.code]++
+		} else {
+			k.stats.Accepted++
+		}
+	}
+	s.mu.Unlock()
+
+	if fault.DropAfterCommit {
+		panic(http.ErrAbortHandler)
+	}
+	h := w.Header()
+	for name, v := range x.ans.header {
+		h[name] = v
+	}
+	h.Set("Request-Id", reqID)
+	h.Set("Bodo-Version", APIVersion)
+	h.Set("RateLimit-Policy", s.policyHeader)
+	if x.ans.status != http.StatusNoContent && x.ans.status != http.StatusNotModified {
+		h.Set("Content-Length", itoa(len(x.ans.body)))
+	}
+	w.WriteHeader(x.ans.status)
+	if x.ans.status != http.StatusNoContent && x.ans.status != http.StatusNotModified {
+		_, _ = w.Write(x.ans.body)
+	}
+}
+
+// decide does everything of a request that needs the state: authenticate,
+// check the lockout, route, cost, admit, charge and run. It holds s.mu.
+func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, fault Fault, reqID string) exchange {
+	now := time.Now()
+	s.settle(now)
+	c := &call{key: k, now: now, reqID: reqID, method: r.Method, path: r.URL.Path, query: r.URL.Query(), body: body, header: r.Header}
+	base := demand{points: 1}
+	withField := func(a answer, d demand) answer {
+		if k != nil {
+			a.header.Set("RateLimit", s.rateLimitField(k, now, d))
+		} else {
+			a.header.Set("RateLimit", rateLimitItem(policyKey, s.lim.KeyCapacity, 0))
+		}
+		return a
+	}
+
+	if fault.Overloaded != 0 {
+		return exchange{ans: withField(overloadedAnswer(c, fault), base)}
+	}
+	if k == nil {
+		return exchange{ans: withField(c.fail(http.StatusUnauthorized, codeUnauthenticated, "Der API-Schlüssel fehlt oder ist unbekannt."), base)}
+	}
+	if v := r.Header.Get("Bodo-Version"); v != "" && v != APIVersion {
+		return exchange{ans: withField(c.badRequest("Die Version %q gibt es nicht; unterstützt wird %s.", v, APIVersion), base)}
+	}
+	if now.Before(k.lockedUntil) {
+		s.noteRefusal(k, now, true)
+		return exchange{ans: s.lockoutAnswer(c, k)}
+	}
+	rt := s.lookup(r.Method, r.URL)
+	if rt == nil {
+		return exchange{ans: withField(c.notFound(), base)}
+	}
+
+	d, pre, idemKey, fp, parts := s.plan(c, rt, bodyErr)
+	s.advance(k, now)
+	if ref := s.admit(k, now, d); ref != nil {
+		a := s.refusalAnswer(c, ref)
+		if ref.status != http.StatusTooManyRequests {
+			return exchange{ans: withField(a, d)}
+		}
+		a.header.Set("RateLimit", s.refusedField(k, now, ref))
+		s.noteRefusal(k, now, false)
+		return exchange{ans: a}
+	}
+	s.charge(k, d)
+	k.stats.PointsAccepted += int(d.points)
+	x := exchange{admitted: true}
+	switch {
+	case pre != nil:
+		x.ans = *pre
+	case rt.op.KeyRequired && idemKey == "":
+		x.ans = c.fail(http.StatusBadRequest, codeIdemKeyRequired, "Geld-Aktionen brauchen einen Idempotency-Key.")
+	default:
+		if idemKey != "" {
+			x.idem = k.reserve(idemKey, fp, now)
+		}
+		if rt.op.Class == ops.ClassBatch {
+			x.ans = s.runBatch(c, parts)
+		} else {
+			x.ans = s.dispatch(c, r.URL)
+		}
+	}
+	k.egress.used += x.ans.records
+	k.stats.Writes += x.ans.writes
+	x.ans = withField(x.ans, d)
+	return x
+}
+
+// plan works out what a routed call takes from the levels and, when no
+// handler needs to run (a replay, a malformed request), its answer.
+func (s *Server) plan(c *call, rt *route, bodyErr error) (d demand, pre *answer, idemKey, fp string, parts []batchPart) {
+	op := rt.op
+	d = opDemand(op, c.query.Get)
+	if bodyErr != nil {
+		a := c.badRequest("Der Body ist nicht lesbar oder größer als %d Bytes.", maxBody)
+		if op.Class == ops.ClassBatch {
+			d = demand{points: 1}
+		}
+		return d, &a, "", "", nil
+	}
+	if c.method == http.MethodPost || c.method == http.MethodPatch {
+		if vals, ok := c.header["Idempotency-Key"]; ok {
+			key := strings.Join(vals, ",")
+			if !validIdemKey(key) {
+				a := c.badRequest("Der Idempotency-Key muss 1 bis 255 Zeichen lang sein.")
+				return d, &a, "", "", nil
+			}
+			fp = fingerprint(c.method, c.path, c.query, c.body)
+			if e := c.key.lookup(key, c.now); e != nil {
+				a := e.answerFor(c, fp)
+				return demand{points: 1}, &a, "", "", nil
+			}
+			idemKey = key
+		}
+	}
+	if op.Class == ops.ClassBatch {
+		var err error
+		if parts, err = parseBatch(c.body); err != nil {
+			a := c.badRequest("%s", err.Error())
+			return demand{points: 1}, &a, idemKey, fp, nil
+		}
+		d = s.batchDemand(c.key, c.now, parts)
+	}
+	return d, nil, idemKey, fp, parts
+}
+
+// recordReads are the operations whose answers count records against the
+// egress level.
+var recordReads = map[string]bool{
+	"listContacts": true, "countContacts": true, "getContact": true,
+	"listInvoices": true, "getInvoice": true, "getOperation": true, "listEvents": true,
+}
+
+func opDemand(op *ops.Operation, query func(string) string) demand {
+	d := demand{points: float64(op.CostFor(query)), egress: recordReads[op.ID]}
+	if op.Class.IsWrite() {
+		d.writes = 1
+	}
+	if op.Class == ops.ClassDelete {
+		d.deletes = 1
+	}
+	return d
+}
+
+// route is a registered operation.
+type route struct {
+	op *ops.Operation
+	h  func(c *call, r *http.Request) answer
+}
+
+type callKey struct{}
+
+func (s *Server) handle(pattern, opID string, h func(c *call, r *http.Request) answer) {
+	op, ok := ops.ByID(opID)
+	if !ok {
+		panic("sandbox: operation " + opID + " is missing from ops.Table")
+	}
+	s.routes[pattern] = &route{op: op, h: h}
+	s.mux.HandleFunc(pattern, func(_ http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(callKey{}).(*call); ok {
+			c.ans = h(c, r)
+		}
+	})
+}
+
+// lookup finds the route of a method and a canonical path.
+func (s *Server) lookup(method string, u *url.URL) *route {
+	p := u.Path
+	if p == "" || path.Clean(p) != p {
+		return nil
+	}
+	_, pattern := s.mux.Handler(&http.Request{Method: method, URL: &url.URL{Path: p, RawPath: u.RawPath}})
+	rt := s.routes[pattern]
+	if rt == nil || rt.op.Method != method {
+		return nil
+	}
+	return rt
+}
+
+// dispatch runs the handler of c's route through the mux, which fills in the
+// path values.
+func (s *Server) dispatch(c *call, u *url.URL) answer {
+	req := &http.Request{
+		Method: c.method, URL: &url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery},
+		Header: c.header, Host: "api.bodo-app.com", RequestURI: u.RequestURI(),
+	}
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	ctx := context.WithValue(context.Background(), callKey{}, c)
+	c.ans = answer{}
+	s.mux.ServeHTTP(discard{}, req.WithContext(ctx))
+	if c.ans.status == 0 {
+		return c.notFound()
+	}
+	return c.ans
+}
+
+type discard struct{}
+
+func (discard) Header() http.Header         { return http.Header{} }
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+func (discard) WriteHeader(int)             {}
+
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err == nil && len(b) > maxBody {
+		_, _ = io.Copy(io.Discard, r.Body)
+		err = errors.New("body too large")
+	}
+	return b, err
+}
+
+func bearer(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
