@@ -43,7 +43,7 @@ type InvoicesService struct{ client *Client }
 // OperationsService groups the Operations operations. Use it through Client.Operations.
 type OperationsService struct{ client *Client }
 
-// List calls listContacts (GET /v1/contacts, 2 points, 5 more with q): List contacts.
+// List calls listContacts (GET /v1/contacts, 2 points, 5 more with q): list contacts.
 func (s *ContactsService) List(ctx context.Context, params *ListContactsParams, opts ...RequestOption) (*ContactList, error) {
 	build := func(server string) (*http.Request, error) { return gen.NewListContactsRequest(server, params) }
 	out := new(ContactList)
@@ -80,7 +80,7 @@ func (s *ContactsService) All(ctx context.Context, params *ListContactsParams, o
 	}
 }
 
-// Create calls createContact (POST /v1/contacts, 5 points): Create a contact.
+// Create calls createContact (POST /v1/contacts, 5 points): create a contact.
 func (s *ContactsService) Create(ctx context.Context, body ContactCreate, opts ...RequestOption) (*Contact, error) {
 	build := func(server string) (*http.Request, error) {
 		return gen.NewCreateContactRequest(server, &gen.CreateContactParams{}, body)
@@ -92,7 +92,7 @@ func (s *ContactsService) Create(ctx context.Context, body ContactCreate, opts .
 	return out, nil
 }
 
-// Count calls countContacts (GET /v1/contacts/count, 2 points, 5 more with q): Count contacts.
+// Count calls countContacts (GET /v1/contacts/count, 2 points, 5 more with q): count contacts.
 func (s *ContactsService) Count(ctx context.Context, params *CountContactsParams, opts ...RequestOption) (*ContactCount, error) {
 	build := func(server string) (*http.Request, error) { return gen.NewCountContactsRequest(server, params) }
 	out := new(ContactCount)
@@ -102,7 +102,7 @@ func (s *ContactsService) Count(ctx context.Context, params *CountContactsParams
 	return out, nil
 }
 
-// Get calls getContact (GET /v1/contacts/{id}, 1 points): Get a contact.
+// Get calls getContact (GET /v1/contacts/{id}, 1 points): get a contact.
 func (s *ContactsService) Get(ctx context.Context, id string, opts ...RequestOption) (*Contact, error) {
 	build := func(server string) (*http.Request, error) {
 		return gen.NewGetContactRequest(server, id, &gen.GetContactParams{})
@@ -114,7 +114,7 @@ func (s *ContactsService) Get(ctx context.Context, id string, opts ...RequestOpt
 	return out, nil
 }
 
-// Update calls updateContact (PATCH /v1/contacts/{id}, 5 points): Update a contact.
+// Update calls updateContact (PATCH /v1/contacts/{id}, 5 points): update a contact.
 func (s *ContactsService) Update(ctx context.Context, id string, body ContactUpdate, opts ...RequestOption) (*Contact, error) {
 	build := func(server string) (*http.Request, error) {
 		return gen.NewUpdateContactRequest(server, id, &gen.UpdateContactParams{}, body)
@@ -126,13 +126,13 @@ func (s *ContactsService) Update(ctx context.Context, id string, body ContactUpd
 	return out, nil
 }
 
-// Delete calls deleteContact (DELETE /v1/contacts/{id}, 10 points): Delete a contact.
+// Delete calls deleteContact (DELETE /v1/contacts/{id}, 10 points): delete a contact.
 func (s *ContactsService) Delete(ctx context.Context, id string, opts ...RequestOption) error {
 	build := func(server string) (*http.Request, error) { return gen.NewDeleteContactRequest(server, id) }
 	return s.client.do(ctx, ops.DeleteContact, build, nil, opts)
 }
 
-// List calls listEvents (GET /v1/events, 1 points): List events.
+// List calls listEvents (GET /v1/events, 1 points): list events.
 func (s *EventsService) List(ctx context.Context, params *ListEventsParams, opts ...RequestOption) (*EventList, error) {
 	build := func(server string) (*http.Request, error) { return gen.NewListEventsRequest(server, params) }
 	out := new(EventList)
@@ -169,7 +169,7 @@ func (s *EventsService) All(ctx context.Context, params *ListEventsParams, opts 
 	}
 }
 
-// Create calls createExport (POST /v1/exports, 10 points): Start an export.
+// Create calls createExport (POST /v1/exports, 10 points): start an export.
 func (s *ExportsService) Create(ctx context.Context, body ExportCreate, opts ...RequestOption) (*Operation, error) {
 	build := func(server string) (*http.Request, error) {
 		return gen.NewCreateExportRequest(server, &gen.CreateExportParams{}, body)
@@ -181,7 +181,7 @@ func (s *ExportsService) Create(ctx context.Context, body ExportCreate, opts ...
 	return out, nil
 }
 
-// List calls listInvoices (GET /v1/invoices, 2 points): List invoices.
+// List calls listInvoices (GET /v1/invoices, 2 points): list invoices.
 func (s *InvoicesService) List(ctx context.Context, params *ListInvoicesParams, opts ...RequestOption) (*InvoiceList, error) {
 	build := func(server string) (*http.Request, error) { return gen.NewListInvoicesRequest(server, params) }
 	out := new(InvoiceList)
@@ -218,7 +218,7 @@ func (s *InvoicesService) All(ctx context.Context, params *ListInvoicesParams, o
 	}
 }
 
-// Create calls createInvoice (POST /v1/invoices, 5 points): Create an invoice.
+// Create calls createInvoice (POST /v1/invoices, 5 points): create an invoice.
 func (s *InvoicesService) Create(ctx context.Context, body InvoiceCreate, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
 		return gen.NewCreateInvoiceRequest(server, &gen.CreateInvoiceParams{}, body)
@@ -230,7 +230,7 @@ func (s *InvoicesService) Create(ctx context.Context, body InvoiceCreate, opts .
 	return out, nil
 }
 
-// Get calls getInvoice (GET /v1/invoices/{id}, 1 points): Get an invoice.
+// Get calls getInvoice (GET /v1/invoices/{id}, 1 points): get an invoice.
 func (s *InvoicesService) Get(ctx context.Context, id string, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
 		return gen.NewGetInvoiceRequest(server, id, &gen.GetInvoiceParams{})
@@ -242,7 +242,7 @@ func (s *InvoicesService) Get(ctx context.Context, id string, opts ...RequestOpt
 	return out, nil
 }
 
-// Pay calls payInvoice (POST /v1/invoices/{id}/pay, 10 points): Pay an open invoice.
+// Pay calls payInvoice (POST /v1/invoices/{id}/pay, 10 points): pay an open invoice.
 func (s *InvoicesService) Pay(ctx context.Context, id string, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
 		return gen.NewPayInvoiceRequest(server, id, &gen.PayInvoiceParams{})
@@ -254,7 +254,7 @@ func (s *InvoicesService) Pay(ctx context.Context, id string, opts ...RequestOpt
 	return out, nil
 }
 
-// Refund calls refundInvoice (POST /v1/invoices/{id}/refund, 10 points): Refund a paid invoice.
+// Refund calls refundInvoice (POST /v1/invoices/{id}/refund, 10 points): refund a paid invoice.
 func (s *InvoicesService) Refund(ctx context.Context, id string, body InvoiceRefund, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
 		return gen.NewRefundInvoiceRequest(server, id, &gen.RefundInvoiceParams{}, body)
@@ -266,7 +266,7 @@ func (s *InvoicesService) Refund(ctx context.Context, id string, body InvoiceRef
 	return out, nil
 }
 
-// Get calls getOperation (GET /v1/operations/{id}, 1 points): Get a long-running operation.
+// Get calls getOperation (GET /v1/operations/{id}, 1 points): get a long-running operation.
 func (s *OperationsService) Get(ctx context.Context, id string, opts ...RequestOption) (*Operation, error) {
 	build := func(server string) (*http.Request, error) {
 		return gen.NewGetOperationRequest(server, id, &gen.GetOperationParams{})
@@ -278,7 +278,7 @@ func (s *OperationsService) Get(ctx context.Context, id string, opts ...RequestO
 	return out, nil
 }
 
-// Batch calls batch (POST /v1/batch, 0 points): Run up to 20 requests in one call.
+// Batch calls batch (POST /v1/batch, 0 points): run up to 20 requests in one call.
 func (c *Client) Batch(ctx context.Context, body BatchRequest, opts ...RequestOption) (*BatchResult, error) {
 	build := func(server string) (*http.Request, error) {
 		return gen.NewBatchRequest(server, &gen.BatchParams{}, body)
@@ -290,7 +290,7 @@ func (c *Client) Batch(ctx context.Context, body BatchRequest, opts ...RequestOp
 	return out, nil
 }
 
-// Me calls getMe (GET /v1/me, 1 points): Who am I.
+// Me calls getMe (GET /v1/me, 1 points): who am I.
 func (c *Client) Me(ctx context.Context, opts ...RequestOption) (*Me, error) {
 	build := func(server string) (*http.Request, error) { return gen.NewGetMeRequest(server) }
 	out := new(Me)
@@ -300,7 +300,7 @@ func (c *Client) Me(ctx context.Context, opts ...RequestOption) (*Me, error) {
 	return out, nil
 }
 
-// OpenAPI calls getOpenAPI (GET /v1/openapi.json, 1 points): This description.
+// OpenAPI calls getOpenAPI (GET /v1/openapi.json, 1 points): this description.
 func (c *Client) OpenAPI(ctx context.Context, opts ...RequestOption) (*OpenAPIDocument, error) {
 	build := func(server string) (*http.Request, error) { return gen.NewGetOpenAPIRequest(server) }
 	out := new(OpenAPIDocument)
@@ -310,7 +310,7 @@ func (c *Client) OpenAPI(ctx context.Context, opts ...RequestOption) (*OpenAPIDo
 	return out, nil
 }
 
-// RateLimit calls getRateLimit (GET /v1/rate_limit, 1 points): The key's rate-limit status.
+// RateLimit calls getRateLimit (GET /v1/rate_limit, 1 points): the key's rate-limit status.
 func (c *Client) RateLimit(ctx context.Context, opts ...RequestOption) (*RateLimitStatus, error) {
 	build := func(server string) (*http.Request, error) { return gen.NewGetRateLimitRequest(server) }
 	out := new(RateLimitStatus)

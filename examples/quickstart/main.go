@@ -1,0 +1,158 @@
+// Command quickstart is a short tour of bodo-go: it creates, reads, lists,
+// updates and deletes a contact, creates and pays an invoice, runs an export
+// to completion and prints the key's rate-limit status.
+//
+// With BODO_BASE_URL and BODO_API_KEY set it runs against that server;
+// without BODO_BASE_URL it starts the embedded sandbox on loopback first.
+//
+//	go run ./examples/quickstart
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/internal/sandbox"
+)
+
+func main() {
+	log.SetFlags(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	var opts []bodo.Option
+	if os.Getenv("BODO_BASE_URL") == "" {
+		url, stop, err := serveSandbox()
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer stop()
+		fmt.Printf("BODO_BASE_URL is not set: using the embedded sandbox at %s\n\n", url)
+		opts = append(opts, bodo.WithBaseURL(url), bodo.WithAPIKey(sandbox.TestKey))
+	}
+	client, err := bodo.NewClient(opts...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := tour(ctx, client); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func tour(ctx context.Context, client *bodo.Client) error {
+	me, err := client.Me(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("1. Me: key %s of %s (%s) in %s\n", me.KeyId, me.Principal.Name, me.Principal.Type, me.Organization.Name)
+
+	ada, err := client.Contacts.Create(ctx, bodo.ContactCreate{
+		Name:    "Ada Lovelace",
+		Email:   bodo.Ptr("ada@example.com"),
+		Company: bodo.Ptr("Analytical Engines"),
+		Tags:    &[]string{"quickstart"},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("2. Created contact %s (%s)\n", ada.Id, ada.Name)
+
+	got, err := client.Contacts.Get(ctx, ada.Id)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("3. Read it back: %s <%s>\n", got.Name, deref(got.Email))
+
+	n := 0
+	for c, err := range client.Contacts.All(ctx, &bodo.ListContactsParams{Q: bodo.Ptr("Ada"), Limit: bodo.Ptr(50)}) {
+		if err != nil {
+			return err
+		}
+		n++
+		_ = c
+	}
+	fmt.Printf("4. Listed the contacts matching \"Ada\": %d\n", n)
+
+	updated, err := client.Contacts.Update(ctx, ada.Id, bodo.ContactUpdate{
+		Phone:   bodo.Value("+44 20 7946 0000"),
+		Company: bodo.Null[string](),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("5. Updated it: phone %s, company cleared (%v)\n", deref(updated.Phone), updated.Company == nil)
+
+	if err := client.Contacts.Delete(ctx, ada.Id); err != nil {
+		return err
+	}
+	_, err = client.Contacts.Get(ctx, ada.Id)
+	fmt.Printf("6. Deleted it; reading it again is ErrNotFound: %v\n", errors.Is(err, bodo.ErrNotFound))
+
+	grace, err := client.Contacts.Create(ctx, bodo.ContactCreate{Name: "Grace Hopper"})
+	if err != nil {
+		return err
+	}
+	inv, err := client.Invoices.Create(ctx, bodo.InvoiceCreate{
+		ContactId: grace.Id,
+		Amount:    12500,
+		Currency:  "EUR",
+		Status:    bodo.Ptr(bodo.InvoiceCreateStatusOpen),
+	})
+	if err != nil {
+		return err
+	}
+	paid, err := client.Invoices.Pay(ctx, inv.Id)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("7. Invoice %s over %d.%02d %s for %s: %s\n", paid.Id, paid.Amount/100, paid.Amount%100, paid.Currency, grace.Name, paid.Status)
+
+	op, err := client.Exports.Create(ctx, bodo.ExportCreate{Resource: bodo.ExportCreateResourceContacts, Format: bodo.ExportCreateFormatJsonl})
+	if err != nil {
+		return err
+	}
+	done, err := client.Operations.Wait(ctx, op.Id)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("8. Export %s %s: %d records at %s\n", done.Id, done.Status, done.Result.Records, done.Result.Url)
+
+	status, err := client.RateLimit(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Println("9. RateLimit():")
+	for _, p := range status.Policies {
+		window := "-"
+		if p.Window != nil {
+			window = fmt.Sprintf("%ds", *p.Window)
+		}
+		fmt.Printf("   %-10s %5d of %5d %-19s window %-6s full again in %ds\n", p.Name, p.Remaining, p.Quota, p.Unit, window, p.ResetSeconds)
+	}
+	return nil
+}
+
+// serveSandbox serves the sandbox on a free loopback port.
+func serveSandbox() (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: sandbox.New(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
+}
