@@ -1,0 +1,153 @@
+package bodo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net/http/httptest"
+	"time"
+
+	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/internal/sandbox"
+)
+
+// exampleClient serves a fresh sandbox on loopback and returns a client for
+// it; a real program calls bodo.NewClient() with BODO_API_KEY set.
+func exampleClient() (*bodo.Client, func()) {
+	srv := httptest.NewServer(sandbox.New())
+	client, err := bodo.NewClient(bodo.WithBaseURL(srv.URL), bodo.WithAPIKey(sandbox.TestKey))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return client, srv.Close
+}
+
+func ExampleNewClient() {
+	client, err := bodo.NewClient(
+		bodo.WithAPIKey("bodo_test_0123456789abcdef"),
+		bodo.WithMaxRetries(3),
+		bodo.WithMaxRetryWait(30*time.Second),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = client
+	fmt.Println("ok")
+	// Output: ok
+}
+
+func ExampleContactsService_Create() {
+	client, stop := exampleClient()
+	defer stop()
+	ctx := context.Background()
+
+	c, err := client.Contacts.Create(ctx, bodo.ContactCreate{Name: "Ada Lovelace", Email: bodo.Ptr("ada@example.com")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(c.Name, *c.Email)
+	// Output: Ada Lovelace ada@example.com
+}
+
+func ExampleContactsService_All() {
+	client, stop := exampleClient()
+	defer stop()
+	ctx := context.Background()
+	for _, name := range []string{"Ada", "Grace", "Edsger"} {
+		if _, err := client.Contacts.Create(ctx, bodo.ContactCreate{Name: name}); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	for c, err := range client.Contacts.All(ctx, &bodo.ListContactsParams{Limit: bodo.Ptr(2)}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(c.Name)
+	}
+	// Output:
+	// Ada
+	// Grace
+	// Edsger
+}
+
+func ExampleContactsService_Update() {
+	client, stop := exampleClient()
+	defer stop()
+	ctx := context.Background()
+	c, _ := client.Contacts.Create(ctx, bodo.ContactCreate{Name: "Ada", Company: bodo.Ptr("Engines")})
+
+	c, err := client.Contacts.Update(ctx, c.Id, bodo.ContactUpdate{
+		Phone:   bodo.Value("+44 20 7946 0000"),
+		Company: bodo.Null[string](),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(*c.Phone, c.Company == nil)
+	// Output: +44 20 7946 0000 true
+}
+
+func ExampleInvoicesService_Pay() {
+	client, stop := exampleClient()
+	defer stop()
+	ctx := context.Background()
+	c, _ := client.Contacts.Create(ctx, bodo.ContactCreate{Name: "Grace"})
+	inv, _ := client.Invoices.Create(ctx, bodo.InvoiceCreate{ContactId: c.Id, Amount: 4200, Currency: "EUR", Status: bodo.Ptr(bodo.InvoiceCreateStatusOpen)})
+
+	// The same key on a second call replays the first answer instead of paying twice.
+	paid, err := client.Invoices.Pay(ctx, inv.Id, bodo.WithIdempotencyKey("pay-"+inv.Id))
+	if err != nil {
+		log.Fatal(err)
+	}
+	again, err := client.Invoices.Pay(ctx, inv.Id, bodo.WithIdempotencyKey("pay-"+inv.Id))
+	fmt.Println(paid.Status, again.Status, err)
+	// Output: paid paid <nil>
+}
+
+func ExampleClient_RateLimit() {
+	client, stop := exampleClient()
+	defer stop()
+
+	status, err := client.RateLimit(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, p := range status.Policies {
+		if p.Name == "key" {
+			fmt.Printf("%s: quota %d %s per %ds, capacity %d\n", p.Name, p.Quota, p.Unit, *p.Window, *p.Capacity)
+		}
+	}
+	// Output: key: quota 300 points per 60s, capacity 600
+}
+
+func ExampleError() {
+	client, stop := exampleClient()
+	defer stop()
+
+	_, err := client.Contacts.Get(context.Background(), "con_00000000000000000000000000")
+	var e *bodo.Error
+	if errors.As(err, &e) {
+		fmt.Println(errors.Is(err, bodo.ErrNotFound), e.Status, e.Code)
+	}
+	// Output: true 404 NOT_FOUND
+}
+
+func ExampleOperationsService_Wait() {
+	client, stop := exampleClient()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	op, err := client.Exports.Create(ctx, bodo.ExportCreate{Resource: bodo.ExportCreateResourceInvoices, Format: bodo.ExportCreateFormatCsv})
+	if err != nil {
+		log.Fatal(err)
+	}
+	op, err = client.Operations.Wait(ctx, op.Id)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(op.Status, op.Result.Records)
+	// Output: succeeded 0
+}
