@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -40,6 +41,8 @@ type Client struct {
 	httpClient *http.Client
 	logger     *slog.Logger
 	onRetry    func(RetryEvent)
+	onWait     func(WaitEvent)
+	budgeted   bool
 	defaults   callSettings
 	state      *keyState
 }
@@ -50,6 +53,8 @@ type clientSettings struct {
 	httpClient *http.Client
 	logger     *slog.Logger
 	onRetry    func(RetryEvent)
+	onWait     func(WaitEvent)
+	noBudget   bool
 	allowHTTP  bool
 	call       callSettings
 }
@@ -155,6 +160,26 @@ func WithLogger(l *slog.Logger) Option {
 func WithOnRetry(f func(RetryEvent)) Option {
 	return clientOption(func(s *clientSettings) error {
 		s.onRetry = f
+		return nil
+	})
+}
+
+// WithoutBudget turns the budget off for this client: calls are no longer
+// paced by the model of the key's levels, the adaptive cap or the FIFO
+// queue. For callers who pace themselves. The retry discipline, the lockout
+// guard and the refusal of calls that would hit an exhausted quota stay on.
+func WithoutBudget() Option {
+	return clientOption(func(s *clientSettings) error {
+		s.noBudget = true
+		return nil
+	})
+}
+
+// WithOnWait calls f for every call that waited for the budget before it was
+// sent, with how long and why, from the calling goroutine; f must not block.
+func WithOnWait(f func(WaitEvent)) Option {
+	return clientOption(func(s *clientSettings) error {
+		s.onWait = f
 		return nil
 	})
 }
@@ -286,6 +311,8 @@ func NewClient(opts ...Option) (*Client, error) {
 		httpClient: s.httpClient,
 		logger:     s.logger,
 		onRetry:    s.onRetry,
+		onWait:     s.onWait,
+		budgeted:   !s.noBudget,
 		defaults:   s.call,
 		state:      stateFor(u.Host, s.apiKey),
 	}
@@ -332,9 +359,9 @@ type call struct {
 	op       *ops.Operation
 	settings callSettings
 	req      *http.Request
-	body     []byte // the request body, replayed byte for byte on each attempt
-	cost     int    // points, from the operation table (and the batch parts)
-	levels   []string
+	body     []byte   // the request body, replayed byte for byte on each attempt
+	cost     int      // points, from the operation table (and the batch parts)
+	demand   []demand // what the call takes from each level
 }
 
 // do runs one call of op: builds the request, sends it through the retry
@@ -356,7 +383,40 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
 	}
-	return decodeBody(op.ID, resp, out)
+	if err := decodeBody(op.ID, resp, out); err != nil {
+		return err
+	}
+	c.settleEgress(cl, out)
+	return nil
+}
+
+// settleEgress gives back the egress records a list reserved but did not
+// return.
+func (c *Client) settleEgress(cl *call, out any) {
+	if cl.op.Egress != ops.EgressPage {
+		return
+	}
+	for _, d := range cl.demand {
+		if d.level == levelEgress {
+			c.state.refund(levelEgress, d.amount-float64(pageLen(out)))
+		}
+	}
+}
+
+// pageLen is the number of records in a list answer: the length of its Data
+// field.
+func pageLen(out any) int {
+	v := reflect.ValueOf(out)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return 0
+	}
+	if f := v.FieldByName("Data"); f.IsValid() && f.Kind() == reflect.Slice {
+		return f.Len()
+	}
+	return 0
 }
 
 // newCall applies the options, builds the request and fixes what every
@@ -403,27 +463,28 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 			req.Header.Set("Idempotency-Key", s.idempotencyKey)
 		}
 	}
-	cl := &call{op: op, settings: s, req: req, body: body, cost: op.Cost, levels: levelsOf(op)}
+	cl := &call{op: op, settings: s, req: req, body: body}
 	if op == ops.Batch {
 		if err := prepareBatch(cl); err != nil {
 			return nil, fmt.Errorf("bodo: batch: %w", err)
 		}
 	} else {
-		cl.cost = op.CostFor(req.URL.Query().Get)
+		q := req.URL.Query()
+		cl.cost = op.CostFor(q.Get)
+		cl.demand = demandOf(op, q)
 	}
 	return cl, nil
 }
 
 // prepareBatch gives every write part without an idempotencyKey a key of its
 // own (fixed once, so every retry sends the same bytes) and sums the parts'
-// costs and levels.
+// costs and demands.
 func prepareBatch(cl *call) error {
 	var br BatchRequest
 	if err := json.Unmarshal(cl.body, &br); err != nil {
 		return err
 	}
-	cl.cost, cl.levels = 0, nil
-	seen := map[string]bool{}
+	cl.cost, cl.demand = 0, nil
 	for i := range br.Requests {
 		part := &br.Requests[i]
 		method := string(part.Method)
@@ -443,12 +504,7 @@ func prepareBatch(cl *call) error {
 			return fmt.Errorf("part %d: a batch cannot contain a batch", i)
 		}
 		cl.cost += op.CostFor(u.Query().Get)
-		for _, l := range levelsOf(op) {
-			if !seen[l] {
-				seen[l] = true
-				cl.levels = append(cl.levels, l)
-			}
-		}
+		cl.demand = addDemand(cl.demand, demandOf(op, u.Query()))
 	}
 	body, err := json.Marshal(br)
 	if err != nil {

@@ -1,8 +1,10 @@
 package bodo
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -87,3 +89,5 @@ var sampleContact = map[string]any{
 	"id": "con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP", "name": "Ada", "email": nil, "phone": nil, "company": nil,
 	"tags": []string{}, "createdAt": "2026-11-30T10:00:00Z", "updatedAt": "2026-11-30T10:00:00Z",
 }
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

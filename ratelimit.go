@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -22,19 +25,237 @@ const (
 	refusalWindow = 60 * time.Second
 )
 
+// AIMD: each RATE_LIMITED or OVERLOADED halves the in-flight cap and the
+// pacing rate (at most once per cutSpacing); each quietInterval without one
+// raises the cap by one call and the pace by paceStep of the key's rate.
+const (
+	cutSpacing    = time.Second
+	quietInterval = 5 * time.Second
+	paceStep      = 0.1
+	minPace       = 0.05
+	paceBurst     = 2 * time.Second
+)
+
+// observedRateTTL is how long a refill rate read off a RateLimit header
+// (what the server says is left and when it is full again) overrides the
+// documented rate of a level.
+const observedRateTTL = 10 * time.Second
+
 // allLevels stands for every level in a quota block whose policy the client
 // does not know: then every call of the key is held.
 const allLevels = "*"
 
-// keyState is what the client knows of one API key on one host. Every Client
-// in the process with the same key and host shares it.
+// The level names of the API.
+const (
+	levelKey       = "key"
+	levelWrite     = "write"
+	levelParallel  = "parallel"
+	levelPrincipal = "principal"
+	levelOrg       = "org"
+	levelDelete    = "delete"
+	levelDeleteDay = "delete-day"
+	levelEgress    = "egress"
+	policyLockout  = "lockout"
+)
+
+// documentedLevels are the levels of the API before any header says
+// otherwise: quota per window, capacity, and for org the share one key may
+// use.
+func documentedLevels() map[string]*level {
+	minute, hour := time.Minute, time.Hour
+	ls := []*level{
+		{name: levelKey, unit: "points", quota: 300, window: minute, capacity: 600, share: 1},
+		{name: levelWrite, unit: "requests", quota: 60, window: minute, share: 1},
+		{name: levelPrincipal, unit: "points", quota: 1200, window: minute, share: 1},
+		{name: levelOrg, unit: "points", quota: 3000, window: minute, share: 0.5},
+		{name: levelDelete, unit: "requests", quota: 10, window: minute, share: 1},
+		{name: levelDeleteDay, unit: "requests", quota: 300, window: 24 * hour, share: 1},
+		{name: levelEgress, unit: "records", quota: 10000, window: hour, share: 1},
+	}
+	m := map[string]*level{}
+	for _, l := range ls {
+		l.known, l.docQuota = true, l.quota
+		l.tokens = l.size()
+		m[l.name] = l
+	}
+	return m
+}
+
+// level is the client's model of one server level as a token bucket.
+type level struct {
+	name     string
+	unit     string // points, requests, records
+	quota    float64
+	window   time.Duration
+	capacity float64 // 0: the quota (times share)
+	share    float64 // the part of the quota this key may use
+	known    bool    // a level of the API (else learned from a header)
+	docQuota float64 // the documented quota; capacity holds only while quota equals it
+	seenMax  float64 // the most the server ever said was left: the bucket holds at least that
+
+	tokens float64 // may be negative: owed after a refusal
+	at     time.Time
+
+	observedRate  float64 // points per second, from a RateLimit header
+	observedUntil time.Time
+}
+
+func (l *level) size() float64 {
+	size := l.quota * l.share
+	if l.capacity > 0 && l.quota == l.docQuota {
+		size = l.capacity
+	}
+	return max(size, l.seenMax)
+}
+
+func (l *level) rate(now time.Time) float64 {
+	if now.Before(l.observedUntil) {
+		return l.observedRate
+	}
+	return l.grossRate()
+}
+
+// grossRate is the refill the quota grants, before what others take.
+func (l *level) grossRate() float64 {
+	if l.window <= 0 {
+		return 0
+	}
+	return l.quota * l.share / l.window.Seconds()
+}
+
+func (l *level) refill(now time.Time) {
+	if l.at.IsZero() {
+		l.at = now
+	}
+	if now.After(l.at) {
+		l.tokens = min(l.size(), l.tokens+l.rate(now)*now.Sub(l.at).Seconds())
+		l.at = now
+	}
+}
+
+// wait is how long until n tokens are there; forever when nothing refills.
+func (l *level) wait(n float64, now time.Time) time.Duration {
+	deficit := n - l.tokens
+	if deficit <= 1e-9 {
+		return 0
+	}
+	r := l.rate(now)
+	if r <= 0 {
+		return forever
+	}
+	return durationOf(deficit / r)
+}
+
+func (l *level) fullIn(now time.Time) time.Duration { return l.wait(l.size(), now) }
+
+const forever = time.Duration(math.MaxInt64)
+
+func durationOf(seconds float64) time.Duration {
+	if seconds >= forever.Seconds() {
+		return forever
+	}
+	return time.Duration(math.Ceil(seconds * 1e9))
+}
+
+// demand is what one call takes from one level.
+type demand struct {
+	level  string
+	amount float64
+}
+
+// demandOf returns what a call of op with the given query takes from each
+// level: its cost from key, principal and org; one write for the write
+// classes; one delete from delete and delete-day; and for reads the records
+// it may return from egress (a list reserves its limit, settled after).
+func demandOf(op *ops.Operation, query url.Values) []demand {
+	cost := float64(op.CostFor(query.Get))
+	d := []demand{{levelKey, cost}, {levelPrincipal, cost}, {levelOrg, cost}}
+	if op.Class.IsWrite() {
+		d = append(d, demand{levelWrite, 1})
+	}
+	if op.Class == ops.ClassDelete {
+		d = append(d, demand{levelDelete, 1}, demand{levelDeleteDay, 1})
+	}
+	switch op.Egress {
+	case ops.EgressOne:
+		d = append(d, demand{levelEgress, 1})
+	case ops.EgressPage:
+		limit := 20
+		if n, err := strconv.Atoi(query.Get("limit")); err == nil {
+			limit = min(max(n, 1), 100)
+		}
+		d = append(d, demand{levelEgress, float64(limit)})
+	}
+	return d
+}
+
+// addDemand adds d into sum, level by level.
+func addDemand(sum []demand, d []demand) []demand {
+	for _, x := range d {
+		if i := slices.IndexFunc(sum, func(y demand) bool { return y.level == x.level }); i >= 0 {
+			sum[i].amount += x.amount
+		} else {
+			sum = append(sum, x)
+		}
+	}
+	return sum
+}
+
+// amountFor is what the call takes from l: its demand, or for a level the
+// client learned from a header, what its unit implies.
+func (cl *call) amountFor(l *level) float64 {
+	for _, d := range cl.demand {
+		if d.level == l.name {
+			return d.amount
+		}
+	}
+	if l.known {
+		return 0
+	}
+	switch l.unit {
+	case "points":
+		return float64(cl.cost)
+	case "requests":
+		return 1
+	}
+	return 0
+}
+
+// keyState is what the client knows of one API key on one host: the model of
+// its levels, the AIMD state, the FIFO queue of waiting calls, the lockout
+// guard and the exhausted quotas. Every Client in the process with the same
+// key and host shares it.
 type keyState struct {
-	mu       sync.Mutex
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every change waiters care about
+
+	levels   map[string]*level
+	parallel int // the server's parallel quota
+	inflight int // budgeted attempts in flight
+	demand   map[string]float64
+
+	capLimit   float64 // AIMD cap on budgeted attempts in flight
+	pace       float64 // AIMD share of the key's rate the client allows itself
+	paceTokens float64
+	paceAt     time.Time
+	lastChange time.Time // of capLimit or pace
+	lastCut    time.Time
+	cuts       int
+
+	queue       []*waiter
+	pausedUntil time.Time // a lockout: nothing is sent before
+
 	refusals []time.Time // 429 answers in the last refusalWindow, oldest first
 	reserved int         // attempts in flight, each a possible refusal
-	changed  chan struct{}
-	blocks   map[string]time.Time // exhausted quota policy → when it resets
+	blocks   map[string]time.Time
+
+	waits  int64
+	waited time.Duration
 }
+
+// waiter is a call in the queue. It must not be a zero-size type: pointers
+// to those need not differ.
+type waiter struct{ cl *call }
 
 var keyStates = struct {
 	sync.Mutex
@@ -50,47 +271,17 @@ func stateFor(host, apiKey string) *keyState {
 	defer keyStates.Unlock()
 	s := keyStates.m[id]
 	if s == nil {
-		s = &keyState{blocks: map[string]time.Time{}}
+		s = &keyState{
+			levels:   documentedLevels(),
+			parallel: 6,
+			capLimit: 6,
+			pace:     1,
+			demand:   map[string]float64{},
+			blocks:   map[string]time.Time{},
+		}
 		keyStates.m[id] = s
 	}
 	return s
-}
-
-// levelsOf returns the policies an operation counts against.
-func levelsOf(op *ops.Operation) []string {
-	levels := []string{"key", "parallel", "principal", "org"}
-	if op.Class.IsWrite() {
-		levels = append(levels, "write")
-	}
-	switch op.Class {
-	case ops.ClassDelete:
-		levels = append(levels, "delete", "delete-day")
-	case ops.ClassRead:
-		levels = append(levels, "egress")
-	}
-	return levels
-}
-
-var knownLevels = []string{"key", "write", "parallel", "principal", "org", "delete", "delete-day", "egress"}
-
-// ticket is an admitted attempt; done ends it, telling whether the server
-// refused it with a 429.
-type ticket struct {
-	s    *keyState
-	once sync.Once
-}
-
-func (t *ticket) done(refused bool) {
-	t.once.Do(func() {
-		s := t.s
-		s.mu.Lock()
-		s.reserved--
-		if refused {
-			s.refusals = append(s.refusals, time.Now())
-		}
-		s.signal()
-		s.mu.Unlock()
-	})
 }
 
 // signal wakes every waiter; s.mu is held.
@@ -101,46 +292,82 @@ func (s *keyState) signal() {
 	}
 }
 
-// admit lets one attempt of cl go: it refuses at once, without sending, a
-// call that a known exhausted quota would refuse, and it waits while the key
-// is at the lockout guard's limit. A context whose deadline falls before the
-// guard could let the attempt go ends the wait at once.
-func (s *keyState) admit(ctx context.Context, cl *call) (*ticket, error) {
+// ticket is an admitted attempt; the client ends it with finish.
+type ticket struct {
+	s        *keyState
+	cl       *call
+	budgeted bool
+	once     sync.Once
+}
+
+// WaitEvent describes a call that waited for the budget, for WithOnWait.
+type WaitEvent struct {
+	Operation string        // operationId
+	Class     string        // x-bodo-class
+	Wait      time.Duration // how long it waited before it was sent
+	// Reason is what held it last: a level's name, "in-flight" (the
+	// adaptive cap on calls in flight), "pace" (the adaptive pacing),
+	// "queue" (calls ahead of it), "refusal-guard" or "lockout".
+	Reason string
+}
+
+// admit lets one attempt of cl go. It refuses at once, without sending, a
+// call that a known exhausted quota would refuse or that can never fit a
+// level; otherwise it waits, first come first served, until the budget (when
+// budgeted), the adaptive cap and the lockout guard let the attempt go.
+// When ctx's deadline falls before the earliest moment it could go, it
+// fails at once.
+func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait func(WaitEvent)) (*ticket, error) {
+	s.mu.Lock()
+	now := time.Now()
+	start := now
+	if budgeted {
+		for _, l := range s.levels {
+			if a := cl.amountFor(l); a > l.size() {
+				s.mu.Unlock()
+				return nil, neverFits(cl, l, a)
+			}
+		}
+	}
+	w := &waiter{cl: cl}
+	s.queue = append(s.queue, w)
+	var reason string
 	for {
-		s.mu.Lock()
-		now := time.Now()
 		if err := s.blockedLocked(cl, now); err != nil {
+			s.leaveLocked(w)
 			s.mu.Unlock()
 			return nil, err
 		}
-		cut := 0
-		for cut < len(s.refusals) && now.Sub(s.refusals[cut]) >= refusalWindow {
-			cut++
-		}
-		s.refusals = s.refusals[cut:]
-		if len(s.refusals)+s.reserved < refusalLimit {
-			s.reserved++
+		wait, why := s.waitLocked(w, cl, budgeted, now)
+		if why == "" {
+			s.takeLocked(w, cl, budgeted)
+			waited := now.Sub(start)
+			if waited > 0 {
+				s.waits++
+				s.waited += waited
+			}
 			s.mu.Unlock()
-			return &ticket{s: s}, nil
+			if waited > 0 && onWait != nil {
+				onWait(WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Wait: waited, Reason: reason})
+			}
+			return &ticket{s: s, cl: cl, budgeted: budgeted}, nil
 		}
-		var clears time.Duration
-		if len(s.refusals) > 0 {
-			clears = s.refusals[0].Add(refusalWindow).Sub(now)
+		reason = why
+		if deadline, ok := ctx.Deadline(); ok && wait != forever && deadline.Sub(now) < wait {
+			s.leaveLocked(w)
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%w: %w", heldError(cl, why, wait), context.DeadlineExceeded)
 		}
-		onlyTime := s.reserved == 0
 		if s.changed == nil {
 			s.changed = make(chan struct{})
 		}
 		changed := s.changed
 		s.mu.Unlock()
 
-		if deadline, ok := ctx.Deadline(); ok && onlyTime && time.Until(deadline) < clears {
-			return nil, fmt.Errorf("%w: %w", guardError(cl, clears), context.DeadlineExceeded)
-		}
-		var timeout <-chan time.Time
 		var timer *time.Timer
-		if clears > 0 {
-			timer = time.NewTimer(clears)
+		var timeout <-chan time.Time
+		if wait > 0 && wait != forever {
+			timer = time.NewTimer(wait)
 			timeout = timer.C
 		}
 		select {
@@ -151,23 +378,311 @@ func (s *keyState) admit(ctx context.Context, cl *call) (*ticket, error) {
 		if timer != nil {
 			timer.Stop()
 		}
+		s.mu.Lock()
+		now = time.Now()
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %w", guardError(cl, clears), context.Cause(ctx))
+			s.leaveLocked(w)
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%w: %w", heldError(cl, reason, wait), context.Cause(ctx))
 		}
 	}
 }
 
-func guardError(cl *call, wait time.Duration) *Error {
-	return &Error{
-		Operation:  cl.op.ID,
-		Status:     http.StatusTooManyRequests,
-		Code:       CodeRateLimited,
-		Title:      "Held by the client",
-		Detail:     fmt.Sprintf("the key had %d refusals in the last %v; the client holds its calls until the window clears, so the server does not lock the key", refusalLimit, refusalWindow),
-		RetryAfter: wait,
-		Local:      true,
-		Request:    redactedRequest(cl.req),
+// waitLocked says whether w may go now (why is "") or else how long at
+// least it must wait (a lower bound; forever when only a release can help)
+// and what holds it.
+func (s *keyState) waitLocked(w *waiter, cl *call, budgeted bool, now time.Time) (time.Duration, string) {
+	var wait time.Duration
+	why := ""
+	hold := func(d time.Duration, reason string) {
+		if why == "" || d > wait {
+			wait, why = d, reason
+		}
 	}
+	cut := 0
+	for cut < len(s.refusals) && now.Sub(s.refusals[cut]) >= refusalWindow {
+		cut++
+	}
+	s.refusals = s.refusals[cut:]
+	if len(s.refusals)+s.reserved >= refusalLimit {
+		d := forever
+		if len(s.refusals) > 0 {
+			d = s.refusals[0].Add(refusalWindow).Sub(now)
+		}
+		hold(d, "refusal-guard")
+	}
+	if now.Before(s.pausedUntil) {
+		hold(s.pausedUntil.Sub(now), policyLockout)
+	}
+	if !budgeted {
+		return wait, why
+	}
+	s.adaptLocked(now)
+	for _, l := range s.levels {
+		a := cl.amountFor(l)
+		if a <= 0 {
+			continue
+		}
+		l.refill(now)
+		if d := l.wait(a, now); d > 0 {
+			hold(d, l.name)
+		}
+	}
+	if s.pace < 1 {
+		s.refillPaceLocked(now)
+		// A call needs its cost, or a full burst when it costs more: the
+		// pace then runs into debt, so an expensive call is never starved.
+		if deficit := min(float64(cl.cost), s.paceBurstLocked(now)) - s.paceTokens; deficit > 1e-9 {
+			hold(durationOf(deficit/s.paceRateLocked(now)), "pace")
+		}
+	}
+	if s.inflight >= int(s.capLimit) {
+		hold(0, "in-flight")
+	}
+	if s.queue[0] != w {
+		hold(0, "queue")
+	}
+	return wait, why
+}
+
+// takeLocked admits w: it leaves the queue and takes its demand.
+func (s *keyState) takeLocked(w *waiter, cl *call, budgeted bool) {
+	s.leaveLocked(w)
+	s.reserved++
+	if !budgeted {
+		return
+	}
+	s.inflight++
+	for _, l := range s.levels {
+		if a := cl.amountFor(l); a > 0 {
+			l.tokens -= a
+			s.demand[l.name] += a
+		}
+	}
+	if s.pace < 1 {
+		s.paceTokens -= float64(cl.cost)
+	}
+}
+
+// leaveLocked takes w out of the queue and wakes the others.
+func (s *keyState) leaveLocked(w *waiter) {
+	if i := slices.Index(s.queue, w); i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+	}
+	s.signal()
+}
+
+// finish ends an admitted attempt with its answer (resp nil for a
+// connection failure; apiErr for a non-2xx answer): it frees the slot,
+// counts a refusal, gives back what a refused call was not charged, follows
+// the RateLimit headers and cuts the AIMD state on RATE_LIMITED or
+// OVERLOADED.
+func (t *ticket) finish(resp *http.Response, apiErr *Error) {
+	t.once.Do(func() {
+		s, cl := t.s, t.cl
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		now := time.Now()
+		s.reserved--
+		refused := resp != nil && resp.StatusCode == http.StatusTooManyRequests
+		if refused {
+			s.refusals = append(s.refusals, now)
+		}
+		if t.budgeted {
+			s.inflight--
+			for _, l := range s.levels {
+				if a := cl.amountFor(l); a > 0 {
+					s.demand[l.name] -= a
+					if refused || apiErr != nil && apiErr.Code == CodeOverloaded {
+						l.tokens += a
+					}
+				}
+			}
+		}
+		if resp != nil {
+			s.observeLocked(resp.Header, now)
+		}
+		if apiErr != nil {
+			s.refusedLocked(cl, apiErr, now)
+		}
+		s.signal()
+	})
+}
+
+// refund gives back amount of level that a call reserved but did not use
+// (the records a list did not return).
+func (s *keyState) refund(name string, amount float64) {
+	if amount <= 0 {
+		return
+	}
+	s.mu.Lock()
+	if l := s.levels[name]; l != nil {
+		l.refill(time.Now())
+		l.tokens = min(l.size(), l.tokens+amount)
+	}
+	s.signal()
+	s.mu.Unlock()
+}
+
+// observeLocked follows the server's RateLimit-Policy (quota, window and
+// unit of each policy; an unknown policy becomes a level of its own) and
+// RateLimit (what remains: the model never holds more than the server says
+// is left, less what is still in flight; and the time until full gives the
+// refill rate the server really grants, never more than the quota's). A
+// quota that differs from the documented one voids the documented capacity:
+// the bucket is then taken to hold its quota, or the most the server ever
+// said was left. A missing or malformed field changes nothing.
+func (s *keyState) observeLocked(h http.Header, now time.Time) {
+	for _, p := range parsePolicyHeader(h) {
+		if p.name == levelParallel || p.unit == "concurrent-requests" {
+			if p.name == levelParallel && p.quota > 0 {
+				s.parallel = int(p.quota)
+				s.capLimit = min(s.capLimit, float64(s.parallel))
+			}
+			continue
+		}
+		l := s.levels[p.name]
+		if l == nil {
+			l = &level{name: p.name, share: 1, tokens: float64(p.quota), at: now}
+			s.levels[p.name] = l
+		}
+		l.refill(now)
+		l.quota, l.unit = float64(p.quota), p.unit
+		if p.window > 0 {
+			l.window = time.Duration(p.window) * time.Second
+		}
+		l.tokens = min(l.tokens, l.size())
+	}
+	for _, r := range parseLimitHeader(h) {
+		l := s.levels[r.name]
+		if l == nil {
+			continue
+		}
+		l.refill(now)
+		l.seenMax = max(l.seenMax, float64(r.remaining))
+		left := float64(r.remaining) - s.demand[r.name]
+		l.tokens = min(l.tokens, left)
+		if r.reset > 0 && float64(r.remaining) < l.size() {
+			// What others take shows as a slower refill than the quota's:
+			// never assume a faster one.
+			l.observedRate = min((l.size()-float64(r.remaining))/float64(r.reset), l.grossRate())
+			l.observedUntil = now.Add(observedRateTTL)
+		}
+	}
+}
+
+// refusedLocked learns from a refusal: a lockout pauses the key; a
+// RATE_LIMITED level owes what the server says the call lacks until its
+// retry; RATE_LIMITED and OVERLOADED cut the AIMD state; QUOTA_EXHAUSTED
+// blocks its policy until it resets.
+func (s *keyState) refusedLocked(cl *call, e *Error, now time.Time) {
+	switch e.Code {
+	case CodeRateLimited:
+		if e.Policy == policyLockout {
+			s.pausedUntil = now.Add(e.RetryAfter)
+		} else if l := s.levels[e.Policy]; l != nil && e.hinted {
+			l.refill(now)
+			need := max(cl.amountFor(l), 1)
+			l.tokens = min(l.tokens, need-l.rate(now)*e.RetryAfter.Seconds())
+		}
+		s.cutLocked(now)
+	case CodeOverloaded:
+		s.cutLocked(now)
+	case "":
+		if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
+			s.cutLocked(now)
+		}
+	case CodeQuotaExhausted:
+		s.blockLocked(e, now)
+	}
+}
+
+// cutLocked halves the in-flight cap and the pace, at most once per
+// cutSpacing so that one burst of refusals counts once.
+func (s *keyState) cutLocked(now time.Time) {
+	if now.Sub(s.lastCut) < cutSpacing && !s.lastCut.IsZero() {
+		return
+	}
+	s.adaptLocked(now)
+	wasFull := s.pace >= 1
+	s.capLimit = max(1, math.Floor(s.capLimit/2))
+	s.pace = max(minPace, s.pace/2)
+	if wasFull {
+		s.paceTokens, s.paceAt = s.paceBurstLocked(now), now
+	}
+	s.lastCut, s.lastChange = now, now
+	s.cuts++
+}
+
+// adaptLocked raises the cap and the pace by one step per quiet interval
+// since the last change, up to the model's limits.
+func (s *keyState) adaptLocked(now time.Time) {
+	if s.lastChange.IsZero() {
+		s.lastChange = now
+		return
+	}
+	steps := int(now.Sub(s.lastChange) / quietInterval)
+	if steps <= 0 {
+		return
+	}
+	s.refillPaceLocked(now)
+	s.capLimit = min(float64(s.parallel), s.capLimit+float64(steps))
+	s.pace = min(1, s.pace+paceStep*float64(steps))
+	s.lastChange = s.lastChange.Add(time.Duration(steps) * quietInterval)
+}
+
+func (s *keyState) paceRateLocked(now time.Time) float64 {
+	return s.pace * s.levels[levelKey].rate(now)
+}
+
+// paceBurstLocked is what the pace lets through at once: paceBurst's worth
+// of the paced rate, and at least one point.
+func (s *keyState) paceBurstLocked(now time.Time) float64 {
+	return max(s.paceRateLocked(now)*paceBurst.Seconds(), 1)
+}
+
+func (s *keyState) refillPaceLocked(now time.Time) {
+	if now.After(s.paceAt) {
+		s.paceTokens = min(s.paceBurstLocked(now), s.paceTokens+s.paceRateLocked(now)*now.Sub(s.paceAt).Seconds())
+		s.paceAt = now
+	}
+}
+
+func neverFits(cl *call, l *level, amount float64) *Error {
+	return &Error{
+		Operation: cl.op.ID,
+		Status:    http.StatusTooManyRequests,
+		Code:      CodeRateLimited,
+		Title:     "Can never fit",
+		Detail:    fmt.Sprintf("the call needs %g %s of the %s level, which holds at most %g", amount, l.unit, l.name, l.size()),
+		Policy:    l.name,
+		Local:     true,
+		Request:   redactedRequest(cl.req),
+	}
+}
+
+func heldError(cl *call, why string, wait time.Duration) *Error {
+	detail := fmt.Sprintf("held by %s", why)
+	switch why {
+	case "refusal-guard":
+		detail = fmt.Sprintf("the key had %d refusals in the last %v; the client holds its calls until the window clears, so the server does not lock the key", refusalLimit, refusalWindow)
+	case policyLockout:
+		detail = "the key is locked out; the client sends nothing until the lockout ends"
+	}
+	e := &Error{
+		Operation: cl.op.ID,
+		Status:    http.StatusTooManyRequests,
+		Code:      CodeRateLimited,
+		Title:     "Held by the client",
+		Detail:    detail,
+		Policy:    why,
+		Local:     true,
+		Request:   redactedRequest(cl.req),
+	}
+	if wait != forever {
+		e.RetryAfter = wait
+	}
+	return e
 }
 
 // blockedLocked returns the local refusal of a call that would hit an
@@ -178,7 +693,7 @@ func (s *keyState) blockedLocked(cl *call, now time.Time) error {
 			delete(s.blocks, policy)
 			continue
 		}
-		if policy != allLevels && !slices.Contains(cl.levels, policy) {
+		if policy != allLevels && !slices.ContainsFunc(cl.demand, func(d demand) bool { return d.level == policy }) {
 			continue
 		}
 		return &Error{
@@ -204,26 +719,95 @@ func policyName(p string) string {
 	return fmt.Sprintf("%q", p)
 }
 
-// block records an exhausted quota from a QUOTA_EXHAUSTED answer, until its
-// resetsAt (or, without one, its Retry-After).
-func (s *keyState) block(e *Error) {
-	if e.Code != CodeQuotaExhausted || e.Local {
-		return
-	}
+// blockLocked records an exhausted quota from a QUOTA_EXHAUSTED answer, until
+// its resetsAt (or, without one, its Retry-After).
+func (s *keyState) blockLocked(e *Error, now time.Time) {
 	until := e.ResetsAt
 	if until.IsZero() && e.hinted {
-		until = time.Now().Add(e.RetryAfter)
+		until = now.Add(e.RetryAfter)
 	}
 	if until.IsZero() {
 		return
 	}
 	policy := e.Policy
-	if !slices.Contains(knownLevels, policy) {
+	if l := s.levels[policy]; l == nil {
 		policy = allLevels
 	}
-	s.mu.Lock()
 	if until.After(s.blocks[policy]) {
 		s.blocks[policy] = until
 	}
-	s.mu.Unlock()
+}
+
+// Budget is the client's local view of its key's budget: no call is made.
+// Use Client.RateLimit for the server's own view.
+type Budget struct {
+	Levels      []BudgetLevel
+	InFlight    int     // budgeted calls of this key in flight in this process
+	InFlightCap int     // the adaptive cap on them
+	Pace        float64 // the share of the key's rate the client allows itself now (1 = all)
+	Cuts        int     // how often RATE_LIMITED or OVERLOADED cut cap and pace
+	Waiting     int     // calls waiting for the budget now
+	Waits       int64   // calls that waited so far
+	Waited      time.Duration
+	Refusals    int       // 429 answers in the last 60 s
+	PausedUntil time.Time // the end of a lockout the server reported, if any
+}
+
+// BudgetLevel is the client's model of one server level.
+type BudgetLevel struct {
+	Name      string
+	Unit      string // points, requests or records
+	Quota     int    // per Window, for this key
+	Window    time.Duration
+	Capacity  int
+	Remaining float64       // what the client believes is left (may be negative after a refusal)
+	FullIn    time.Duration // until the level is full again
+}
+
+// Budget returns the local view of the key's budget, shared by every Client
+// of this process that uses the same key on the same host.
+func (c *Client) Budget() Budget {
+	s := c.state
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	s.adaptLocked(now)
+	cut := 0
+	for cut < len(s.refusals) && now.Sub(s.refusals[cut]) >= refusalWindow {
+		cut++
+	}
+	b := Budget{
+		InFlight:    s.inflight,
+		InFlightCap: int(s.capLimit),
+		Pace:        s.pace,
+		Cuts:        s.cuts,
+		Waiting:     len(s.queue),
+		Waits:       s.waits,
+		Waited:      s.waited,
+		Refusals:    len(s.refusals) - cut,
+		PausedUntil: s.pausedUntil,
+	}
+	for _, l := range s.levels {
+		l.refill(now)
+		full := l.fullIn(now)
+		if full == forever {
+			full = 0
+		}
+		b.Levels = append(b.Levels, BudgetLevel{
+			Name: l.name, Unit: l.unit, Quota: int(l.quota * l.share), Window: l.window,
+			Capacity: int(l.size()), Remaining: l.tokens, FullIn: full,
+		})
+	}
+	slices.SortFunc(b.Levels, func(x, y BudgetLevel) int { return cmpString(x.Name, y.Name) })
+	return b
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

@@ -59,7 +59,7 @@ func (e *RetryError) Unwrap() error { return e.Err }
 func (c *Client) send(ctx context.Context, cl *call) (*http.Response, error) {
 	hintless := 0
 	for attempt := 1; ; attempt++ {
-		ticket, err := c.state.admit(ctx, cl)
+		ticket, err := c.state.admit(ctx, cl, c.budgeted, c.onWait)
 		if err != nil {
 			return nil, err
 		}
@@ -69,7 +69,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, error) {
 			wait time.Duration
 		)
 		if err != nil {
-			ticket.done(false)
+			ticket.finish(nil, nil)
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("bodo: %s: %w", cl.op.ID, context.Cause(ctx))
 			}
@@ -84,12 +84,11 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, error) {
 			hintless++
 		} else {
 			if resp.StatusCode < 300 || resp.StatusCode == http.StatusNotModified {
-				ticket.done(false)
+				ticket.finish(resp, nil)
 				return resp, nil
 			}
 			apiErr := newError(cl.op.ID, resp, time.Now())
-			ticket.done(resp.StatusCode == http.StatusTooManyRequests)
-			c.state.block(apiErr)
+			ticket.finish(resp, apiErr)
 			if !retryable(apiErr) {
 				c.logRefusal(cl, apiErr, attempt, -1)
 				return nil, apiErr

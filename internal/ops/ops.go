@@ -30,6 +30,17 @@ func (c Class) IsWrite() bool {
 	return false
 }
 
+// Egress is an operation's x-bodo-egress: what a read counts against the
+// egress level.
+type Egress string
+
+// The egress kinds.
+const (
+	EgressNone Egress = ""     // nothing (writes, and reads of no records: me, rate_limit, openapi.json)
+	EgressOne  Egress = "one"  // one record (a get, a count)
+	EgressPage Egress = "page" // the records a list returns, at most its limit
+)
+
 // Operation is one entry of the generated table.
 type Operation struct {
 	ID     string // operationId, e.g. "listContacts"
@@ -44,6 +55,8 @@ type Operation struct {
 	// KeyRequired is true when the server refuses the call without an
 	// Idempotency-Key (money actions).
 	KeyRequired bool
+	// Egress says what a read counts against the egress level.
+	Egress Egress
 	// ParamCosts are surcharges for query parameters that, when given a
 	// non-empty value, add points (x-bodo-cost on the parameter: q adds 5).
 	ParamCosts map[string]int

@@ -76,6 +76,7 @@ type operation struct {
 	Class                             string
 	Idempotent, KeyRequired           bool
 	ParamCosts                        map[string]int
+	Egress                            string
 
 	Service, MethodName string   // from x-bodo-sdk-method: "Contacts.List" or "Me"
 	PathParams          []string // Go names of the path parameters, in order
@@ -131,6 +132,15 @@ func describe(path, method string, op *openapi3.Operation) (operation, error) {
 		return o, fmt.Errorf("x-bodo-class missing or not a string")
 	}
 	o.Class = class
+	if eg, has := op.Extensions["x-bodo-egress"]; has {
+		s, ok := eg.(string)
+		if !ok || s != "page" && s != "one" && s != "none" {
+			return o, fmt.Errorf("x-bodo-egress must be page, one or none, not %v", eg)
+		}
+		o.Egress = s
+	} else if class == "read" {
+		return o, fmt.Errorf("a read needs x-bodo-egress")
+	}
 	sdk, ok := op.Extensions["x-bodo-sdk-method"].(string)
 	if !ok {
 		return o, fmt.Errorf("x-bodo-sdk-method missing or not a string")
@@ -326,6 +336,7 @@ func modelsData(doc *openapi3.T, operations []operation, d genDecls) []alias {
 var funcs = template.FuncMap{
 	"join":       strings.Join,
 	"lowerFirst": lowerFirst,
+	"upperFirst": upperFirst,
 	"args": func(o operation) string {
 		var b strings.Builder
 		for _, p := range o.PathParams {
@@ -399,7 +410,7 @@ var opsTemplate = template.Must(template.New("ops").Funcs(funcs).Parse(header + 
 // Table holds every operation of openapi.json.
 var Table = []Operation{
 {{- range .}}
-	{ID: {{printf "%q" .ID}}, Method: {{printf "%q" .Method}}, Path: {{printf "%q" .Path}}, Cost: {{.Cost}}, Class: {{printf "%q" .Class}}, Idempotent: {{.Idempotent}}, KeyRequired: {{.KeyRequired}}{{if .ParamCosts}}, ParamCosts: map[string]int{ {{- range $k, $v := .ParamCosts}}{{printf "%q" $k}}: {{$v}},{{end}} }{{end}}},
+	{ID: {{printf "%q" .ID}}, Method: {{printf "%q" .Method}}, Path: {{printf "%q" .Path}}, Cost: {{.Cost}}, Class: {{printf "%q" .Class}}, Idempotent: {{.Idempotent}}, KeyRequired: {{.KeyRequired}}{{if and .Egress (ne .Egress "none")}}, Egress: Egress{{.Egress | upperFirst}}{{end}}{{if .ParamCosts}}, ParamCosts: map[string]int{ {{- range $k, $v := .ParamCosts}}{{printf "%q" $k}}: {{$v}},{{end}} }{{end}}},
 {{- end}}
 }
 

@@ -1,0 +1,61 @@
+package bodo
+
+import (
+	"net/http"
+	"reflect"
+	"testing"
+)
+
+func TestParsePolicyHeader(t *testing.T) {
+	cases := []struct {
+		name  string
+		lines []string
+		want  []policyHeader
+	}{
+		{"bodo's example", []string{`"key";q=300;w=60, "org";q=3000;w=60`},
+			[]policyHeader{{"key", 300, 60, "requests"}, {"org", 3000, 60, "requests"}}},
+		{"draft example with partition key", []string{`"peruser";q=100;w=60;pk=:cHsdsRa894==:`},
+			[]policyHeader{{"peruser", 100, 60, "requests"}}},
+		{"units", []string{`"key";q=300;w=60;qu="points", "parallel";q=6;qu="concurrent-requests"`},
+			[]policyHeader{{"key", 300, 60, "points"}, {"parallel", 6, 0, "concurrent-requests"}}},
+		{"two lines are one list", []string{`"key";q=300;w=60`, `"egress";q=10000;w=3600;qu="records"`},
+			[]policyHeader{{"key", 300, 60, "requests"}, {"egress", 10000, 3600, "records"}}},
+		{"a token name and unknown parameters", []string{`daily;q=1000;w=86400;x-new=?1`},
+			[]policyHeader{{"daily", 1000, 86400, "requests"}}},
+		{"odd spacing", []string{`"a";q=1;w=2 ,   "b";q=3`}, []policyHeader{{"a", 1, 2, "requests"}, {"b", 3, 0, "requests"}}},
+		{"a bad member is skipped", []string{`"a";q=-1, "b";q=1.5, "c";q="9", "d";w=5, ("e");q=1, 7;q=1, "f";q=2;qu=points, "g";q=4`},
+			[]policyHeader{{"g", 4, 0, "requests"}}},
+		{"no valid list", []string{`"key";q=300;w=60, ,`}, nil},
+		{"garbage", []string{`{}}`}, nil},
+		{"empty", nil, nil},
+	}
+	for _, tc := range cases {
+		h := http.Header{}
+		for _, l := range tc.lines {
+			h.Add("RateLimit-Policy", l)
+		}
+		if got := parsePolicyHeader(h); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestParseLimitHeader(t *testing.T) {
+	cases := []struct {
+		name string
+		line string
+		want []limitHeader
+	}{
+		{"bodo's example", `"key";r=12;t=41`, []limitHeader{{"key", 12, 41}}},
+		{"draft example", `"default";r=50;t=30`, []limitHeader{{"default", 50, 30}}},
+		{"no t", `"key";r=0`, []limitHeader{{"key", 0, -1}}},
+		{"several", `"key";r=1;t=2, "org";r=3;t=4;pk=:AQ==:`, []limitHeader{{"key", 1, 2}, {"org", 3, 4}}},
+		{"bad members skipped", `"a";r=-1, "b";t=3, "c";r=1;t=-2, "d";r=2.0, "e";r=5;t=1`, []limitHeader{{"e", 5, 1}}},
+		{"not a list", `"key";r=`, nil},
+	}
+	for _, tc := range cases {
+		if got := parseLimitHeader(http.Header{"Ratelimit": {tc.line}}); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
