@@ -55,6 +55,7 @@ type clientSettings struct {
 	onRetry    func(RetryEvent)
 	onWait     func(WaitEvent)
 	noBudget   bool
+	shared     SharedBudget
 	allowHTTP  bool
 	call       callSettings
 }
@@ -315,6 +316,9 @@ func NewClient(opts ...Option) (*Client, error) {
 		budgeted:   !s.noBudget,
 		defaults:   s.call,
 		state:      stateFor(u.Host, s.apiKey),
+	}
+	if s.shared != nil {
+		c.state.useShared(s.shared, sharedKey(u.Host, s.apiKey), s.logger)
 	}
 	c.initServices()
 	return c, nil

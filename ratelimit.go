@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
@@ -40,6 +41,10 @@ const (
 // (what the server says is left and when it is full again) overrides the
 // documented rate of a level.
 const observedRateTTL = 10 * time.Second
+
+// maxWindowSeconds bounds a policy's window (w), so that no conversion to a
+// time.Duration overflows: ten years, longer than any quota resets.
+const maxWindowSeconds = 10 * 366 * 24 * 3600
 
 // allLevels stands for every level in a quota block whose policy the client
 // does not know: then every call of the key is held.
@@ -251,6 +256,64 @@ type keyState struct {
 
 	waits  int64
 	waited time.Duration
+
+	shared        SharedBudget // nil: this process's budget only
+	sharedKey     string
+	sharedRetryAt time.Time // after a failure the store is tried again from then on
+	sharedDown    bool
+	logger        *slog.Logger
+}
+
+// sharedRetry is how long the client uses its local budget after the shared
+// store failed before it tries the store again; sharedTimeout bounds each
+// request to the store; sharedPoll is how often a call held by the shared
+// in-flight cap asks again.
+const (
+	sharedRetry   = 2 * time.Second
+	sharedTimeout = 500 * time.Millisecond
+	sharedPoll    = 20 * time.Millisecond
+	leaseTTL      = 30 * time.Second
+)
+
+// useShared makes s share its budget through b.
+func (s *keyState) useShared(b SharedBudget, key string, logger *slog.Logger) {
+	s.mu.Lock()
+	s.shared, s.sharedKey, s.logger = b, key, logger
+	s.mu.Unlock()
+}
+
+// sharedActiveLocked reports whether the shared store is to be asked now.
+func (s *keyState) sharedActiveLocked(now time.Time) bool {
+	return s.shared != nil && !now.Before(s.sharedRetryAt)
+}
+
+// sharedResult records how a request to the store went: a failure switches
+// to the local budget for sharedRetry (logged once per outage), a success
+// after a failure rejoins (logged too). s.mu is held.
+func (s *keyState) sharedResultLocked(err error, now time.Time) {
+	switch {
+	case err != nil:
+		s.sharedRetryAt = now.Add(sharedRetry)
+		if !s.sharedDown {
+			s.sharedDown = true
+			s.logger.LogAttrs(context.Background(), slog.LevelWarn, "bodo: shared budget unreachable, using this process's budget until it is back",
+				slog.String("error", err.Error()))
+		}
+	case s.sharedDown:
+		s.sharedDown = false
+		s.logger.LogAttrs(context.Background(), slog.LevelInfo, "bodo: shared budget reachable again")
+	}
+}
+
+// sharedLevelsLocked is cl's demand with each level's model, for the store.
+func (s *keyState) sharedLevelsLocked(cl *call, now time.Time) []SharedLevel {
+	var out []SharedLevel
+	for _, l := range s.levels {
+		if a := cl.amountFor(l); a > 0 {
+			out = append(out, SharedLevel{Name: l.name, Amount: a, Rate: l.rate(now), Size: l.size()})
+		}
+	}
+	return out
 }
 
 // waiter is a call in the queue. It must not be a zero-size type: pointers
@@ -297,6 +360,7 @@ type ticket struct {
 	s        *keyState
 	cl       *call
 	budgeted bool
+	lease    string // the shared store's lease, if the store admitted it
 	once     sync.Once
 }
 
@@ -338,7 +402,22 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 			s.mu.Unlock()
 			return nil, err
 		}
-		wait, why := s.waitLocked(w, cl, budgeted, now)
+		shared := s.sharedActiveLocked(now)
+		wait, why := s.waitLocked(w, cl, budgeted, !shared, now)
+		lease := ""
+		if why == "" && shared {
+			var err error
+			lease, wait, why, err = s.acquireSharedLocked(ctx, cl, budgeted, now)
+			now = time.Now()
+			if err != nil {
+				s.leaveLocked(w)
+				s.mu.Unlock()
+				return nil, err
+			}
+			if why == "" && lease == "" {
+				continue // the store failed: the local budget decides
+			}
+		}
 		if why == "" {
 			s.takeLocked(w, cl, budgeted)
 			waited := now.Sub(start)
@@ -350,7 +429,7 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 			if waited > 0 && onWait != nil {
 				onWait(WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Wait: waited, Reason: reason})
 			}
-			return &ticket{s: s, cl: cl, budgeted: budgeted}, nil
+			return &ticket{s: s, cl: cl, budgeted: budgeted, lease: lease}, nil
 		}
 		reason = why
 		if deadline, ok := ctx.Deadline(); ok && wait != forever && deadline.Sub(now) < wait {
@@ -388,10 +467,51 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 	}
 }
 
+// acquireSharedLocked asks the shared store to admit cl; s.mu is held and
+// released during the request. It returns the lease when admitted, else
+// why not and how long at least to wait (a store that holds the call until
+// a release is polled every sharedPoll). A store that fails returns no
+// lease and no reason: the caller falls back to the local budget. A quota
+// the store knows to be exhausted is the local refusal error.
+func (s *keyState) acquireSharedLocked(ctx context.Context, cl *call, budgeted bool, now time.Time) (string, time.Duration, string, error) {
+	req := SharedAcquire{
+		Lease:         leaseID(),
+		LeaseTTL:      leaseTTL,
+		Levels:        s.sharedLevelsLocked(cl, now),
+		Cost:          float64(cl.cost),
+		KeyRate:       s.levels[levelKey].rate(now),
+		MaxInFlight:   s.parallel,
+		RefusalLimit:  refusalLimit,
+		RefusalWindow: refusalWindow,
+		Unbudgeted:    !budgeted,
+	}
+	store, key := s.shared, s.sharedKey
+	s.mu.Unlock()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedTimeout)
+	grant, err := store.Acquire(rctx, key, req)
+	cancel()
+	s.mu.Lock()
+	now = time.Now()
+	s.sharedResultLocked(err, now)
+	switch {
+	case err != nil:
+		return "", 0, "", nil
+	case grant.Admitted:
+		return req.Lease, 0, "", nil
+	case grant.Reason == "quota":
+		s.blocks[grant.Policy] = grant.Until
+		return "", 0, "", s.blockedLocked(cl, now)
+	case grant.Wait <= 0:
+		return "", sharedPoll, grant.Reason, nil
+	}
+	return "", grant.Wait, grant.Reason, nil
+}
+
 // waitLocked says whether w may go now (why is "") or else how long at
 // least it must wait (a lower bound; forever when only a release can help)
-// and what holds it.
-func (s *keyState) waitLocked(w *waiter, cl *call, budgeted bool, now time.Time) (time.Duration, string) {
+// and what holds it. A budgeted call waits its turn in the queue and, when
+// local is set, for the local model; otherwise the shared store decides.
+func (s *keyState) waitLocked(w *waiter, cl *call, budgeted, local bool, now time.Time) (time.Duration, string) {
 	var wait time.Duration
 	why := ""
 	hold := func(d time.Duration, reason string) {
@@ -417,6 +537,12 @@ func (s *keyState) waitLocked(w *waiter, cl *call, budgeted bool, now time.Time)
 	if !budgeted {
 		return wait, why
 	}
+	if s.queue[0] != w {
+		hold(0, "queue")
+	}
+	if !local {
+		return wait, why
+	}
 	s.adaptLocked(now)
 	for _, l := range s.levels {
 		a := cl.amountFor(l)
@@ -438,9 +564,6 @@ func (s *keyState) waitLocked(w *waiter, cl *call, budgeted bool, now time.Time)
 	}
 	if s.inflight >= int(s.capLimit) {
 		hold(0, "in-flight")
-	}
-	if s.queue[0] != w {
-		hold(0, "queue")
 	}
 	return wait, why
 }
@@ -481,8 +604,11 @@ func (t *ticket) finish(resp *http.Response, apiErr *Error) {
 	t.once.Do(func() {
 		s, cl := t.s, t.cl
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		now := time.Now()
+		var rel *SharedRelease
+		if t.lease != "" {
+			rel = &SharedRelease{Lease: t.lease, RefusalLimit: refusalLimit, RefusalWindow: refusalWindow}
+		}
 		s.reserved--
 		refused := resp != nil && resp.StatusCode == http.StatusTooManyRequests
 		if refused {
@@ -490,22 +616,39 @@ func (t *ticket) finish(resp *http.Response, apiErr *Error) {
 		}
 		if t.budgeted {
 			s.inflight--
+			uncharged := refused || apiErr != nil && apiErr.Code == CodeOverloaded
 			for _, l := range s.levels {
 				if a := cl.amountFor(l); a > 0 {
 					s.demand[l.name] -= a
-					if refused || apiErr != nil && apiErr.Code == CodeOverloaded {
+					if uncharged {
 						l.tokens += a
+						if rel != nil {
+							rel.Refund = append(rel.Refund, SharedLevel{Name: l.name, Amount: a, Rate: l.rate(now), Size: l.size()})
+						}
 					}
 				}
 			}
 		}
 		if resp != nil {
-			s.observeLocked(resp.Header, now)
+			s.observeLocked(resp.Header, now, rel)
 		}
 		if apiErr != nil {
-			s.refusedLocked(cl, apiErr, now)
+			s.refusedLocked(cl, apiErr, now, rel)
 		}
 		s.signal()
+		if rel == nil {
+			s.mu.Unlock()
+			return
+		}
+		rel.Refused, rel.MaxInFlight = refused, s.parallel
+		store, key := s.shared, s.sharedKey
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		err := store.Release(ctx, key, *rel)
+		cancel()
+		s.mu.Lock()
+		s.sharedResultLocked(err, time.Now())
+		s.mu.Unlock()
 	})
 }
 
@@ -516,11 +659,27 @@ func (s *keyState) refund(name string, amount float64) {
 		return
 	}
 	s.mu.Lock()
-	if l := s.levels[name]; l != nil {
-		l.refill(time.Now())
-		l.tokens = min(l.size(), l.tokens+amount)
+	now := time.Now()
+	l := s.levels[name]
+	if l == nil {
+		s.mu.Unlock()
+		return
 	}
+	l.refill(now)
+	l.tokens = min(l.size(), l.tokens+amount)
 	s.signal()
+	if !s.sharedActiveLocked(now) {
+		s.mu.Unlock()
+		return
+	}
+	store, key := s.shared, s.sharedKey
+	levels := []SharedLevel{{Name: name, Amount: amount, Rate: l.rate(now), Size: l.size()}}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+	err := store.Refund(ctx, key, levels)
+	cancel()
+	s.mu.Lock()
+	s.sharedResultLocked(err, time.Now())
 	s.mu.Unlock()
 }
 
@@ -532,7 +691,7 @@ func (s *keyState) refund(name string, amount float64) {
 // quota that differs from the documented one voids the documented capacity:
 // the bucket is then taken to hold its quota, or the most the server ever
 // said was left. A missing or malformed field changes nothing.
-func (s *keyState) observeLocked(h http.Header, now time.Time) {
+func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedRelease) {
 	for _, p := range parsePolicyHeader(h) {
 		if p.name == levelParallel || p.unit == "concurrent-requests" {
 			if p.name == levelParallel && p.quota > 0 {
@@ -549,7 +708,7 @@ func (s *keyState) observeLocked(h http.Header, now time.Time) {
 		l.refill(now)
 		l.quota, l.unit = float64(p.quota), p.unit
 		if p.window > 0 {
-			l.window = time.Duration(p.window) * time.Second
+			l.window = time.Duration(min(p.window, maxWindowSeconds)) * time.Second
 		}
 		l.tokens = min(l.tokens, l.size())
 	}
@@ -562,6 +721,9 @@ func (s *keyState) observeLocked(h http.Header, now time.Time) {
 		l.seenMax = max(l.seenMax, float64(r.remaining))
 		left := float64(r.remaining) - s.demand[r.name]
 		l.tokens = min(l.tokens, left)
+		if rel != nil {
+			rel.Left = append(rel.Left, SharedLevel{Name: l.name, Amount: float64(r.remaining), Rate: l.rate(now), Size: l.size()})
+		}
 		if r.reset > 0 && float64(r.remaining) < l.size() {
 			// What others take shows as a slower refill than the quota's:
 			// never assume a faster one.
@@ -575,25 +737,38 @@ func (s *keyState) observeLocked(h http.Header, now time.Time) {
 // RATE_LIMITED level owes what the server says the call lacks until its
 // retry; RATE_LIMITED and OVERLOADED cut the AIMD state; QUOTA_EXHAUSTED
 // blocks its policy until it resets.
-func (s *keyState) refusedLocked(cl *call, e *Error, now time.Time) {
+func (s *keyState) refusedLocked(cl *call, e *Error, now time.Time, rel *SharedRelease) {
+	cut := false
 	switch e.Code {
 	case CodeRateLimited:
 		if e.Policy == policyLockout {
 			s.pausedUntil = now.Add(e.RetryAfter)
+			if rel != nil {
+				rel.PausedUntil = s.pausedUntil
+			}
 		} else if l := s.levels[e.Policy]; l != nil && e.hinted {
 			l.refill(now)
-			need := max(cl.amountFor(l), 1)
-			l.tokens = min(l.tokens, need-l.rate(now)*e.RetryAfter.Seconds())
+			owe := max(cl.amountFor(l), 1) - l.rate(now)*e.RetryAfter.Seconds()
+			l.tokens = min(l.tokens, owe)
+			if rel != nil {
+				rel.Owe = append(rel.Owe, SharedLevel{Name: l.name, Amount: owe, Rate: l.rate(now), Size: l.size()})
+			}
 		}
-		s.cutLocked(now)
+		cut = true
 	case CodeOverloaded:
-		s.cutLocked(now)
+		cut = true
 	case "":
-		if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
-			s.cutLocked(now)
-		}
+		cut = e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable
 	case CodeQuotaExhausted:
-		s.blockLocked(e, now)
+		if policy, until, ok := s.blockLocked(e, now); ok && rel != nil {
+			rel.Block, rel.BlockUntil = policy, until
+		}
+	}
+	if cut {
+		s.cutLocked(now)
+		if rel != nil {
+			rel.Cut = true
+		}
 	}
 }
 
@@ -721,13 +896,13 @@ func policyName(p string) string {
 
 // blockLocked records an exhausted quota from a QUOTA_EXHAUSTED answer, until
 // its resetsAt (or, without one, its Retry-After).
-func (s *keyState) blockLocked(e *Error, now time.Time) {
+func (s *keyState) blockLocked(e *Error, now time.Time) (string, time.Time, bool) {
 	until := e.ResetsAt
 	if until.IsZero() && e.hinted {
 		until = now.Add(e.RetryAfter)
 	}
 	if until.IsZero() {
-		return
+		return "", time.Time{}, false
 	}
 	policy := e.Policy
 	if l := s.levels[policy]; l == nil {
@@ -736,6 +911,7 @@ func (s *keyState) blockLocked(e *Error, now time.Time) {
 	if until.After(s.blocks[policy]) {
 		s.blocks[policy] = until
 	}
+	return policy, until, true
 }
 
 // Budget is the client's local view of its key's budget: no call is made.

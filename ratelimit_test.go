@@ -116,7 +116,7 @@ func TestFollowsRateLimitHeaders(t *testing.T) {
 	s := stateFor(uniqueBaseURL(), testKey)
 	now := time.Now()
 	key := s.levels["key"]
-	s.observeLocked(http.Header{"Ratelimit-Policy": {`"key";q=300;w=60;qu="points", "burst";q=50;w=10;qu="points", "parallel";q=4;qu="concurrent-requests"`}}, now)
+	s.observeLocked(http.Header{"Ratelimit-Policy": {`"key";q=300;w=60;qu="points", "burst";q=50;w=10;qu="points", "parallel";q=4;qu="concurrent-requests"`}}, now, nil)
 	if key.size() != 600 || key.quota != 300 {
 		t.Errorf("documented capacity lost: %v", key.size())
 	}
@@ -124,14 +124,14 @@ func TestFollowsRateLimitHeaders(t *testing.T) {
 	if burst == nil || burst.quota != 50 || burst.window != 10*time.Second || burst.unit != "points" || s.parallel != 4 || s.capLimit != 4 {
 		t.Fatalf("burst %+v, parallel %d, cap %v", burst, s.parallel, s.capLimit)
 	}
-	s.observeLocked(http.Header{"Ratelimit": {`"key";r=12;t=118`}}, now)
+	s.observeLocked(http.Header{"Ratelimit": {`"key";r=12;t=118`}}, now, nil)
 	if key.tokens != 12 {
 		t.Errorf("tokens = %v after r=12", key.tokens)
 	}
 	if r := key.rate(now); r < 4.9 || r > 5 {
 		t.Errorf("rate = %v, want about 5/s", r)
 	}
-	s.observeLocked(http.Header{"Ratelimit": {`"key";r=500;t=20`}}, now)
+	s.observeLocked(http.Header{"Ratelimit": {`"key";r=500;t=20`}}, now, nil)
 	if key.tokens != 12 {
 		t.Errorf("a higher r raised the tokens to %v", key.tokens)
 	}
@@ -139,20 +139,20 @@ func TestFollowsRateLimitHeaders(t *testing.T) {
 	for _, h := range []http.Header{
 		{"Ratelimit": {`"key";r=-1`}}, {"Ratelimit": {`key r=1`}}, {"Ratelimit-Policy": {`"key";q=x`}}, {},
 	} {
-		s.observeLocked(h, now)
+		s.observeLocked(h, now, nil)
 	}
 	if key.tokens != before || key.quota != 300 {
 		t.Errorf("a malformed field changed the model: %v %v", key.tokens, key.quota)
 	}
-	s.observeLocked(http.Header{"Ratelimit-Policy": {`"key";q=30;w=60`}}, now)
+	s.observeLocked(http.Header{"Ratelimit-Policy": {`"key";q=30;w=60`}}, now, nil)
 	if key.size() != 500 {
 		t.Errorf("with a new quota the capacity is the quota or the most seen left (500), got %v", key.size())
 	}
-	s.observeLocked(http.Header{"Ratelimit": {`"org";r=100;t=100`}}, now)
+	s.observeLocked(http.Header{"Ratelimit": {`"org";r=100;t=100`}}, now, nil)
 	if r := s.levels["org"].rate(now); r < 13.9 || r > 14 {
 		t.Errorf("org rate = %v, want (1500-100)/100 = 14/s", r)
 	}
-	s.observeLocked(http.Header{"Ratelimit": {`"org";r=0;t=1`}}, now)
+	s.observeLocked(http.Header{"Ratelimit": {`"org";r=0;t=1`}}, now, nil)
 	if r := s.levels["org"].rate(now); r != 25 {
 		t.Errorf("org rate = %v, never above the quota's 25/s", r)
 	}

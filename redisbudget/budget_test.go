@@ -1,0 +1,172 @@
+package redisbudget
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bodo-app/bodo-go"
+)
+
+func acquire(lease string, ttl time.Duration, levels ...bodo.SharedLevel) bodo.SharedAcquire {
+	return bodo.SharedAcquire{Lease: lease, LeaseTTL: ttl, Levels: levels, Cost: 5, KeyRate: 5, MaxInFlight: 6,
+		RefusalLimit: 25, RefusalWindow: time.Minute}
+}
+
+func key(amount float64) bodo.SharedLevel {
+	return bodo.SharedLevel{Name: "key", Amount: amount, Rate: 5, Size: 600}
+}
+
+// TestTwoProcessesShareOneBucket: two Budgets (as two processes) on one
+// Redis take from one bucket; when it is empty both are told how long.
+func TestTwoProcessesShareOneBucket(t *testing.T) {
+	srv := startRedis(t)
+	a, b := New(srv.Client(t)), New(srv.Client(t))
+	ctx, k := context.Background(), testKey()
+	for i := range 120 {
+		bud := a
+		if i%2 == 1 {
+			bud = b
+		}
+		g, err := bud.Acquire(ctx, k, acquire(fmt.Sprint("l", i), time.Minute, key(5)))
+		if err != nil || !g.Admitted {
+			t.Fatalf("attempt %d: %+v %v", i, g, err)
+		}
+		if err := bud.Release(ctx, k, bodo.SharedRelease{Lease: fmt.Sprint("l", i), RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := b.Acquire(ctx, k, acquire("late", time.Minute, key(5)))
+	if err != nil || g.Admitted || g.Reason != "key" || g.Wait <= 0 || g.Wait > 1100*time.Millisecond {
+		t.Fatalf("after 600 points: %+v %v", g, err)
+	}
+}
+
+// TestInFlightLeasesExpire: the slots in flight are capped over all
+// processes, and a lease that is never released (its process died) frees
+// its slot when it expires.
+func TestInFlightLeasesExpire(t *testing.T) {
+	srv := startRedis(t)
+	a, b := New(srv.Client(t)), New(srv.Client(t))
+	ctx, k := context.Background(), testKey()
+	for i := range 6 {
+		if g, err := a.Acquire(ctx, k, acquire(fmt.Sprint("dead", i), 300*time.Millisecond, key(1))); err != nil || !g.Admitted {
+			t.Fatalf("slot %d: %+v %v", i, g, err)
+		}
+	}
+	g, err := b.Acquire(ctx, k, acquire("x", time.Minute, key(1)))
+	if err != nil || g.Admitted || g.Reason != "in-flight" {
+		t.Fatalf("a seventh call: %+v %v", g, err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if g, err := b.Acquire(ctx, k, acquire("y", time.Minute, key(1))); err != nil || !g.Admitted {
+		t.Fatalf("after the leases expired: %+v %v", g, err)
+	}
+}
+
+// TestRefusalsAreCountedForAll: the lockout guard counts the refusals of
+// every process.
+func TestRefusalsAreCountedForAll(t *testing.T) {
+	srv := startRedis(t)
+	a, b := New(srv.Client(t)), New(srv.Client(t))
+	ctx, k := context.Background(), testKey()
+	for i := range 25 {
+		lease := fmt.Sprint("r", i)
+		if _, err := a.Acquire(ctx, k, acquire(lease, time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Release(ctx, k, bodo.SharedRelease{Lease: lease, Refused: true, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := b.Acquire(ctx, k, acquire("next", time.Minute))
+	if err != nil || g.Admitted || g.Reason != "refusal-guard" || g.Wait < 59*time.Second {
+		t.Fatalf("after 25 refusals: %+v %v", g, err)
+	}
+}
+
+// TestWhatOneProcessLearnsAllSee: a lockout, an exhausted quota, a cut of
+// the adaptive state and what the server said is left reach the others.
+func TestWhatOneProcessLearnsAllSee(t *testing.T) {
+	srv := startRedis(t)
+	a, b := New(srv.Client(t)), New(srv.Client(t))
+	ctx := context.Background()
+	rel := func(k string, r bodo.SharedRelease) {
+		t.Helper()
+		if _, err := a.Acquire(ctx, k, acquire(r.Lease, time.Minute, key(1))); err != nil {
+			t.Fatal(err)
+		}
+		r.RefusalWindow, r.MaxInFlight = time.Minute, 6
+		if err := a.Release(ctx, k, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	k := testKey()
+	rel(k, bodo.SharedRelease{Lease: "l1", PausedUntil: time.Now().Add(3 * time.Minute)})
+	if g, _ := b.Acquire(ctx, k, acquire("x", time.Minute, key(1))); g.Admitted || g.Reason != "lockout" || g.Wait < 170*time.Second {
+		t.Errorf("lockout: %+v", g)
+	}
+
+	k = testKey()
+	rel(k, bodo.SharedRelease{Lease: "l2", Block: "delete-day", BlockUntil: time.Now().Add(time.Hour)})
+	if g, _ := b.Acquire(ctx, k, acquire("x", time.Minute, key(10), bodo.SharedLevel{Name: "delete-day", Amount: 1, Rate: 300.0 / 86400, Size: 300})); g.Admitted || g.Reason != "quota" || g.Policy != "delete-day" || time.Until(g.Until) < 59*time.Minute {
+		t.Errorf("quota: %+v", g)
+	}
+	if g, _ := b.Acquire(ctx, k, acquire("y", time.Minute, key(1))); !g.Admitted {
+		t.Errorf("a read is held by a delete quota: %+v", g)
+	}
+
+	k = testKey()
+	rel(k, bodo.SharedRelease{Lease: "l3", Left: []bodo.SharedLevel{{Name: "key", Amount: 3, Rate: 5, Size: 600}}})
+	if g, _ := b.Acquire(ctx, k, acquire("x", time.Minute, key(5))); g.Admitted || g.Reason != "key" {
+		t.Errorf("after r=3 a 5-point call went: %+v", g)
+	}
+
+	k = testKey()
+	rel(k, bodo.SharedRelease{Lease: "l4", Cut: true})
+	held := 0
+	for i := range 6 {
+		g, _ := b.Acquire(ctx, k, acquire(fmt.Sprint("c", i), time.Minute, key(1)))
+		if !g.Admitted {
+			held++
+			if g.Reason != "in-flight" && g.Reason != "pace" {
+				t.Errorf("after a cut: %+v", g)
+			}
+		}
+	}
+	if held == 0 {
+		t.Error("a cut did not lower the shared cap")
+	}
+}
+
+// TestKeysAreNamespacedAndHashed: nothing the budget writes names the API
+// key; everything sits under the prefix and the given key's hash tag.
+func TestKeysAreNamespacedAndHashed(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client(t)
+	b := New(rdb)
+	ctx := context.Background()
+	c, err := bodo.NewClient(bodo.WithAPIKey("bodo_test_topsecret"), bodo.WithBaseURL("https://api.example.com"), bodo.WithSharedBudget(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c
+	if _, err := b.Acquire(ctx, "api.example.com:0123abcd", acquire("l", time.Minute, key(1))); err != nil {
+		t.Fatal(err)
+	}
+	ks, err := rdb.Keys(ctx, "*").Result()
+	if err != nil || len(ks) == 0 {
+		t.Fatalf("keys %v %v", ks, err)
+	}
+	for _, k := range ks {
+		if !strings.HasPrefix(k, DefaultPrefix+"{api.example.com:0123abcd}:") || strings.Contains(k, "topsecret") {
+			t.Errorf("key %q", k)
+		}
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 {
+			t.Errorf("key %q never expires", k)
+		}
+	}
+}

@@ -1,0 +1,130 @@
+// Package redisbudget shares a bodo-go client's budget through Redis, so
+// that agents in many processes and on many machines that use one API key
+// keep to one budget:
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	client, err := bodo.NewClient(bodo.WithSharedBudget(redisbudget.New(rdb)))
+//
+// Each level's bucket, the calls in flight (as leases that expire when a
+// process dies), the lockout guard's refusals, the adaptive cap and pace,
+// exhausted quotas and lockouts live in Redis and change only inside Lua
+// scripts that use Redis TIME as their clock. Keys are namespaced per host
+// and a hash of the API key, never the key itself. When Redis cannot be
+// reached the client falls back to its own budget and rejoins when Redis
+// is back.
+package redisbudget
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/bodo-app/bodo-go"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultPrefix starts every key the budget writes.
+const DefaultPrefix = "bodo:budget:"
+
+// Budget is a bodo.SharedBudget on Redis. Make it with New.
+type Budget struct {
+	rdb    redis.Scripter
+	prefix string
+}
+
+var _ bodo.SharedBudget = (*Budget)(nil)
+
+// Option configures a Budget.
+type Option func(*Budget)
+
+// WithPrefix sets the prefix of the budget's keys (default DefaultPrefix).
+func WithPrefix(prefix string) Option { return func(b *Budget) { b.prefix = prefix } }
+
+// New returns a budget stored through rdb: a *redis.Client, a
+// *redis.ClusterClient or a *redis.Ring.
+func New(rdb redis.Scripter, opts ...Option) *Budget {
+	b := &Budget{rdb: rdb, prefix: DefaultPrefix}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
+}
+
+func (b *Budget) keys(key string) []string { return []string{b.prefix + "{" + key + "}"} }
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+func levelArgs(args []any, levels []bodo.SharedLevel) []any {
+	args = append(args, len(levels))
+	for _, l := range levels {
+		args = append(args, l.Name, num(l.Amount), num(l.Rate), num(l.Size))
+	}
+	return args
+}
+
+func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// Acquire implements bodo.SharedBudget.
+func (b *Budget) Acquire(ctx context.Context, key string, req bodo.SharedAcquire) (bodo.SharedGrant, error) {
+	unbudgeted := 0
+	if req.Unbudgeted {
+		unbudgeted = 1
+	}
+	args := []any{req.Lease, ms(req.LeaseTTL), num(req.Cost), num(req.KeyRate), req.MaxInFlight,
+		req.RefusalLimit, ms(req.RefusalWindow), unbudgeted}
+	args = levelArgs(args, req.Levels)
+	res, err := acquireScript.Run(ctx, b.rdb, b.keys(key), args...).Slice()
+	if err != nil {
+		return bodo.SharedGrant{}, fmt.Errorf("redisbudget: acquire: %w", err)
+	}
+	if len(res) == 1 {
+		return bodo.SharedGrant{Admitted: true}, nil
+	}
+	if len(res) < 3 {
+		return bodo.SharedGrant{}, fmt.Errorf("redisbudget: acquire: unexpected answer %v", res)
+	}
+	wait, _ := res[1].(int64)
+	reason, _ := res[2].(string)
+	g := bodo.SharedGrant{Wait: time.Duration(wait) * time.Millisecond, Reason: reason}
+	if reason == "quota" && len(res) == 5 {
+		g.Policy, _ = res[3].(string)
+		left, _ := res[4].(int64)
+		g.Until = time.Now().Add(time.Duration(left) * time.Millisecond)
+	}
+	return g, nil
+}
+
+// Release implements bodo.SharedBudget.
+func (b *Budget) Release(ctx context.Context, key string, rel bodo.SharedRelease) error {
+	flag := func(v bool) int {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	now := time.Now()
+	var pause, block int64
+	if !rel.PausedUntil.IsZero() {
+		pause = max(ms(rel.PausedUntil.Sub(now)), 0)
+	}
+	if rel.Block != "" {
+		block = max(ms(rel.BlockUntil.Sub(now)), 0)
+	}
+	args := []any{rel.Lease, flag(rel.Refused), flag(rel.Cut), ms(rel.RefusalWindow), rel.MaxInFlight, pause, rel.Block, block}
+	args = levelArgs(args, rel.Refund)
+	args = levelArgs(args, rel.Left)
+	args = levelArgs(args, rel.Owe)
+	if err := releaseScript.Run(ctx, b.rdb, b.keys(key), args...).Err(); err != nil {
+		return fmt.Errorf("redisbudget: release: %w", err)
+	}
+	return nil
+}
+
+// Refund implements bodo.SharedBudget.
+func (b *Budget) Refund(ctx context.Context, key string, levels []bodo.SharedLevel) error {
+	if err := refundScript.Run(ctx, b.rdb, b.keys(key), levelArgs(nil, levels)...).Err(); err != nil {
+		return fmt.Errorf("redisbudget: refund: %w", err)
+	}
+	return nil
+}

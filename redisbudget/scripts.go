@@ -1,0 +1,231 @@
+package redisbudget
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts share these helpers. Every key of one API key lives under
+// KEYS[1], a prefix with a {hash tag}, so that a cluster keeps them in one
+// slot. Times are Redis TIME in milliseconds: the machines' clocks do not
+// matter. Durations cross the wire as milliseconds, rates as per second.
+const luaPrelude = `
+local p = KEYS[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local keep = 86400000
+
+local function touch(k)
+  redis.call('PEXPIRE', k, keep)
+end
+
+local function tokens_of(name, rate, size)
+  local h = redis.call('HMGET', p .. ':lv:' .. name, 't', 'a')
+  local tokens = tonumber(h[1]) or size
+  local at = tonumber(h[2]) or now
+  if now > at then tokens = tokens + rate * (now - at) / 1000 end
+  return math.min(size, tokens)
+end
+
+local function save(name, tokens)
+  local k = p .. ':lv:' .. name
+  redis.call('HSET', k, 't', tostring(tokens), 'a', now)
+  touch(k)
+end
+
+local function levels_from(first, n)
+  local out = {}
+  for i = 0, n - 1 do
+    local b = first + i * 4
+    out[#out + 1] = {name = ARGV[b], amount = tonumber(ARGV[b + 1]), rate = tonumber(ARGV[b + 2]), size = tonumber(ARGV[b + 3])}
+  end
+  return out
+end
+
+local function drop_lease(id)
+  local d = redis.call('HGETALL', p .. ':lease:' .. id)
+  for i = 1, #d, 2 do
+    redis.call('HINCRBYFLOAT', p .. ':inflight', d[i], -tonumber(d[i + 1]))
+  end
+  redis.call('DEL', p .. ':lease:' .. id)
+  redis.call('ZREM', p .. ':leases', id)
+end
+
+-- the AIMD state, raised by one step per quiet interval since its last change
+local function aimd(maxinflight)
+  local s = redis.call('HMGET', p .. ':state', 'cap', 'pace', 'lc')
+  local cap = tonumber(s[1]) or maxinflight
+  local pace = tonumber(s[2]) or 1
+  local lc = tonumber(s[3]) or now
+  local steps = math.floor((now - lc) / 5000)
+  if steps > 0 then
+    cap = cap + steps
+    pace = pace + 0.1 * steps
+    lc = lc + steps * 5000
+  end
+  return math.max(1, math.min(cap, maxinflight)), math.min(1, pace), lc
+end
+
+local function save_aimd(cap, pace, lc)
+  redis.call('HSET', p .. ':state', 'cap', tostring(cap), 'pace', tostring(pace), 'lc', lc)
+  touch(p .. ':state')
+end
+`
+
+// acquireScript admits one attempt or says why not.
+// ARGV: lease, ttl ms, cost, key rate, max in flight, refusal limit,
+// refusal window ms, unbudgeted (0/1), number of levels, then per level
+// name, amount, rate, size. It answers {1} when admitted, {0, wait ms,
+// reason} when not, {0, 0, "quota", policy, ms until reset} for an
+// exhausted quota.
+var acquireScript = redis.NewScript(luaPrelude + `
+local lease = ARGV[1]
+local ttl = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+local keyrate = tonumber(ARGV[4])
+local maxinflight = tonumber(ARGV[5])
+local rlimit = tonumber(ARGV[6])
+local rwindow = tonumber(ARGV[7])
+local unbudgeted = ARGV[8] == '1'
+local levels = levels_from(10, tonumber(ARGV[9]))
+
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', p .. ':leases', '-inf', now)) do
+  drop_lease(id)
+end
+redis.call('ZREMRANGEBYSCORE', p .. ':refusals', '-inf', now - rwindow)
+
+local blocks = {'*'}
+for _, l in ipairs(levels) do blocks[#blocks + 1] = l.name end
+for _, name in ipairs(blocks) do
+  local untilms = tonumber(redis.call('HGET', p .. ':blocks', name))
+  if untilms and untilms > now then
+    return {0, 0, 'quota', name, untilms - now}
+  end
+end
+
+local paused = tonumber(redis.call('HGET', p .. ':state', 'paused')) or 0
+if paused > now then
+  return {0, paused - now, 'lockout'}
+end
+
+local leases = redis.call('ZCARD', p .. ':leases')
+local refusals = redis.call('ZCARD', p .. ':refusals')
+if refusals + leases >= rlimit then
+  local wait = 0
+  if refusals > 0 then
+    local oldest = redis.call('ZRANGE', p .. ':refusals', 0, 0, 'WITHSCORES')
+    wait = tonumber(oldest[2]) + rwindow - now
+  end
+  return {0, math.max(wait, 0), 'refusal-guard'}
+end
+
+if not unbudgeted then
+  local cap, pace, lc = aimd(maxinflight)
+  if leases >= math.floor(cap) then
+    save_aimd(cap, pace, lc)
+    return {0, 0, 'in-flight'}
+  end
+  local wait, reason = 0, ''
+  for _, l in ipairs(levels) do
+    l.tokens = tokens_of(l.name, l.rate, l.size)
+    if l.tokens < l.amount - 1e-9 then
+      local w = 3600000
+      if l.rate > 0 then w = math.ceil((l.amount - l.tokens) / l.rate * 1000) end
+      if w > wait then wait, reason = w, l.name end
+    end
+  end
+  local pt, pa
+  if pace < 1 then
+    local pr = pace * keyrate
+    local burst = math.max(pr * 2, 1)
+    local s = redis.call('HMGET', p .. ':state', 'pt', 'pa')
+    pt = tonumber(s[1]) or burst
+    pa = tonumber(s[2]) or now
+    if now > pa then pt = math.min(burst, pt + pr * (now - pa) / 1000) end
+    local need = math.min(cost, burst)
+    if pt < need - 1e-9 and pr > 0 then
+      local w = math.ceil((need - pt) / pr * 1000)
+      if w > wait then wait, reason = w, 'pace' end
+    end
+  end
+  save_aimd(cap, pace, lc)
+  if wait > 0 then
+    return {0, wait, reason}
+  end
+  for _, l in ipairs(levels) do
+    save(l.name, l.tokens - l.amount)
+    redis.call('HINCRBYFLOAT', p .. ':inflight', l.name, l.amount)
+    redis.call('HSET', p .. ':lease:' .. lease, l.name, tostring(l.amount))
+  end
+  touch(p .. ':inflight')
+  if pace < 1 then
+    redis.call('HSET', p .. ':state', 'pt', tostring(pt - cost), 'pa', now)
+  end
+end
+redis.call('ZADD', p .. ':leases', now + ttl, lease)
+redis.call('PEXPIRE', p .. ':lease:' .. lease, ttl * 2)
+touch(p .. ':leases')
+return {1}
+`)
+
+// releaseScript ends an attempt. ARGV: lease, refused (0/1), cut (0/1),
+// refusal window ms, max in flight, pause ms, block policy, block ms, then
+// three lists, each a count followed by name, amount, rate, size per
+// level: refund, left, owe.
+var releaseScript = redis.NewScript(luaPrelude + `
+local lease = ARGV[1]
+local refused = ARGV[2] == '1'
+local cut = ARGV[3] == '1'
+local rwindow = tonumber(ARGV[4])
+local maxinflight = tonumber(ARGV[5])
+local pausems = tonumber(ARGV[6])
+local block = ARGV[7]
+local blockms = tonumber(ARGV[8])
+local i = 9
+local nref = tonumber(ARGV[i]); local refund = levels_from(i + 1, nref); i = i + 1 + nref * 4
+local nleft = tonumber(ARGV[i]); local left = levels_from(i + 1, nleft); i = i + 1 + nleft * 4
+local nowe = tonumber(ARGV[i]); local owe = levels_from(i + 1, nowe)
+
+drop_lease(lease)
+if refused then
+  redis.call('ZADD', p .. ':refusals', now, now .. ':' .. lease)
+  redis.call('ZREMRANGEBYSCORE', p .. ':refusals', '-inf', now - rwindow)
+  touch(p .. ':refusals')
+end
+for _, l in ipairs(refund) do
+  save(l.name, math.min(l.size, tokens_of(l.name, l.rate, l.size) + l.amount))
+end
+for _, l in ipairs(left) do
+  local inflight = tonumber(redis.call('HGET', p .. ':inflight', l.name)) or 0
+  save(l.name, math.min(tokens_of(l.name, l.rate, l.size), l.amount - inflight))
+end
+for _, l in ipairs(owe) do
+  save(l.name, math.min(tokens_of(l.name, l.rate, l.size), l.amount))
+end
+if cut then
+  local lastcut = tonumber(redis.call('HGET', p .. ':state', 'lcut'))
+  if not lastcut or now - lastcut >= 1000 then
+    local cap, pace, lc = aimd(maxinflight)
+    if pace >= 1 then redis.call('HDEL', p .. ':state', 'pt', 'pa') end
+    save_aimd(math.max(1, math.floor(cap / 2)), math.max(0.05, pace / 2), now)
+    redis.call('HSET', p .. ':state', 'lcut', now)
+  end
+end
+if pausems > 0 then
+  local paused = tonumber(redis.call('HGET', p .. ':state', 'paused')) or 0
+  redis.call('HSET', p .. ':state', 'paused', math.max(paused, now + pausems))
+  touch(p .. ':state')
+end
+if block ~= '' and blockms > 0 then
+  local untilms = tonumber(redis.call('HGET', p .. ':blocks', block)) or 0
+  redis.call('HSET', p .. ':blocks', block, math.max(untilms, now + blockms))
+  touch(p .. ':blocks')
+end
+return 1
+`)
+
+// refundScript gives amounts back. ARGV: count, then name, amount, rate,
+// size per level.
+var refundScript = redis.NewScript(luaPrelude + `
+for _, l in ipairs(levels_from(2, tonumber(ARGV[1]))) do
+  save(l.name, math.min(l.size, tokens_of(l.name, l.rate, l.size) + l.amount))
+end
+return 1
+`)

@@ -1,0 +1,114 @@
+package bodo
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
+
+// SharedBudget keeps the changing state of a key's budget (what each level
+// holds, the calls in flight, the refusals of the lockout guard, the
+// adaptive cap and pace, exhausted quotas and lockouts) where every process
+// that uses the key sees it, so that agents on many machines share one
+// budget instead of each backing off on its own. The client keeps the
+// model (each level's rate and size, learned from the headers) and passes
+// it with every request; the store applies it atomically.
+//
+// The module github.com/bodo-app/bodo-go/redisbudget implements it on Redis.
+// A store must be safe for concurrent use and answer promptly: the client
+// gives each request a short deadline and, when the store fails, falls back
+// to its local budget until the store answers again.
+type SharedBudget interface {
+	// Acquire admits one attempt atomically, taking the levels' amounts
+	// and holding a lease on a slot in flight, or says why not and how
+	// long at least to wait.
+	Acquire(ctx context.Context, key string, req SharedAcquire) (SharedGrant, error)
+	// Release ends an admitted attempt with what its answer taught.
+	Release(ctx context.Context, key string, rel SharedRelease) error
+	// Refund gives back amounts a call reserved but did not use.
+	Refund(ctx context.Context, key string, levels []SharedLevel) error
+}
+
+// SharedLevel is one level in a SharedBudget request: the amount taken,
+// given back or reported left, and the level's model.
+type SharedLevel struct {
+	Name   string
+	Amount float64
+	Rate   float64 // refill per second
+	Size   float64 // what the level holds when full
+}
+
+// SharedAcquire is one attempt asking to be admitted.
+type SharedAcquire struct {
+	Lease    string        // unique id of the attempt
+	LeaseTTL time.Duration // a lease not released by then is freed (a crashed process frees its slots)
+	Levels   []SharedLevel // what the attempt takes
+	Cost     float64       // its points, for the pace
+	KeyRate  float64       // the key level's rate: the pace is a share of it
+	// MaxInFlight is the parallel quota: the most attempts in flight over
+	// all processes, and the ceiling of the adaptive cap.
+	MaxInFlight   int
+	RefusalLimit  int           // the lockout guard: refusals plus leases in any window
+	RefusalWindow time.Duration // its window
+	Unbudgeted    bool          // only the guard, the lockout and exhausted quotas apply
+}
+
+// SharedGrant is the answer to SharedAcquire.
+type SharedGrant struct {
+	Admitted bool
+	// Wait is the least time before asking again when not admitted; zero
+	// means until a slot in flight is released.
+	Wait   time.Duration
+	Reason string // what holds the attempt: a level, "in-flight", "pace", "refusal-guard", "lockout", "quota"
+	// Policy and Until name an exhausted quota (Reason "quota"): the call
+	// is refused until then.
+	Policy string
+	Until  time.Time
+}
+
+// SharedRelease is what an answered (or failed) attempt tells the store.
+type SharedRelease struct {
+	Lease   string
+	Refused bool // a 429: counts for the lockout guard
+	Cut     bool // RATE_LIMITED or OVERLOADED: halve the cap and the pace
+	// Refund is given back: the server did not charge a refused call.
+	Refund []SharedLevel
+	// Left caps each level at what the server said is left (RateLimit r),
+	// less what is still in flight.
+	Left []SharedLevel
+	// Owe caps each level at Amount, which may be negative: after a
+	// RATE_LIMITED the level owes what the call lacked until its retry.
+	Owe           []SharedLevel
+	PausedUntil   time.Time // a lockout: nothing is admitted before
+	RefusalLimit  int
+	RefusalWindow time.Duration
+	MaxInFlight   int
+	Block         string    // an exhausted quota's policy ("*" for one the client does not know)
+	BlockUntil    time.Time // and when it resets
+}
+
+// WithSharedBudget shares the key's budget with every process that uses
+// the same store, for example redisbudget.New(rdb). All Clients of this
+// process on the same key and host use it from then on.
+func WithSharedBudget(b SharedBudget) Option {
+	return clientOption(func(s *clientSettings) error {
+		s.shared = b
+		return nil
+	})
+}
+
+// sharedKey names a key's state in a shared store: the host and a hash of
+// the API key, never the key itself.
+func sharedKey(host, apiKey string) string {
+	sum := sha256.Sum256([]byte("bodo-go shared budget\x00" + apiKey))
+	return host + ":" + hex.EncodeToString(sum[:16])
+}
+
+// leaseID is a random id for a lease in a shared store.
+func leaseID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
