@@ -45,6 +45,7 @@ type Client struct {
 	budgeted   bool
 	defaults   callSettings
 	state      *keyState
+	cache      *etagCache
 }
 
 type clientSettings struct {
@@ -56,6 +57,7 @@ type clientSettings struct {
 	onWait     func(WaitEvent)
 	noBudget   bool
 	shared     SharedBudget
+	cacheSize  int
 	allowHTTP  bool
 	call       callSettings
 }
@@ -69,6 +71,8 @@ type callSettings struct {
 	idempotencyKey   string
 	noIdempotencyKey bool
 	header           http.Header
+	ifMatch          string
+	responseInto     **http.Response
 }
 
 // Option configures a Client in NewClient.
@@ -315,6 +319,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		onWait:     s.onWait,
 		budgeted:   !s.noBudget,
 		defaults:   s.call,
+		cache:      newETagCache(s.cacheSize),
 		state:      stateFor(u.Host, s.apiKey),
 	}
 	if s.shared != nil {
@@ -322,6 +327,33 @@ func NewClient(opts ...Option) (*Client, error) {
 	}
 	c.initServices()
 	return c, nil
+}
+
+// String describes the client without its API key.
+func (c *Client) String() string {
+	return fmt.Sprintf("bodo.Client{baseURL: %s, apiKey: %s}", c.server, redactKey(c.apiKey))
+}
+
+// GoString is String, so that %#v does not print the API key either.
+func (c *Client) GoString() string { return c.String() }
+
+// LogValue keeps the API key out of structured logs.
+func (c *Client) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("base_url", c.server), slog.String("api_key", redactKey(c.apiKey)))
+}
+
+// redactKey shows a key's kind and its last four characters only.
+func redactKey(k string) string {
+	prefix := "bodo_"
+	for _, p := range []string{"bodo_live_", "bodo_test_"} {
+		if strings.HasPrefix(k, p) {
+			prefix = p
+		}
+	}
+	if len(k) < len(prefix)+12 {
+		return prefix + "[REDACTED]"
+	}
+	return prefix + "[REDACTED]" + k[len(k)-4:]
 }
 
 func parseBaseURL(raw string, allowHTTP bool) (*url.URL, error) {
@@ -379,30 +411,76 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 	if err != nil {
 		return err
 	}
+	cacheKey := cl.req.URL.RequestURI()
+	cached, hit := cacheEntry{}, false
+	if op.Conditional {
+		if cached, hit = c.cache.get(cacheKey); hit && cl.req.Header.Get("If-None-Match") == "" {
+			cl.req.Header.Set("If-None-Match", cached.etag)
+		}
+	}
 	resp, err := c.send(ctx, cl)
 	if err != nil {
 		return err
 	}
 	defer drainAndClose(resp.Body)
+	if cl.settings.responseInto != nil {
+		*cl.settings.responseInto = resp
+	}
+	switch {
+	case op.Method == http.MethodPatch || op.Method == http.MethodDelete:
+		c.cache.drop(cacheKey)
+	case resp.StatusCode == http.StatusNotModified:
+		c.settleEgress(cl, 0)
+		if !hit || cached.etag != cl.req.Header.Get("If-None-Match") {
+			return notModified(op.ID, resp)
+		}
+		if out == nil {
+			return nil
+		}
+		return decodeBytes(op.ID, resp, cached.body, out)
+	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
 	}
-	if err := decodeBody(op.ID, resp, out); err != nil {
+	body, err := readBody(op.ID, resp)
+	if err != nil {
 		return err
 	}
-	c.settleEgress(cl, out)
+	if err := decodeBytes(op.ID, resp, body, out); err != nil {
+		return err
+	}
+	if op.Conditional {
+		if etag, ok := parseETag(resp.Header.Get("ETag")); ok {
+			c.cache.put(cacheKey, etag, body)
+		}
+	}
+	if op.Egress == ops.EgressPage {
+		c.settleEgress(cl, pageLen(out))
+	}
 	return nil
 }
 
-// settleEgress gives back the egress records a list reserved but did not
-// return.
-func (c *Client) settleEgress(cl *call, out any) {
-	if cl.op.Egress != ops.EgressPage {
-		return
+// notModified is the error of a 304 the client has no cached answer for
+// (the caller sent If-None-Match itself).
+func notModified(operation string, resp *http.Response) *Error {
+	resp.Request = redactedRequest(resp.Request)
+	return &Error{
+		Operation: operation,
+		Status:    http.StatusNotModified,
+		Title:     "Not Modified",
+		Detail:    "the resource has not changed since the ETag sent in If-None-Match",
+		RequestID: resp.Header.Get("Request-Id"),
+		Request:   resp.Request,
+		Response:  resp,
 	}
+}
+
+// settleEgress gives back the egress records a read reserved beyond the
+// records it got: a list returns fewer than its limit, a 304 none.
+func (c *Client) settleEgress(cl *call, records int) {
 	for _, d := range cl.demand {
 		if d.level == levelEgress {
-			c.state.refund(levelEgress, d.amount-float64(pageLen(out)))
+			c.state.refund(levelEgress, d.amount-float64(records))
 		}
 	}
 }
@@ -449,6 +527,9 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 	}
 	for name, values := range s.header {
 		req.Header[name] = values
+	}
+	if s.ifMatch != "" {
+		req.Header.Set("If-Match", s.ifMatch)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	req.Header.Set("Bodo-Version", APIVersion)
@@ -530,36 +611,48 @@ func (cl *call) newAttempt(ctx context.Context) *http.Request {
 	return r
 }
 
-// maxSuccessBody caps how much of a 2xx answer is decoded.
+// maxSuccessBody caps how much of a 2xx answer is read.
 const maxSuccessBody = 32 << 20
 
-func decodeBody(operation string, resp *http.Response, out any) error {
+// readBody reads a 2xx answer's body, capped.
+func readBody(operation string, resp *http.Response) ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSuccessBody+1))
 	if err == nil && len(body) > maxSuccessBody {
 		err = fmt.Errorf("the body exceeds %d bytes", maxSuccessBody)
 	}
-	if err == nil {
-		if raw, ok := out.(*json.RawMessage); ok {
-			if !json.Valid(body) {
-				err = errors.New("the body is not JSON")
-			}
-			*raw = body
-		} else {
-			err = json.Unmarshal(body, out)
+	if err != nil {
+		return nil, invalidResponse(operation, resp, body, err)
+	}
+	return body, nil
+}
+
+// decodeBytes decodes a 2xx answer's body into out.
+func decodeBytes(operation string, resp *http.Response, body []byte, out any) error {
+	var err error
+	if raw, ok := out.(*json.RawMessage); ok {
+		if !json.Valid(body) {
+			err = errors.New("the body is not JSON")
 		}
+		*raw = body
+	} else {
+		err = json.Unmarshal(body, out)
 	}
 	if err != nil {
-		resp.Request = redactedRequest(resp.Request)
-		return &Error{
-			Operation: operation,
-			Status:    resp.StatusCode,
-			Title:     "Invalid response",
-			Detail:    fmt.Sprintf("the %d answer could not be read: %v", resp.StatusCode, err),
-			RequestID: resp.Header.Get("Request-Id"),
-			Body:      body,
-			Request:   resp.Request,
-			Response:  resp,
-		}
+		return invalidResponse(operation, resp, body, err)
 	}
 	return nil
+}
+
+func invalidResponse(operation string, resp *http.Response, body []byte, err error) *Error {
+	resp.Request = redactedRequest(resp.Request)
+	return &Error{
+		Operation: operation,
+		Status:    resp.StatusCode,
+		Title:     "Invalid response",
+		Detail:    fmt.Sprintf("the %d answer could not be read: %v", resp.StatusCode, err),
+		RequestID: resp.Header.Get("Request-Id"),
+		Body:      body,
+		Request:   resp.Request,
+		Response:  resp,
+	}
 }

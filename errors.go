@@ -44,6 +44,9 @@ var (
 	ErrPreconditionFailed   = errors.New("bodo: precondition failed")
 	ErrBadRequest           = errors.New("bodo: bad request")
 	ErrInternal             = errors.New("bodo: internal server error")
+	// ErrNotModified is a 304 to a request whose If-None-Match the caller
+	// set; with WithCache the client serves those from its cache instead.
+	ErrNotModified = errors.New("bodo: not modified")
 )
 
 var sentinelByCode = map[string]error{
@@ -63,6 +66,7 @@ var sentinelByCode = map[string]error{
 }
 
 var sentinelByStatus = map[int]error{
+	http.StatusNotModified:         ErrNotModified,
 	http.StatusTooManyRequests:     ErrRateLimited,
 	http.StatusServiceUnavailable:  ErrOverloaded,
 	http.StatusNotFound:            ErrNotFound,

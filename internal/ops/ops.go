@@ -57,6 +57,9 @@ type Operation struct {
 	KeyRequired bool
 	// Egress says what a read counts against the egress level.
 	Egress Egress
+	// Conditional is true for a GET that answers an ETag and takes
+	// If-None-Match (a 304 then costs its points but no egress records).
+	Conditional bool
 	// ParamCosts are surcharges for query parameters that, when given a
 	// non-empty value, add points (x-bodo-cost on the parameter: q adds 5).
 	ParamCosts map[string]int

@@ -77,6 +77,7 @@ type operation struct {
 	Idempotent, KeyRequired           bool
 	ParamCosts                        map[string]int
 	Egress                            string
+	Conditional                       bool // a GET that answers an ETag and takes If-None-Match
 
 	Service, MethodName string   // from x-bodo-sdk-method: "Contacts.List" or "Me"
 	PathParams          []string // Go names of the path parameters, in order
@@ -169,6 +170,9 @@ func describe(path, method string, op *openapi3.Operation) (operation, error) {
 			}
 		case "header":
 			o.HeaderParams = true
+			if p.Name == "If-None-Match" && method == "GET" {
+				o.Conditional = true
+			}
 			if p.Name == "Idempotency-Key" && p.Required {
 				o.KeyRequired = true
 			}
@@ -410,7 +414,7 @@ var opsTemplate = template.Must(template.New("ops").Funcs(funcs).Parse(header + 
 // Table holds every operation of openapi.json.
 var Table = []Operation{
 {{- range .}}
-	{ID: {{printf "%q" .ID}}, Method: {{printf "%q" .Method}}, Path: {{printf "%q" .Path}}, Cost: {{.Cost}}, Class: {{printf "%q" .Class}}, Idempotent: {{.Idempotent}}, KeyRequired: {{.KeyRequired}}{{if and .Egress (ne .Egress "none")}}, Egress: Egress{{.Egress | upperFirst}}{{end}}{{if .ParamCosts}}, ParamCosts: map[string]int{ {{- range $k, $v := .ParamCosts}}{{printf "%q" $k}}: {{$v}},{{end}} }{{end}}},
+	{ID: {{printf "%q" .ID}}, Method: {{printf "%q" .Method}}, Path: {{printf "%q" .Path}}, Cost: {{.Cost}}, Class: {{printf "%q" .Class}}, Idempotent: {{.Idempotent}}, KeyRequired: {{.KeyRequired}}{{if and .Egress (ne .Egress "none")}}, Egress: Egress{{.Egress | upperFirst}}{{end}}{{if .Conditional}}, Conditional: true{{end}}{{if .ParamCosts}}, ParamCosts: map[string]int{ {{- range $k, $v := .ParamCosts}}{{printf "%q" $k}}: {{$v}},{{end}} }{{end}}},
 {{- end}}
 }
 

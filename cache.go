@@ -1,0 +1,134 @@
+package bodo
+
+import (
+	"container/list"
+	"net/http"
+	"sync"
+)
+
+// WithCache keeps the last n answers of the GETs that carry an ETag
+// (getContact, getInvoice, getOperation) and revalidates them: the request
+// carries If-None-Match, and a 304 Not Modified is served from the cache.
+// The API charges a 304 the GET's points but no egress records, and the
+// budget counts it so. An update or delete through the client drops its
+// entry. n <= 0 turns the cache off (the default).
+func WithCache(n int) Option {
+	return clientOption(func(s *clientSettings) error {
+		s.cacheSize = n
+		return nil
+	})
+}
+
+// WithIfMatch makes an update conditional: the server applies it only if
+// the resource still has this ETag, and answers 412 (ErrPreconditionFailed)
+// otherwise. Get the ETag of a fetched resource with WithResponseInto.
+func WithIfMatch(etag string) RequestOption {
+	return requestOption(func(s *callSettings) error {
+		if _, ok := parseETag(etag); !ok {
+			return errInvalidETag(etag)
+		}
+		s.ifMatch = etag
+		return nil
+	})
+}
+
+// WithResponseInto stores the call's final *http.Response in *dst (its body
+// already read and closed), for its headers: ETag, Request-Id, RateLimit.
+func WithResponseInto(dst **http.Response) RequestOption {
+	return requestOption(func(s *callSettings) error {
+		s.responseInto = dst
+		return nil
+	})
+}
+
+// etagCache is a least-recently-used map from a request path to the last
+// 200 answer and its ETag.
+type etagCache struct {
+	mu    sync.Mutex
+	size  int
+	order *list.List // of *cacheEntry, most recent first
+	byKey map[string]*list.Element
+}
+
+type cacheEntry struct {
+	key  string
+	etag string
+	body []byte
+}
+
+func newETagCache(size int) *etagCache {
+	if size <= 0 {
+		return nil
+	}
+	return &etagCache{size: size, order: list.New(), byKey: map[string]*list.Element{}}
+}
+
+func (c *etagCache) get(key string) (cacheEntry, bool) {
+	if c == nil {
+		return cacheEntry{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.byKey[key]
+	if !ok {
+		return cacheEntry{}, false
+	}
+	c.order.MoveToFront(el)
+	return *el.Value.(*cacheEntry), true
+}
+
+func (c *etagCache) put(key, etag string, body []byte) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byKey[key]; ok {
+		e := el.Value.(*cacheEntry)
+		e.etag, e.body = etag, body
+		c.order.MoveToFront(el)
+		return
+	}
+	c.byKey[key] = c.order.PushFront(&cacheEntry{key: key, etag: etag, body: body})
+	for c.order.Len() > c.size {
+		last := c.order.Back()
+		delete(c.byKey, last.Value.(*cacheEntry).key)
+		c.order.Remove(last)
+	}
+}
+
+func (c *etagCache) drop(key string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byKey[key]; ok {
+		delete(c.byKey, key)
+		c.order.Remove(el)
+	}
+}
+
+// parseETag checks an entity tag of RFC 9110 §8.8.3: an optional W/ and a
+// quoted string of etagc characters (no DQUOTE, no controls, no space).
+// It returns the tag as given.
+func parseETag(v string) (string, bool) {
+	s := v
+	if len(s) >= 2 && s[0] == 'W' && s[1] == '/' {
+		s = s[2:]
+	}
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return "", false
+	}
+	for i := 1; i < len(s)-1; i++ {
+		c := s[i]
+		if c == '"' || c < 0x21 || c == 0x7f {
+			return "", false
+		}
+	}
+	return v, true
+}
+
+type errInvalidETag string
+
+func (e errInvalidETag) Error() string { return "not an entity tag: " + string(e) }
