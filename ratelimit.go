@@ -636,9 +636,9 @@ func (t *ticket) finish(resp *http.Response, apiErr *Error) {
 			s.refusedLocked(cl, apiErr, now, rel)
 		}
 		s.signal()
-		if rel == nil {
+		if rel == nil || !s.sharedActiveLocked(now) {
 			s.mu.Unlock()
-			return
+			return // while the store is down its lease expires by itself
 		}
 		rel.Refused, rel.MaxInFlight = refused, s.parallel
 		store, key := s.shared, s.sharedKey
