@@ -37,7 +37,7 @@ type Client struct {
 
 	server     string // base URL, ending in "/"
 	host       string
-	apiKey     string
+	apiKey     func() string // a func, so that no way of printing a Client shows the key
 	httpClient *http.Client
 	logger     *slog.Logger
 	onRetry    func(RetryEvent)
@@ -312,7 +312,7 @@ func NewClient(opts ...Option) (*Client, error) {
 	c := &Client{
 		server:     u.String(),
 		host:       u.Host,
-		apiKey:     s.apiKey,
+		apiKey:     secretFunc(s.apiKey),
 		httpClient: s.httpClient,
 		logger:     s.logger,
 		onRetry:    s.onRetry,
@@ -331,7 +331,7 @@ func NewClient(opts ...Option) (*Client, error) {
 
 // String describes the client without its API key.
 func (c *Client) String() string {
-	return fmt.Sprintf("bodo.Client{baseURL: %s, apiKey: %s}", c.server, redactKey(c.apiKey))
+	return fmt.Sprintf("bodo.Client{baseURL: %s, apiKey: %s}", c.server, redactKey(c.apiKey()))
 }
 
 // GoString is String, so that %#v does not print the API key either.
@@ -339,8 +339,12 @@ func (c *Client) GoString() string { return c.String() }
 
 // LogValue keeps the API key out of structured logs.
 func (c *Client) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("base_url", c.server), slog.String("api_key", redactKey(c.apiKey)))
+	return slog.GroupValue(slog.String("base_url", c.server), slog.String("api_key", redactKey(c.apiKey())))
 }
+
+// secretFunc returns the key from a closure: fmt prints a func as an
+// address whatever the verb, so a Client printed in full shows no key.
+func secretFunc(key string) func() string { return func() string { return key } }
 
 // redactKey shows a key's kind and its last four characters only.
 func redactKey(k string) string {
@@ -418,11 +422,10 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 			cl.req.Header.Set("If-None-Match", cached.etag)
 		}
 	}
-	resp, err := c.send(ctx, cl)
+	resp, body, err := c.send(ctx, cl)
 	if err != nil {
 		return err
 	}
-	defer drainAndClose(resp.Body)
 	if cl.settings.responseInto != nil {
 		*cl.settings.responseInto = resp
 	}
@@ -441,10 +444,6 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
-	}
-	body, err := readBody(op.ID, resp)
-	if err != nil {
-		return err
 	}
 	if err := decodeBytes(op.ID, resp, body, out); err != nil {
 		return err
@@ -531,7 +530,7 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 	if s.ifMatch != "" {
 		req.Header.Set("If-Match", s.ifMatch)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	req.Header.Set("Authorization", "Bearer "+c.apiKey())
 	req.Header.Set("Bodo-Version", APIVersion)
 	req.Header.Set("User-Agent", "bodo-go/"+Version)
 	req.Header.Set("Accept", "application/json, application/problem+json")
@@ -611,20 +610,9 @@ func (cl *call) newAttempt(ctx context.Context) *http.Request {
 	return r
 }
 
-// maxSuccessBody caps how much of a 2xx answer is read.
+// maxSuccessBody caps how much of a 2xx answer is read; a longer one is an
+// error.
 const maxSuccessBody = 32 << 20
-
-// readBody reads a 2xx answer's body, capped.
-func readBody(operation string, resp *http.Response) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSuccessBody+1))
-	if err == nil && len(body) > maxSuccessBody {
-		err = fmt.Errorf("the body exceeds %d bytes", maxSuccessBody)
-	}
-	if err != nil {
-		return nil, invalidResponse(operation, resp, body, err)
-	}
-	return body, nil
-}
 
 // decodeBytes decodes a 2xx answer's body into out.
 func decodeBytes(operation string, resp *http.Response, body []byte, out any) error {
@@ -646,6 +634,7 @@ func decodeBytes(operation string, resp *http.Response, body []byte, out any) er
 func invalidResponse(operation string, resp *http.Response, body []byte, err error) *Error {
 	resp.Request = redactedRequest(resp.Request)
 	return &Error{
+		cause:     err,
 		Operation: operation,
 		Status:    resp.StatusCode,
 		Title:     "Invalid response",

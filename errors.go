@@ -100,6 +100,7 @@ type Error struct {
 	// hinted is true when the server gave a wait (Retry-After or
 	// retryAfterMs), even one of zero.
 	hinted bool
+	cause  error // why an answer could not be read
 
 	Body     []byte         // the raw answer body, capped
 	Request  *http.Request  // the request, with Authorization redacted
@@ -187,6 +188,9 @@ func (e *Error) Is(target error) bool {
 	}
 	return false
 }
+
+// Unwrap returns why the answer could not be read, if that is the error.
+func (e *Error) Unwrap() error { return e.cause }
 
 // Temporary reports whether the same call may succeed later without change:
 // RATE_LIMITED, OVERLOADED and IDEMPOTENCY_KEY_IN_USE.

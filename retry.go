@@ -1,6 +1,7 @@
 package bodo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -56,55 +57,70 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // send runs the attempts of one call until one is answered with something
 // that is not retried, the retries run out, or ctx ends. It returns the
 // response of a 2xx or 304 answer with its body unread.
-func (c *Client) send(ctx context.Context, cl *call) (*http.Response, error) {
+func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, error) {
 	hintless := 0
 	for attempt := 1; ; attempt++ {
 		ticket, err := c.state.admit(ctx, cl, c.budgeted, c.onWait)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		resp, err := c.attempt(ctx, cl)
+		resp, body, err := c.attempt(ctx, cl)
 		var (
 			last error
 			wait time.Duration
 		)
-		if err != nil {
+		if cut := (*cutBody)(nil); errors.As(err, &cut) {
+			ticket.finish(resp, nil)
+			lost := invalidResponse(cl.op.ID, resp, body, cut.err)
+			if ctx.Err() != nil || !retrySafe(cl, err) {
+				return nil, nil, lost // a write without a key took effect: never repeat it
+			}
+			last = lost
+			if hintless >= maxHintlessRetries {
+				return nil, nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: last}
+			}
+			wait = backoff(hintless)
+			hintless++
+		} else if err != nil {
 			ticket.finish(nil, nil)
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("bodo: %s: %w", cl.op.ID, context.Cause(ctx))
+				return nil, nil, fmt.Errorf("bodo: %s: %w", cl.op.ID, context.Cause(ctx))
 			}
 			if !retrySafe(cl, err) {
-				return nil, fmt.Errorf("bodo: %s: the connection failed after the request was sent and it carries no Idempotency-Key, so it was not retried: %w: %w", cl.op.ID, ErrOutcomeUnknown, err)
+				return nil, nil, fmt.Errorf("bodo: %s: the connection failed after the request was sent and it carries no Idempotency-Key, so it was not retried: %w: %w", cl.op.ID, ErrOutcomeUnknown, err)
 			}
 			last = fmt.Errorf("bodo: %s: %w", cl.op.ID, err)
 			if hintless >= maxHintlessRetries {
-				return nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: last}
+				return nil, nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: last}
 			}
 			wait = backoff(hintless)
 			hintless++
 		} else {
 			if resp.StatusCode < 300 || resp.StatusCode == http.StatusNotModified {
 				ticket.finish(resp, nil)
-				return resp, nil
+				if len(body) > maxSuccessBody {
+					return nil, nil, invalidResponse(cl.op.ID, resp, nil, fmt.Errorf("the body exceeds %d bytes", maxSuccessBody))
+				}
+				return resp, body, nil
 			}
 			apiErr := newError(cl.op.ID, resp, time.Now())
 			ticket.finish(resp, apiErr)
 			if !retryable(apiErr) {
 				c.logRefusal(cl, apiErr, attempt, -1)
-				return nil, apiErr
+				return nil, nil, apiErr
 			}
 			var hinted bool
 			wait, hinted = retryWait(apiErr, hintless)
 			if !hinted {
 				if hintless >= maxHintlessRetries {
 					c.logRefusal(cl, apiErr, attempt, -1)
-					return nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: apiErr}
+					return nil, nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: apiErr}
 				}
 				hintless++
 			}
 			if apiErr.RetryAfter > cl.settings.maxRetryWait {
 				c.logRefusal(cl, apiErr, attempt, -1)
-				return nil, apiErr
+				return nil, nil, apiErr
 			}
 			last = apiErr
 			if attempt <= cl.settings.maxRetries {
@@ -115,38 +131,63 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, error) {
 		}
 		if attempt > cl.settings.maxRetries {
 			if cl.settings.maxRetries == 0 {
-				return nil, last
+				return nil, nil, last
 			}
-			return nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: last}
+			return nil, nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: last}
 		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
-			return nil, fmt.Errorf("bodo: %s: the retry would wait %v, past the context deadline: %w: %w",
+			return nil, nil, fmt.Errorf("bodo: %s: the retry would wait %v, past the context deadline: %w: %w",
 				cl.op.ID, wait.Round(time.Millisecond), last, context.DeadlineExceeded)
 		}
 		if c.onRetry != nil {
 			c.onRetry(RetryEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Attempt: attempt, Wait: wait, Err: last})
 		}
 		if err := sleep(ctx, wait); err != nil {
-			return nil, fmt.Errorf("bodo: %s: waiting to retry: %w: %w", cl.op.ID, last, err)
+			return nil, nil, fmt.Errorf("bodo: %s: waiting to retry: %w: %w", cl.op.ID, last, err)
 		}
 	}
 }
 
-// attempt sends one attempt of the call, bounded by the attempt timeout.
-func (c *Client) attempt(ctx context.Context, cl *call) (*http.Response, error) {
+// attempt sends one attempt of the call, bounded by the attempt timeout,
+// and reads the body of a 2xx or 304 answer (up to maxSuccessBody+1 bytes):
+// a body cut off by a reset or a timeout is a failed attempt like a failed
+// connection. Other answers come back with their body unread.
+func (c *Client) attempt(ctx context.Context, cl *call) (*http.Response, []byte, error) {
 	if d := cl.settings.attemptTimeout; d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
-		resp, err := c.httpClient.Do(cl.newAttempt(ctx))
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-		return resp, nil
+		defer cancel()
 	}
-	return c.httpClient.Do(cl.newAttempt(ctx))
+	resp, err := c.httpClient.Do(cl.newAttempt(ctx))
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotModified {
+		// The caller reads the problem before the deferred cancel: keep
+		// the body readable by reading it now, capped.
+		body, rerr := io.ReadAll(io.LimitReader(resp.Body, maxProblemBody))
+		drainAndClose(resp.Body)
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		if rerr != nil && len(body) == 0 {
+			return nil, nil, fmt.Errorf("reading the %d answer: %w", resp.StatusCode, rerr)
+		}
+		return resp, nil, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSuccessBody+1))
+	drainAndClose(resp.Body)
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return resp, body, &cutBody{err: err}
+	}
+	return resp, body, nil
 }
+
+// cutBody is a 2xx or 304 answer whose body broke off: the server did the
+// call, its answer is lost.
+type cutBody struct{ err error }
+
+func (e *cutBody) Error() string { return "the body broke off: " + e.err.Error() }
+func (e *cutBody) Unwrap() error { return e.err }
 
 // retryable reports whether an answer may be retried: RATE_LIMITED, OVERLOADED
 // (429 or 503, also without a problem body) and IDEMPOTENCY_KEY_IN_USE.
@@ -297,16 +338,4 @@ func (c *Client) logRefusal(cl *call, e *Error, attempt int, wait time.Duration)
 		attrs = append(attrs, slog.Duration("retry_after", e.RetryAfter))
 	}
 	c.logger.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
-}
-
-// cancelOnClose releases an attempt's timeout when its body is closed.
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b *cancelOnClose) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
 }

@@ -257,7 +257,7 @@ func TestNewClientConfiguration(t *testing.T) {
 	t.Setenv("BODO_API_KEY", testKey)
 	t.Setenv("BODO_BASE_URL", "https://sandbox.example.com")
 	c, err := NewClient()
-	if err != nil || c.server != "https://sandbox.example.com/" || c.apiKey != testKey || c.defaults.maxRetries != DefaultMaxRetries {
+	if err != nil || c.server != "https://sandbox.example.com/" || c.apiKey() != testKey || c.defaults.maxRetries != DefaultMaxRetries {
 		t.Errorf("from the environment: %v %+v", err, c)
 	}
 	if _, err := c.Contacts.Get(context.Background(), "con_1", WithIdempotencyKey("")); err == nil {
