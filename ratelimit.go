@@ -139,16 +139,23 @@ func (l *level) refill(now time.Time) {
 }
 
 // wait is how long until n tokens are there; forever when nothing refills.
+// While a rate read off a header is in force, the wait ends no later than
+// that rate does, so that the caller looks again with the quota's rate.
 func (l *level) wait(n float64, now time.Time) time.Duration {
 	deficit := n - l.tokens
 	if deficit <= 1e-9 {
 		return 0
 	}
-	r := l.rate(now)
-	if r <= 0 {
-		return forever
+	var d time.Duration
+	if r := l.rate(now); r > 0 {
+		d = durationOf(deficit / r)
+	} else {
+		d = forever
 	}
-	return durationOf(deficit / r)
+	if now.Before(l.observedUntil) {
+		d = min(d, l.observedUntil.Sub(now))
+	}
+	return d
 }
 
 func (l *level) fullIn(now time.Time) time.Duration { return l.wait(l.size(), now) }
@@ -600,7 +607,14 @@ func (s *keyState) leaveLocked(w *waiter) {
 // counts a refusal, gives back what a refused call was not charged, follows
 // the RateLimit headers and cuts the AIMD state on RATE_LIMITED or
 // OVERLOADED.
-func (t *ticket) finish(resp *http.Response, apiErr *Error) {
+func (t *ticket) finish(resp *http.Response, apiErr *Error) { t.end(resp, apiErr, false) }
+
+// finishUnanswered ends an attempt that got no answer. One that may have
+// reached the server counts for the lockout guard as a refusal: the server
+// may have refused it without the client ever reading that.
+func (t *ticket) finishUnanswered(mayHaveArrived bool) { t.end(nil, nil, mayHaveArrived) }
+
+func (t *ticket) end(resp *http.Response, apiErr *Error, unknown bool) {
 	t.once.Do(func() {
 		s, cl := t.s, t.cl
 		s.mu.Lock()
@@ -611,7 +625,7 @@ func (t *ticket) finish(resp *http.Response, apiErr *Error) {
 		}
 		s.reserved--
 		refused := resp != nil && resp.StatusCode == http.StatusTooManyRequests
-		if refused {
+		if refused || unknown {
 			s.refusals = append(s.refusals, now)
 		}
 		if t.budgeted {
@@ -640,7 +654,7 @@ func (t *ticket) finish(resp *http.Response, apiErr *Error) {
 			s.mu.Unlock()
 			return // while the store is down its lease expires by itself
 		}
-		rel.Refused, rel.MaxInFlight = refused, s.parallel
+		rel.Refused, rel.MaxInFlight = refused || unknown, s.parallel
 		store, key := s.shared, s.sharedKey
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
@@ -690,7 +704,9 @@ func (s *keyState) refund(name string, amount float64) {
 // refill rate the server really grants, never more than the quota's). A
 // quota that differs from the documented one voids the documented capacity:
 // the bucket is then taken to hold its quota, or the most the server ever
-// said was left. A missing or malformed field changes nothing.
+// said was left. A missing or malformed field changes nothing, and neither
+// does a policy the client could only model as never refilling (a quota of
+// 0, or a new policy without a window).
 func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedRelease) {
 	for _, p := range parsePolicyHeader(h) {
 		if p.name == levelParallel || p.unit == "concurrent-requests" {
@@ -700,8 +716,14 @@ func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedReleas
 			}
 			continue
 		}
+		if p.quota <= 0 {
+			continue // a quota of nothing would hold every call forever: no model of it
+		}
 		l := s.levels[p.name]
 		if l == nil {
+			if p.window <= 0 {
+				continue // without a window nothing says how it refills: no model of it
+			}
 			l = &level{name: p.name, share: 1, tokens: float64(p.quota), at: now}
 			s.levels[p.name] = l
 		}

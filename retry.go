@@ -82,7 +82,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			wait = backoff(hintless)
 			hintless++
 		} else if err != nil {
-			ticket.finish(nil, nil)
+			ticket.finishUnanswered(!notSent(err))
 			if ctx.Err() != nil {
 				return nil, nil, fmt.Errorf("bodo: %s: %w", cl.op.ID, context.Cause(ctx))
 			}
