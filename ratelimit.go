@@ -264,6 +264,8 @@ type keyState struct {
 	waits  int64
 	waited time.Duration
 
+	learned bool // an answer came: the headers, if the server sends them, are known
+
 	shared        SharedBudget // nil: this process's budget only
 	sharedKey     string
 	sharedRetryAt time.Time // after a failure the store is tried again from then on
@@ -547,6 +549,11 @@ func (s *keyState) waitLocked(w *waiter, cl *call, budgeted, local bool, now tim
 	if s.queue[0] != w {
 		hold(0, "queue")
 	}
+	if !s.learned && s.inflight > 0 {
+		// Slow start: until the first answer has shown the server's
+		// policies (if it sends them), one call at a time.
+		hold(0, "in-flight")
+	}
 	if !local {
 		return wait, why
 	}
@@ -708,6 +715,7 @@ func (s *keyState) refund(name string, amount float64) {
 // does a policy the client could only model as never refilling (a quota of
 // 0, or a new policy without a window).
 func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedRelease) {
+	s.learned = true
 	for _, p := range parsePolicyHeader(h) {
 		if p.name == levelParallel || p.unit == "concurrent-requests" {
 			if p.name == levelParallel && p.quota > 0 {

@@ -29,8 +29,9 @@ const DefaultPrefix = "bodo:budget:"
 
 // Budget is a bodo.SharedBudget on Redis. Make it with New.
 type Budget struct {
-	rdb    redis.Scripter
-	prefix string
+	rdb      redis.Scripter
+	prefix   string
+	leaseTTL time.Duration
 }
 
 var _ bodo.SharedBudget = (*Budget)(nil)
@@ -40,6 +41,12 @@ type Option func(*Budget)
 
 // WithPrefix sets the prefix of the budget's keys (default DefaultPrefix).
 func WithPrefix(prefix string) Option { return func(b *Budget) { b.prefix = prefix } }
+
+// WithLeaseTTL sets how long a call may hold its slot in flight before
+// Redis frees it, overriding the client's default (30 s): the time within
+// which a crashed process's slots come back. It must exceed the longest
+// call, or a slow call's slot is given away while it still runs.
+func WithLeaseTTL(d time.Duration) Option { return func(b *Budget) { b.leaseTTL = d } }
 
 // New returns a budget stored through rdb: a *redis.Client, a
 // *redis.ClusterClient or a *redis.Ring.
@@ -71,7 +78,11 @@ func (b *Budget) Acquire(ctx context.Context, key string, req bodo.SharedAcquire
 	if req.Unbudgeted {
 		unbudgeted = 1
 	}
-	args := []any{req.Lease, ms(req.LeaseTTL), num(req.Cost), num(req.KeyRate), req.MaxInFlight,
+	ttl := req.LeaseTTL
+	if b.leaseTTL > 0 {
+		ttl = b.leaseTTL
+	}
+	args := []any{req.Lease, ms(ttl), num(req.Cost), num(req.KeyRate), req.MaxInFlight,
 		req.RefusalLimit, ms(req.RefusalWindow), unbudgeted}
 	args = levelArgs(args, req.Levels)
 	res, err := acquireScript.Run(ctx, b.rdb, b.keys(key), args...).Slice()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Every check CI runs: gofmt, go vet, generated code up to date with
 # openapi.json, and all tests with the race detector (fuzz seed corpora under
-# testdata/ run as plain tests).
+# testdata/ run as plain tests), in the SDK's module and in the modules
+# beside it that keep their dependencies out of its go.mod (redisbudget:
+# its tests start a private redis-server when one is installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,8 +14,12 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 
+modules=(. redisbudget)
+
 echo "== go vet"
-go vet ./...
+for m in "${modules[@]}"; do
+	(cd "$m" && go vet ./...)
+done
 
 echo "== go generate (generated code must match openapi.json)"
 generated=(gen internal/ops services_gen.go models_gen.go)
@@ -31,4 +37,6 @@ if [ "$stale" = 1 ]; then
 fi
 
 echo "== go test -race"
-go test -race -count=1 ./...
+for m in "${modules[@]}"; do
+	(cd "$m" && go test -race -count=1 ./...)
+done
