@@ -113,6 +113,20 @@ func (l *level) size() float64 {
 	return max(size, l.seenMax)
 }
 
+// documented reports whether the level is the API's own, with the
+// documented quota: only then is its size certain enough to refuse a call
+// that can never fit it. Against a size learned from a header, a bigger call
+// waits for a full bucket and then goes, so an odd header never wedges a key.
+func (l *level) documented() bool { return l.known && l.quota == l.docQuota }
+
+// need is what the call must find in the level before it goes.
+func (l *level) need(amount float64) float64 {
+	if l.documented() {
+		return amount
+	}
+	return min(amount, l.size())
+}
+
 func (l *level) rate(now time.Time) float64 {
 	if now.Before(l.observedUntil) {
 		return l.observedRate
@@ -396,7 +410,7 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 	start := now
 	if budgeted {
 		for _, l := range s.levels {
-			if a := cl.amountFor(l); a > l.size() {
+			if a := cl.amountFor(l); a > l.size() && l.documented() {
 				s.mu.Unlock()
 				return nil, neverFits(cl, l, a)
 			}
@@ -564,7 +578,7 @@ func (s *keyState) waitLocked(w *waiter, cl *call, budgeted, local bool, now tim
 			continue
 		}
 		l.refill(now)
-		if d := l.wait(a, now); d > 0 {
+		if d := l.wait(l.need(a), now); d > 0 {
 			hold(d, l.name)
 		}
 	}
@@ -736,7 +750,10 @@ func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedReleas
 			s.levels[p.name] = l
 		}
 		l.refill(now)
-		l.quota, l.unit = float64(p.quota), p.unit
+		l.quota = float64(p.quota)
+		if !l.known || p.unit != "requests" {
+			l.unit = p.unit // a level of the API keeps its unit unless a header names another than the default
+		}
 		if p.window > 0 {
 			l.window = time.Duration(min(p.window, maxWindowSeconds)) * time.Second
 		}
@@ -933,6 +950,11 @@ func (s *keyState) blockLocked(e *Error, now time.Time) (string, time.Time, bool
 	}
 	if until.IsZero() {
 		return "", time.Time{}, false
+	}
+	// A reset further away than any wait the client takes from a server is
+	// held for maxHint; the first call after it asks the server again.
+	if limit := now.Add(maxHint); until.After(limit) {
+		until = limit
 	}
 	policy := e.Policy
 	if l := s.levels[policy]; l == nil {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -278,24 +279,22 @@ func TestContextFailsFastWhenTheBudgetWaitIsTooLong(t *testing.T) {
 	})
 }
 
-// TestCallThatCanNeverFitFailsAtOnce: a batch above the key bucket's
-// capacity is refused without being sent.
+// TestCallThatCanNeverFitFailsAtOnce: a batch of 11 deletes needs more than
+// the delete level (10 a minute) can ever hold: refused without being sent.
 func TestCallThatCanNeverFitFailsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lim := sandbox.DefaultLimits()
-		lim.KeyQuota, lim.KeyCapacity = 20, 20
-		srv := sandbox.New(sandbox.WithLimits(lim))
+		srv := sandbox.New()
 		c := budgetClient(t, srv)
 		if _, err := c.Me(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		var parts []BatchRequestItem
-		for range 4 {
-			parts = append(parts, BatchRequestItem{Method: BatchRequestItemMethodGET, Path: "/v1/contacts?q=x"})
+		for range 11 {
+			parts = append(parts, BatchRequestItem{Method: BatchRequestItemMethodDELETE, Path: "/v1/contacts/con_00000000000000000000000000"})
 		}
 		_, err := c.Batch(context.Background(), BatchRequest{Requests: parts})
 		var apiErr *Error
-		if !errors.As(err, &apiErr) || !apiErr.Local || apiErr.Policy != "key" {
+		if !errors.As(err, &apiErr) || !apiErr.Local || apiErr.Policy != "delete" || !strings.Contains(err.Error(), "at most 10") {
 			t.Fatalf("err = %v", err)
 		}
 		if srv.Stats(sandbox.TestKey).Requests != 1 {
