@@ -37,7 +37,8 @@ type Client struct {
 
 	server     string // base URL, ending in "/"
 	host       string
-	apiKey     func() string // a func, so that no way of printing a Client shows the key
+	apiKey     func() string   // a func, so that no way of printing a Client shows the key
+	authHeader func() []string // the Authorization header's value, likewise
 	httpClient *http.Client
 	logger     *slog.Logger
 	onRetry    func(RetryEvent)
@@ -313,6 +314,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		server:     u.String(),
 		host:       u.Host,
 		apiKey:     secretFunc(s.apiKey),
+		authHeader: secretHeader("Bearer " + s.apiKey),
 		httpClient: s.httpClient,
 		logger:     s.logger,
 		onRetry:    s.onRetry,
@@ -345,6 +347,18 @@ func (c *Client) LogValue() slog.Value {
 // secretFunc returns the key from a closure: fmt prints a func as an
 // address whatever the verb, so a Client printed in full shows no key.
 func secretFunc(key string) func() string { return func() string { return key } }
+
+// secretHeader is secretFunc for a header value, built once.
+func secretHeader(v string) func() []string {
+	h := []string{v}
+	return func() []string { return h }
+}
+
+var (
+	bodoVersionHeader = []string{APIVersion}
+	userAgentHeader   = []string{"bodo-go/" + Version}
+	acceptHeader      = []string{"application/json, application/problem+json"}
+)
 
 // redactKey shows a key's kind and its last four characters only.
 func redactKey(k string) string {
@@ -402,6 +416,9 @@ type call struct {
 	body     []byte   // the request body, replayed byte for byte on each attempt
 	cost     int      // points, from the operation table (and the batch parts)
 	demand   []demand // what the call takes from each level
+
+	waiter waiter // its place in the key's queue, while it waits
+	ticket ticket // its admitted attempt, made anew for each attempt
 }
 
 // do runs one call of op: builds the request, sends it through the retry
@@ -415,7 +432,10 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 	if err != nil {
 		return err
 	}
-	cacheKey := cl.req.URL.RequestURI()
+	var cacheKey string
+	if c.cache != nil {
+		cacheKey = cl.req.URL.RequestURI()
+	}
 	cached, hit := cacheEntry{}, false
 	if op.Conditional {
 		if cached, hit = c.cache.get(cacheKey); hit && cl.req.Header.Get("If-None-Match") == "" {
@@ -530,10 +550,12 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 	if s.ifMatch != "" {
 		req.Header.Set("If-Match", s.ifMatch)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.apiKey())
-	req.Header.Set("Bodo-Version", APIVersion)
-	req.Header.Set("User-Agent", "bodo-go/"+Version)
-	req.Header.Set("Accept", "application/json, application/problem+json")
+	// The fixed headers share read-only slices: net/http never changes a
+	// request's headers, and these are set on every call.
+	req.Header["Authorization"] = c.authHeader()
+	req.Header["Bodo-Version"] = bodoVersionHeader
+	req.Header["User-Agent"] = userAgentHeader
+	req.Header["Accept"] = acceptHeader
 	if req.Method == http.MethodPost || req.Method == http.MethodPatch {
 		switch {
 		case s.noIdempotencyKey && op.KeyRequired:
@@ -553,7 +575,10 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 			return nil, fmt.Errorf("bodo: batch: %w", err)
 		}
 	} else {
-		q := req.URL.Query()
+		var q url.Values
+		if req.URL.RawQuery != "" {
+			q = req.URL.Query()
+		}
 		cl.cost = op.CostFor(q.Get)
 		cl.demand = demandOf(op, q)
 	}
@@ -601,7 +626,7 @@ func prepareBatch(cl *call) error {
 
 // newAttempt returns a fresh request for one attempt, with the call's body.
 func (cl *call) newAttempt(ctx context.Context) *http.Request {
-	r := cl.req.Clone(ctx)
+	r := cl.req.WithContext(ctx) // headers and URL are shared, read-only
 	if cl.body != nil {
 		r.Body = io.NopCloser(bytes.NewReader(cl.body))
 		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(cl.body)), nil }

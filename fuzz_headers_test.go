@@ -286,7 +286,7 @@ func FuzzObserveHeaders(f *testing.F) {
 		defer s.mu.Unlock()
 		checkModel(t, s, now, "documented")
 		// One create in flight, so that what is left is less than r.
-		s.takeLocked(&waiter{cl: calls[3]}, calls[3], true)
+		s.takeLocked(&waiter{}, calls[3], true)
 		rel := &SharedRelease{}
 		s.observeLocked(h, now, rel)
 		checkModel(t, s, now, "after the first answer")
@@ -300,7 +300,7 @@ func FuzzObserveHeaders(f *testing.F) {
 			}
 		}
 		for _, cl := range calls {
-			w := &waiter{cl: cl}
+			w := &waiter{}
 			s.queue = append(s.queue, w)
 			d, why := s.waitLocked(w, cl, true, true, later)
 			s.leaveLocked(w)

@@ -42,6 +42,11 @@ const (
 // documented rate of a level.
 const observedRateTTL = 10 * time.Second
 
+// minObservedReset is the shortest t a refill rate is read off: with t in
+// whole seconds rounded up, the rate read off t >= 5 is at least 80 % of
+// the true one.
+const minObservedReset = 5
+
 // maxWindowSeconds bounds a policy's window (w), so that no conversion to a
 // time.Duration overflows: ten years, longer than any quota resets.
 const maxWindowSeconds = 10 * 366 * 24 * 3600
@@ -142,14 +147,27 @@ func (l *level) grossRate() float64 {
 	return l.quota * l.share / l.window.Seconds()
 }
 
+// refill brings the tokens up to now: at the rate read off a header while
+// it was in force, at the quota's rate after.
 func (l *level) refill(now time.Time) {
 	if l.at.IsZero() {
 		l.at = now
 	}
-	if now.After(l.at) {
-		l.tokens = min(l.size(), l.tokens+l.rate(now)*now.Sub(l.at).Seconds())
-		l.at = now
+	if !now.After(l.at) {
+		return
 	}
+	gained := 0.0
+	if l.at.Before(l.observedUntil) {
+		until := l.observedUntil
+		if now.Before(until) {
+			until = now
+		}
+		gained += l.observedRate * until.Sub(l.at).Seconds()
+		l.at = until
+	}
+	gained += l.grossRate() * now.Sub(l.at).Seconds()
+	l.tokens = min(l.size(), l.tokens+gained)
+	l.at = now
 }
 
 // wait is how long until n tokens are there; forever when nothing refills.
@@ -195,7 +213,8 @@ type demand struct {
 // it may return from egress (a list reserves its limit, settled after).
 func demandOf(op *ops.Operation, query url.Values) []demand {
 	cost := float64(op.CostFor(query.Get))
-	d := []demand{{levelKey, cost}, {levelPrincipal, cost}, {levelOrg, cost}}
+	d := make([]demand, 0, 6)
+	d = append(d, demand{levelKey, cost}, demand{levelPrincipal, cost}, demand{levelOrg, cost})
 	if op.Class.IsWrite() {
 		d = append(d, demand{levelWrite, 1})
 	}
@@ -278,7 +297,8 @@ type keyState struct {
 	waits  int64
 	waited time.Duration
 
-	learned bool // an answer came: the headers, if the server sends them, are known
+	learned    bool     // an answer came: the headers, if the server sends them, are known
+	lastPolicy []string // the RateLimit-Policy lines last applied
 
 	shared        SharedBudget // nil: this process's budget only
 	sharedKey     string
@@ -339,9 +359,9 @@ func (s *keyState) sharedLevelsLocked(cl *call, now time.Time) []SharedLevel {
 	return out
 }
 
-// waiter is a call in the queue. It must not be a zero-size type: pointers
-// to those need not differ.
-type waiter struct{ cl *call }
+// waiter is a call's place in the queue. It must not be a zero-size type:
+// pointers to those need not differ.
+type waiter struct{ _ byte }
 
 var keyStates = struct {
 	sync.Mutex
@@ -416,7 +436,7 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 			}
 		}
 	}
-	w := &waiter{cl: cl}
+	w := &cl.waiter
 	s.queue = append(s.queue, w)
 	var reason string
 	for {
@@ -452,7 +472,8 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 			if waited > 0 && onWait != nil {
 				onWait(WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Wait: waited, Reason: reason})
 			}
-			return &ticket{s: s, cl: cl, budgeted: budgeted, lease: lease}, nil
+			cl.ticket = ticket{s: s, cl: cl, budgeted: budgeted, lease: lease}
+			return &cl.ticket, nil
 		}
 		reason = why
 		if deadline, ok := ctx.Deadline(); ok && wait != forever && deadline.Sub(now) < wait {
@@ -730,7 +751,14 @@ func (s *keyState) refund(name string, amount float64) {
 // 0, or a new policy without a window).
 func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedRelease) {
 	s.learned = true
-	for _, p := range parsePolicyHeader(h) {
+	var policies []policyHeader
+	if lines := h.Values("RateLimit-Policy"); !slices.Equal(lines, s.lastPolicy) {
+		// Servers send the same policies on every answer: parse them
+		// only when they change.
+		s.lastPolicy = slices.Clone(lines)
+		policies = parsePolicyHeader(h)
+	}
+	for _, p := range policies {
 		if p.name == levelParallel || p.unit == "concurrent-requests" {
 			if p.name == levelParallel && p.quota > 0 {
 				s.parallel = int(p.quota)
@@ -771,9 +799,11 @@ func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedReleas
 		if rel != nil {
 			rel.Left = append(rel.Left, SharedLevel{Name: l.name, Amount: float64(r.remaining), Rate: l.rate(now), Size: l.size()})
 		}
-		if r.reset > 0 && float64(r.remaining) < l.size() {
+		if r.reset >= minObservedReset && float64(r.remaining) < l.size() {
 			// What others take shows as a slower refill than the quota's:
-			// never assume a faster one.
+			// never assume a faster one. t is whole seconds, rounded up,
+			// so a short one says little: a nearly full bucket, t=1, may
+			// be a millisecond from full.
 			l.observedRate = min((l.size()-float64(r.remaining))/float64(r.reset), l.grossRate())
 			l.observedUntil = now.Add(observedRateTTL)
 		}

@@ -153,7 +153,7 @@ func TestFollowsRateLimitHeaders(t *testing.T) {
 	if r := s.levels["org"].rate(now); r < 13.9 || r > 14 {
 		t.Errorf("org rate = %v, want (1500-100)/100 = 14/s", r)
 	}
-	s.observeLocked(http.Header{"Ratelimit": {`"org";r=0;t=1`}}, now, nil)
+	s.observeLocked(http.Header{"Ratelimit": {`"org";r=0;t=5`}}, now, nil)
 	if r := s.levels["org"].rate(now); r != 25 {
 		t.Errorf("org rate = %v, never above the quota's 25/s", r)
 	}

@@ -175,7 +175,7 @@ func (c *Client) attempt(ctx context.Context, cl *call) (*http.Response, []byte,
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSuccessBody+1))
 	drainAndClose(resp.Body)
-	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.Body = http.NoBody // the body is returned apart
 	if err != nil {
 		return resp, body, &cutBody{err: err}
 	}
