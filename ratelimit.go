@@ -26,12 +26,17 @@ const (
 	refusalWindow = 60 * time.Second
 )
 
-// AIMD: each RATE_LIMITED or OVERLOADED halves the in-flight cap and the
-// pacing rate (at most once per cutSpacing); each quietInterval without one
-// raises the cap by one call and the pace by paceStep of the key's rate.
+// AIMD: each RATE_LIMITED halves the in-flight cap and the pacing rate,
+// each OVERLOADED cuts them to overloadCut of what they were (at most one
+// cut per cutSpacing); each quietInterval without one raises the cap by one
+// call and the pace by paceStep of the key's rate. OVERLOADED cuts less: it
+// speaks of the instance, not of the key's limits, and isolated ones (a few
+// per cent of answers) would otherwise hold the pace at half for good.
 const (
 	cutSpacing    = time.Second
-	quietInterval = 5 * time.Second
+	rateLimitCut  = 0.5
+	overloadCut   = 0.8
+	quietInterval = 2 * time.Second
 	paceStep      = 0.1
 	minPace       = 0.05
 	paceBurst     = 2 * time.Second
@@ -815,7 +820,7 @@ func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedReleas
 // retry; RATE_LIMITED and OVERLOADED cut the AIMD state; QUOTA_EXHAUSTED
 // blocks its policy until it resets.
 func (s *keyState) refusedLocked(cl *call, e *Error, now time.Time, rel *SharedRelease) {
-	cut := false
+	cut := 0.0
 	switch e.Code {
 	case CodeRateLimited:
 		if e.Policy == policyLockout {
@@ -831,34 +836,39 @@ func (s *keyState) refusedLocked(cl *call, e *Error, now time.Time, rel *SharedR
 				rel.Owe = append(rel.Owe, SharedLevel{Name: l.name, Amount: owe, Rate: l.rate(now), Size: l.size()})
 			}
 		}
-		cut = true
+		cut = rateLimitCut
 	case CodeOverloaded:
-		cut = true
+		cut = overloadCut
 	case "":
-		cut = e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable
+		switch e.Status {
+		case http.StatusTooManyRequests:
+			cut = rateLimitCut
+		case http.StatusServiceUnavailable:
+			cut = overloadCut
+		}
 	case CodeQuotaExhausted:
 		if policy, until, ok := s.blockLocked(e, now); ok && rel != nil {
 			rel.Block, rel.BlockUntil = policy, until
 		}
 	}
-	if cut {
-		s.cutLocked(now)
+	if cut > 0 {
+		s.cutLocked(now, cut)
 		if rel != nil {
-			rel.Cut = true
+			rel.Cut, rel.CutFactor = true, cut
 		}
 	}
 }
 
-// cutLocked halves the in-flight cap and the pace, at most once per
-// cutSpacing so that one burst of refusals counts once.
-func (s *keyState) cutLocked(now time.Time) {
+// cutLocked multiplies the in-flight cap and the pace by factor, at most
+// once per cutSpacing so that one burst of refusals counts once.
+func (s *keyState) cutLocked(now time.Time, factor float64) {
 	if now.Sub(s.lastCut) < cutSpacing && !s.lastCut.IsZero() {
 		return
 	}
 	s.adaptLocked(now)
 	wasFull := s.pace >= 1
-	s.capLimit = max(1, math.Floor(s.capLimit/2))
-	s.pace = max(minPace, s.pace/2)
+	s.capLimit = max(1, math.Floor(s.capLimit*factor))
+	s.pace = max(minPace, s.pace*factor)
 	if wasFull {
 		s.paceTokens, s.paceAt = s.paceBurstLocked(now), now
 	}

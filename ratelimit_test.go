@@ -163,20 +163,20 @@ func TestAIMDSteps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := stateFor(uniqueBaseURL(), testKey)
 		now := time.Now()
-		s.cutLocked(now)
+		s.cutLocked(now, rateLimitCut)
 		if s.capLimit != 3 || s.pace != 0.5 {
 			t.Fatalf("after a cut: cap %v pace %v", s.capLimit, s.pace)
 		}
-		s.cutLocked(now.Add(500 * time.Millisecond))
+		s.cutLocked(now.Add(500 * time.Millisecond), rateLimitCut)
 		if s.capLimit != 3 || s.cuts != 1 {
 			t.Errorf("a second refusal within a second cut again: cap %v", s.capLimit)
 		}
-		s.cutLocked(now.Add(time.Second))
+		s.cutLocked(now.Add(time.Second), rateLimitCut)
 		if s.capLimit != 1 || s.pace != 0.25 {
 			t.Errorf("after two cuts: cap %v pace %v", s.capLimit, s.pace)
 		}
 		for range 5 {
-			s.cutLocked(s.lastCut.Add(time.Second))
+			s.cutLocked(s.lastCut.Add(time.Second), rateLimitCut)
 		}
 		if s.capLimit != 1 || s.pace != minPace {
 			t.Errorf("floors: cap %v pace %v", s.capLimit, s.pace)
@@ -193,6 +193,10 @@ func TestAIMDSteps(t *testing.T) {
 		s.adaptLocked(last.Add(20 * quietInterval))
 		if s.capLimit != 6 || s.pace != 1 {
 			t.Errorf("back to the model: cap %v pace %v", s.capLimit, s.pace)
+		}
+		s.cutLocked(last.Add(21*quietInterval), overloadCut)
+		if s.capLimit != 4 || s.pace != 0.8 {
+			t.Errorf("an OVERLOADED cut: cap %v pace %v", s.capLimit, s.pace)
 		}
 	})
 }

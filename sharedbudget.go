@@ -72,7 +72,9 @@ type SharedGrant struct {
 type SharedRelease struct {
 	Lease   string
 	Refused bool // a 429: counts for the lockout guard
-	Cut     bool // RATE_LIMITED or OVERLOADED: halve the cap and the pace
+	Cut     bool // RATE_LIMITED or OVERLOADED: cut the cap and the pace
+	// CutFactor is what they are multiplied by (0 means one half).
+	CutFactor float64
 	// Refund is given back: the server did not charge a refused call.
 	Refund []SharedLevel
 	// Left caps each level at what the server said is left (RateLimit r),

@@ -122,7 +122,11 @@ func (b *Budget) Release(ctx context.Context, key string, rel bodo.SharedRelease
 	if rel.Block != "" {
 		block = max(ms(rel.BlockUntil.Sub(now)), 0)
 	}
-	args := []any{rel.Lease, flag(rel.Refused), flag(rel.Cut), ms(rel.RefusalWindow), rel.MaxInFlight, pause, rel.Block, block}
+	factor := rel.CutFactor
+	if factor <= 0 || factor >= 1 {
+		factor = 0.5
+	}
+	args := []any{rel.Lease, flag(rel.Refused), flag(rel.Cut), ms(rel.RefusalWindow), rel.MaxInFlight, pause, rel.Block, block, num(factor)}
 	args = levelArgs(args, rel.Refund)
 	args = levelArgs(args, rel.Left)
 	args = levelArgs(args, rel.Owe)

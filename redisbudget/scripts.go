@@ -48,17 +48,19 @@ local function drop_lease(id)
   redis.call('ZREM', p .. ':leases', id)
 end
 
--- the AIMD state, raised by one step per quiet interval since its last change
+-- the AIMD state, raised by one step per quiet interval since its last change;
+-- the steps mirror bodo's quietInterval (2 s), paceStep (0.1), minPace (0.05)
+-- and cutSpacing (1 s)
 local function aimd(maxinflight)
   local s = redis.call('HMGET', p .. ':state', 'cap', 'pace', 'lc')
   local cap = tonumber(s[1]) or maxinflight
   local pace = tonumber(s[2]) or 1
   local lc = tonumber(s[3]) or now
-  local steps = math.floor((now - lc) / 5000)
+  local steps = math.floor((now - lc) / 2000)
   if steps > 0 then
     cap = cap + steps
     pace = pace + 0.1 * steps
-    lc = lc + steps * 5000
+    lc = lc + steps * 2000
   end
   return math.max(1, math.min(cap, maxinflight)), math.min(1, pace), lc
 end
@@ -166,9 +168,9 @@ return {1}
 `)
 
 // releaseScript ends an attempt. ARGV: lease, refused (0/1), cut (0/1),
-// refusal window ms, max in flight, pause ms, block policy, block ms, then
-// three lists, each a count followed by name, amount, rate, size per
-// level: refund, left, owe.
+// refusal window ms, max in flight, pause ms, block policy, block ms, cut
+// factor, then three lists, each a count followed by name, amount, rate,
+// size per level: refund, left, owe.
 var releaseScript = redis.NewScript(luaPrelude + `
 local lease = ARGV[1]
 local refused = ARGV[2] == '1'
@@ -178,7 +180,8 @@ local maxinflight = tonumber(ARGV[5])
 local pausems = tonumber(ARGV[6])
 local block = ARGV[7]
 local blockms = tonumber(ARGV[8])
-local i = 9
+local factor = tonumber(ARGV[9])
+local i = 10
 local nref = tonumber(ARGV[i]); local refund = levels_from(i + 1, nref); i = i + 1 + nref * 4
 local nleft = tonumber(ARGV[i]); local left = levels_from(i + 1, nleft); i = i + 1 + nleft * 4
 local nowe = tonumber(ARGV[i]); local owe = levels_from(i + 1, nowe)
@@ -204,7 +207,7 @@ if cut then
   if not lastcut or now - lastcut >= 1000 then
     local cap, pace, lc = aimd(maxinflight)
     if pace >= 1 then redis.call('HDEL', p .. ':state', 'pt', 'pa') end
-    save_aimd(math.max(1, math.floor(cap / 2)), math.max(0.05, pace / 2), now)
+    save_aimd(math.max(1, math.floor(cap * factor)), math.max(0.05, pace * factor), now)
     redis.call('HSET', p .. ':state', 'lcut', now)
   end
 end
