@@ -84,8 +84,8 @@ func documentedLevels() map[string]*level {
 		{name: levelPrincipal, unit: "points", quota: 1200, window: minute, share: 1},
 		{name: levelOrg, unit: "points", quota: 3000, window: minute, share: 0.5},
 		{name: levelDelete, unit: "requests", quota: 10, window: minute, share: 1},
-		{name: levelDeleteDay, unit: "requests", quota: 300, window: 24 * hour, share: 1},
-		{name: levelEgress, unit: "records", quota: 10000, window: hour, share: 1},
+		{name: levelDeleteDay, unit: "requests", quota: 300, window: 24 * hour, share: 1, fixed: true},
+		{name: levelEgress, unit: "records", quota: 10000, window: hour, share: 1, fixed: true},
 	}
 	m := map[string]*level{}
 	for _, l := range ls {
@@ -106,6 +106,7 @@ type level struct {
 	share    float64 // the part of the quota this key may use
 	known    bool    // a level of the API (else learned from a header)
 	docQuota float64 // the documented quota; capacity holds only while quota equals it
+	fixed    bool    // a quota in fixed windows: its t is the time to the reset, not a refill
 	seenMax  float64 // the most the server ever said was left: the bucket holds at least that
 
 	tokens float64 // may be negative: owed after a refusal
@@ -276,8 +277,7 @@ func (cl *call) amountFor(l *level) float64 {
 // guard and the exhausted quotas. Every Client in the process with the same
 // key and host shares it.
 type keyState struct {
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every change waiters care about
+	mu sync.Mutex
 
 	levels   map[string]*level
 	parallel int // the server's parallel quota
@@ -364,9 +364,22 @@ func (s *keyState) sharedLevelsLocked(cl *call, now time.Time) []SharedLevel {
 	return out
 }
 
-// waiter is a call's place in the queue. It must not be a zero-size type:
-// pointers to those need not differ.
-type waiter struct{ _ byte }
+// waiter is a call's place in the queue. Only the head of the queue, and
+// calls outside the budget, are woken when something changes: the others
+// can go only once they are the head.
+type waiter struct {
+	wake     chan struct{} // made when the call first waits
+	budgeted bool
+}
+
+func (w *waiter) notify() {
+	if w.wake != nil {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
 
 var keyStates = struct {
 	sync.Mutex
@@ -395,11 +408,13 @@ func stateFor(host, apiKey string) *keyState {
 	return s
 }
 
-// signal wakes every waiter; s.mu is held.
+// signal wakes the head of the queue and the calls outside the budget;
+// s.mu is held.
 func (s *keyState) signal() {
-	if s.changed != nil {
-		close(s.changed)
-		s.changed = nil
+	for i, w := range s.queue {
+		if i == 0 || !w.budgeted {
+			w.notify()
+		}
 	}
 }
 
@@ -442,6 +457,7 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 		}
 	}
 	w := &cl.waiter
+	w.budgeted = budgeted
 	s.queue = append(s.queue, w)
 	var reason string
 	for {
@@ -486,20 +502,24 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 			s.mu.Unlock()
 			return nil, fmt.Errorf("%w: %w", heldError(cl, why, wait), context.DeadlineExceeded)
 		}
-		if s.changed == nil {
-			s.changed = make(chan struct{})
+		if w.wake == nil {
+			w.wake = make(chan struct{}, 1)
 		}
-		changed := s.changed
+		select {
+		case <-w.wake: // what it said is in the state just read
+		default:
+		}
+		head := s.queue[0] == w || !budgeted
 		s.mu.Unlock()
 
 		var timer *time.Timer
 		var timeout <-chan time.Time
-		if wait > 0 && wait != forever {
+		if head && wait > 0 && wait != forever {
 			timer = time.NewTimer(wait)
 			timeout = timer.C
 		}
 		select {
-		case <-changed:
+		case <-w.wake:
 		case <-timeout:
 		case <-ctx.Done():
 		}
@@ -766,6 +786,11 @@ func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedReleas
 	for _, p := range policies {
 		if p.name == levelParallel || p.unit == "concurrent-requests" {
 			if p.name == levelParallel && p.quota > 0 {
+				// An uncut cap follows the quota up and down; a cut one
+				// stays below it.
+				if s.capLimit >= float64(s.parallel) {
+					s.capLimit = float64(p.quota)
+				}
 				s.parallel = int(p.quota)
 				s.capLimit = min(s.capLimit, float64(s.parallel))
 			}
@@ -804,7 +829,7 @@ func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedReleas
 		if rel != nil {
 			rel.Left = append(rel.Left, SharedLevel{Name: l.name, Amount: float64(r.remaining), Rate: l.rate(now), Size: l.size()})
 		}
-		if r.reset >= minObservedReset && float64(r.remaining) < l.size() {
+		if r.reset >= minObservedReset && float64(r.remaining) < l.size() && !l.fixed {
 			// What others take shows as a slower refill than the quota's:
 			// never assume a faster one. t is whole seconds, rounded up,
 			// so a short one says little: a nearly full bucket, t=1, may

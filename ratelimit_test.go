@@ -167,7 +167,7 @@ func TestAIMDSteps(t *testing.T) {
 		if s.capLimit != 3 || s.pace != 0.5 {
 			t.Fatalf("after a cut: cap %v pace %v", s.capLimit, s.pace)
 		}
-		s.cutLocked(now.Add(500 * time.Millisecond), rateLimitCut)
+		s.cutLocked(now.Add(500*time.Millisecond), rateLimitCut)
 		if s.capLimit != 3 || s.cuts != 1 {
 			t.Errorf("a second refusal within a second cut again: cap %v", s.capLimit)
 		}
