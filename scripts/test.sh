@@ -2,8 +2,10 @@
 # Every check CI runs: gofmt, go vet, generated code up to date with
 # openapi.json, and all tests with the race detector (fuzz seed corpora under
 # testdata/ run as plain tests), in the SDK's module and in the modules
-# beside it that keep their dependencies out of its go.mod (redisbudget:
-# its tests start a private redis-server when one is installed).
+# beside it that keep their dependencies out of its go.mod (redisbudget,
+# whose tests start a private redis-server when one is installed, and
+# internal/compare, whose plain tests are a short smoke run of every
+# contender).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +16,7 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 
-modules=(. redisbudget)
+modules=(. redisbudget internal/compare)
 
 echo "== go vet"
 for m in "${modules[@]}"; do

@@ -1,5 +1,7 @@
 // Package agents is the mixed workload of many agents sharing one API key:
-// the examples/agents program and the goodput benchmark run it.
+// the examples/agents program, the goodput benchmark and the comparison
+// with other clients (internal/compare) run it. Agents call an API: SDK over
+// *bodo.Client, or Raw over the generated client.
 package agents
 
 import (
@@ -35,16 +37,16 @@ var Mix = []struct {
 // unique per agent and sequence, and works on them.
 type Agent struct {
 	ID       int
-	client   *bodo.Client
+	api      API
 	rng      *rand.Rand
 	seq      int
 	contacts []string
 	open     []string
 }
 
-// NewAgent makes agent id on client; seed makes its choices repeatable.
-func NewAgent(id int, client *bodo.Client, seed uint64) *Agent {
-	return &Agent{ID: id, client: client, rng: rand.New(rand.NewPCG(seed, uint64(id)))}
+// NewAgent makes agent id on api; seed makes its choices repeatable.
+func NewAgent(id int, api API, seed uint64) *Agent {
+	return &Agent{ID: id, api: api, rng: rand.New(rand.NewPCG(seed, uint64(id)))}
 }
 
 func (a *Agent) pick() string {
@@ -70,23 +72,23 @@ func (a *Agent) Step(ctx context.Context) (string, error) {
 			kind = "create"
 		}
 	}
-	c := a.client
+	c := a.api
 	switch kind {
 	case "get":
-		_, err := c.Contacts.Get(ctx, a.contacts[a.rng.IntN(len(a.contacts))])
+		_, err := c.GetContact(ctx, a.contacts[a.rng.IntN(len(a.contacts))])
 		return kind, err
 	case "list":
-		_, err := c.Contacts.List(ctx, &bodo.ListContactsParams{Limit: bodo.Ptr(5)})
+		_, err := c.ListContacts(ctx, &bodo.ListContactsParams{Limit: bodo.Ptr(5)})
 		return kind, err
 	case "search":
-		_, err := c.Contacts.List(ctx, &bodo.ListContactsParams{Limit: bodo.Ptr(5), Q: bodo.Ptr(fmt.Sprintf("agent-%02d", a.ID))})
+		_, err := c.ListContacts(ctx, &bodo.ListContactsParams{Limit: bodo.Ptr(5), Q: bodo.Ptr(fmt.Sprintf("agent-%02d", a.ID))})
 		return kind, err
 	case "count":
-		_, err := c.Contacts.Count(ctx, nil)
+		_, err := c.CountContacts(ctx, nil)
 		return kind, err
 	case "create":
 		a.seq++
-		ct, err := c.Contacts.Create(ctx, bodo.ContactCreate{
+		ct, err := c.CreateContact(ctx, bodo.ContactCreate{
 			Name:  fmt.Sprintf("agent-%02d-%06d", a.ID, a.seq),
 			Email: bodo.Ptr(fmt.Sprintf("agent%02d.%06d@example.com", a.ID, a.seq)),
 		})
@@ -95,17 +97,17 @@ func (a *Agent) Step(ctx context.Context) (string, error) {
 		}
 		return kind, err
 	case "update":
-		_, err := c.Contacts.Update(ctx, a.contacts[a.rng.IntN(len(a.contacts))], bodo.ContactUpdate{Phone: bodo.Value(fmt.Sprintf("+49 30 %06d", a.rng.IntN(1e6)))})
+		_, err := c.UpdateContact(ctx, a.contacts[a.rng.IntN(len(a.contacts))], bodo.ContactUpdate{Phone: bodo.Value(fmt.Sprintf("+49 30 %06d", a.rng.IntN(1e6)))})
 		return kind, err
 	case "delete":
 		i := a.rng.IntN(len(a.contacts))
-		err := c.Contacts.Delete(ctx, a.contacts[i])
+		err := c.DeleteContact(ctx, a.contacts[i])
 		if err == nil || errors.Is(err, bodo.ErrNotFound) {
 			a.contacts = append(a.contacts[:i], a.contacts[i+1:]...)
 		}
 		return kind, err
 	case "invoice":
-		inv, err := c.Invoices.Create(ctx, bodo.InvoiceCreate{
+		inv, err := c.CreateInvoice(ctx, bodo.InvoiceCreate{
 			ContactId: a.contacts[a.rng.IntN(len(a.contacts))], Amount: int64(100 + a.rng.IntN(100000)), Currency: "EUR",
 			Status: bodo.Ptr(bodo.InvoiceCreateStatusOpen),
 		})
@@ -115,7 +117,7 @@ func (a *Agent) Step(ctx context.Context) (string, error) {
 		return kind, err
 	default: // pay
 		id := a.open[len(a.open)-1]
-		_, err := c.Invoices.Pay(ctx, id)
+		_, err := c.PayInvoice(ctx, id)
 		if err == nil || errors.Is(err, bodo.ErrInvalidState) || errors.Is(err, bodo.ErrNotFound) {
 			a.open = a.open[:len(a.open)-1]
 		}
@@ -124,13 +126,20 @@ func (a *Agent) Step(ctx context.Context) (string, error) {
 }
 
 // Run runs n agents on client until ctx ends and records every call in
-// stats. An agent whose call was refused locally waits what the error says
-// (at least a second) before its next call, as a well-behaved program does.
+// stats: RunAPI over SDK{client}.
 func Run(ctx context.Context, n int, client *bodo.Client, stats *Stats, seed uint64) {
+	RunAPI(ctx, n, SDK{Client: client}, stats, seed)
+}
+
+// RunAPI runs n agents on api until ctx ends and records every call in
+// stats. An agent whose call was refused locally, or refused with a retry
+// hint, waits what the error says (at least a second) before its next call,
+// as a well-behaved program does (see Pause).
+func RunAPI(ctx context.Context, n int, api API, stats *Stats, seed uint64) {
 	var wg sync.WaitGroup
 	for id := range n {
 		wg.Go(func() {
-			a := NewAgent(id, client, seed)
+			a := NewAgent(id, api, seed)
 			for ctx.Err() == nil {
 				start := time.Now()
 				kind, err := a.Step(ctx)
@@ -138,9 +147,8 @@ func Run(ctx context.Context, n int, client *bodo.Client, stats *Stats, seed uin
 					return // the run ends: the call's turn was past its end
 				}
 				stats.call(kind, time.Since(start), err)
-				var apiErr *bodo.Error
-				if errors.As(err, &apiErr) && (apiErr.Local || apiErr.RetryAfter > 0) {
-					t := time.NewTimer(max(apiErr.RetryAfter, time.Second))
+				if d, ok := Pause(err); ok {
+					t := time.NewTimer(d)
 					select {
 					case <-t.C:
 					case <-ctx.Done():
@@ -151,4 +159,20 @@ func Run(ctx context.Context, n int, client *bodo.Client, stats *Stats, seed uin
 		})
 	}
 	wg.Wait()
+}
+
+// Pause reports whether an agent pauses after a call that failed with err,
+// and for how long: after a *bodo.Error that was refused locally or carries
+// a RetryAfter, or a *StatusError that carries one, it waits that long, at
+// least a second.
+func Pause(err error) (time.Duration, bool) {
+	var apiErr *bodo.Error
+	if errors.As(err, &apiErr) && (apiErr.Local || apiErr.RetryAfter > 0) {
+		return max(apiErr.RetryAfter, time.Second), true
+	}
+	var st *StatusError
+	if errors.As(err, &st) && st.RetryAfter > 0 {
+		return max(st.RetryAfter, time.Second), true
+	}
+	return 0, false
 }

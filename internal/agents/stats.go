@@ -30,6 +30,8 @@ type Counts struct {
 	OK        int
 	Requests  int
 	Refusals  map[string]int // 429 and 503 answers by problem code
+	Status429 int            // 429 answers
+	Status503 int            // 503 answers
 	Errors    map[string]int // failed calls by kind
 	GaveUp    int            // calls that failed on a limit: retries ran out, or refused locally
 	Points    int            // points the server accepted (charged), from the table
@@ -55,16 +57,36 @@ func (st *Stats) call(kind string, d time.Duration, err error) {
 		return
 	}
 	s.Errors[errorKind(err)]++
-	var apiErr *bodo.Error
-	var retryErr *bodo.RetryError
-	if errors.As(err, &retryErr) || errors.As(err, &apiErr) && (apiErr.Local || apiErr.Temporary() || apiErr.Code == bodo.CodeQuotaExhausted) {
+	if gaveUp(err) {
 		s.GaveUp++
 	}
 }
 
+// gaveUp reports whether a call failed on a limit: its retries ran out, it
+// was refused locally, or its last answer was a refusal.
+func gaveUp(err error) bool {
+	var apiErr *bodo.Error
+	var retryErr *bodo.RetryError
+	var se *StatusError
+	switch {
+	case errors.As(err, &retryErr):
+		return true
+	case errors.As(err, &apiErr):
+		return apiErr.Local || apiErr.Temporary() || apiErr.Code == bodo.CodeQuotaExhausted
+	case errors.As(err, &se):
+		return se.Temporary() || se.Code == bodo.CodeQuotaExhausted
+	}
+	return false
+}
+
 func errorKind(err error) string {
 	var apiErr *bodo.Error
+	var st *StatusError
 	switch {
+	case errors.As(err, &st) && st.Code != "":
+		return st.Code
+	case errors.As(err, &st):
+		return http.StatusText(st.Status)
 	case errors.Is(err, bodo.ErrOutcomeUnknown):
 		return "outcome unknown"
 	case errors.As(err, &apiErr) && apiErr.Local:
@@ -74,7 +96,7 @@ func errorKind(err error) string {
 	case errors.As(err, &apiErr):
 		return http.StatusText(apiErr.Status)
 	}
-	return "connection"
+	return "transport error"
 }
 
 // Snapshot returns a copy of the counts so far.
@@ -84,6 +106,7 @@ func (st *Stats) Snapshot() Counts {
 	s := &st.c
 	c := Counts{
 		start: s.start, Calls: s.Calls, OK: s.OK, Requests: s.Requests, GaveUp: s.GaveUp, Points: s.Points,
+		Status429: s.Status429, Status503: s.Status503,
 		InFlight: s.InFlight, MaxFlight: s.MaxFlight, PerMinute: slices.Clone(s.PerMinute),
 		Refusals: map[string]int{}, Errors: map[string]int{}, Latencies: slices.Clone(s.Latencies),
 	}
@@ -97,15 +120,7 @@ func (st *Stats) Snapshot() Counts {
 }
 
 // Count429 is the number of 429 answers.
-func (s *Counts) Count429() int {
-	n := 0
-	for code, v := range s.Refusals {
-		if code != "503" {
-			n += v
-		}
-	}
-	return n
-}
+func (s *Counts) Count429() int { return s.Status429 }
 
 // Percentile returns the p-th percentile (0–100) of the call latencies.
 func (s *Counts) Percentile(p float64) time.Duration {
@@ -149,6 +164,11 @@ func (st *Stats) Transport(next http.RoundTripper) http.RoundTripper {
 				p.Code = http.StatusText(resp.StatusCode)
 			}
 			s.Refusals[p.Code]++
+			if resp.StatusCode == http.StatusTooManyRequests {
+				s.Status429++
+			} else {
+				s.Status503++
+			}
 		case http.StatusUnauthorized:
 		default:
 			points := 0

@@ -1,0 +1,200 @@
+package compare
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/gen"
+	"github.com/bodo-app/bodo-go/internal/sandbox"
+)
+
+// benchSandbox is a sandbox whose limits nothing in a benchmark reaches, with
+// one contact to get.
+func benchSandbox(tb testing.TB) (*sandbox.Server, string) {
+	tb.Helper()
+	const huge = 1 << 40
+	srv := sandbox.New(sandbox.WithLimits(sandbox.Limits{
+		KeyQuota: huge, KeyCapacity: huge, WriteQuota: huge, Parallel: 1 << 20,
+		PrincipalQuota: huge, OrgQuota: huge, DeleteQuota: huge, DeleteDayQuota: huge, EgressQuota: huge,
+	}))
+	hc := &http.Client{Transport: srv.Transport()}
+	c, err := gen.NewClientWithResponses("https://setup.bench.test", gen.WithHTTPClient(hc), gen.WithRequestEditorFn(authorize))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	res, err := c.CreateContactWithResponse(context.Background(), &gen.CreateContactParams{},
+		gen.ContactCreate{Name: "Ada Lovelace", Email: bodo.Ptr("ada@example.com")})
+	if err != nil || res.JSON201 == nil {
+		tb.Fatalf("creating the contact: %v %s", err, res.Body)
+	}
+	return srv, res.JSON201.Id
+}
+
+func authorize(_ context.Context, req *http.Request) error {
+	req.Header.Set("Authorization", "Bearer "+sandbox.TestKey)
+	req.Header.Set("Bodo-Version", bodo.APIVersion)
+	return nil
+}
+
+// getter gets one contact and reports an error for anything but a 200.
+type getter func(ctx context.Context, id string) error
+
+// benchClient is one way of getting a contact that BenchmarkGet measures.
+type benchClient struct {
+	name string
+	// make returns the getter of a new client on srv, and for bodo-go the
+	// count of calls its budget held.
+	make func(tb testing.TB, srv *sandbox.Server, host string) (getter, *atomic.Int64)
+}
+
+var benchClients = []benchClient{
+	{name: "gen", make: func(tb testing.TB, srv *sandbox.Server, host string) (getter, *atomic.Int64) {
+		c, err := gen.NewClientWithResponses("https://"+host, gen.WithHTTPClient(&http.Client{Transport: srv.Transport()}),
+			gen.WithRequestEditorFn(authorize))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return func(ctx context.Context, id string) error {
+			res, err := c.GetContactWithResponse(ctx, id, &gen.GetContactParams{})
+			if err != nil {
+				return err
+			}
+			if res.JSON200 == nil {
+				return fmt.Errorf("getContact: %d", res.StatusCode())
+			}
+			return nil
+		}, nil
+	}},
+	{name: "bodo-go", make: func(tb testing.TB, srv *sandbox.Server, host string) (getter, *atomic.Int64) {
+		return makeBodo(tb, srv, host)
+	}},
+	{name: "bodo-go-nobudget", make: func(tb testing.TB, srv *sandbox.Server, host string) (getter, *atomic.Int64) {
+		return makeBodo(tb, srv, host, bodo.WithoutBudget())
+	}},
+}
+
+// onWait, when set, also sees every wait of the bodo-go clients made from
+// now on (sustained sets it).
+var onWait func(bodo.WaitEvent)
+
+func makeBodo(tb testing.TB, srv *sandbox.Server, host string, opts ...bodo.Option) (getter, *atomic.Int64) {
+	waits := new(atomic.Int64)
+	also := onWait
+	c, err := bodo.NewClient(append([]bodo.Option{bodo.WithAPIKey(sandbox.TestKey), bodo.WithBaseURL("https://" + host),
+		bodo.WithHTTPClient(&http.Client{Transport: srv.Transport()}), bodo.WithLogger(slog.New(slog.DiscardHandler)),
+		bodo.WithOnWait(func(e bodo.WaitEvent) {
+			waits.Add(1)
+			if also != nil {
+				also(e)
+			}
+		})}, opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return func(ctx context.Context, id string) error {
+		_, err := c.Contacts.Get(ctx, id)
+		return err
+	}, waits
+}
+
+// benchGoroutines are the numbers of goroutines BenchmarkGet calls from.
+var benchGoroutines = []int{1, 64}
+
+// benchDeadline bounds every round of a benchmark, so that a client whose
+// budget holds its calls for good fails instead of hanging.
+const benchDeadline = 2 * time.Minute
+
+// BenchmarkGet measures one getContact through the raw generated client and
+// through bodo-go (as shipped, and with WithoutBudget), from 1 goroutine and
+// from 64, in real time; every round uses a new sandbox and a new client.
+// Besides ns/op (wall time) it reports cpu-ns/op (the process's CPU time,
+// sandbox included, per call) and for bodo-go waits/op (calls its budget
+// held). Run it with -benchtime 20000x as TestCompare does: past about
+// 40,000 reads bodo-go's budget holds a key to about a dozen reads a second
+// (see TestBudgetStall), and calls then fail at benchDeadline.
+func BenchmarkGet(b *testing.B) {
+	for _, bc := range benchClients {
+		for _, n := range benchGoroutines {
+			b.Run(fmt.Sprintf("client=%s/goroutines=%d", bc.name, n), func(b *testing.B) { benchGet(b, bc, n) })
+		}
+	}
+}
+
+func benchGet(b *testing.B, bc benchClient, goroutines int) {
+	srv, id := benchSandbox(b)
+	get, waits := bc.make(b, srv, fmt.Sprintf("%s-%d-%d.bench.test", bc.name, goroutines, runSeq.Add(1)))
+	ctx, cancel := context.WithTimeout(context.Background(), benchDeadline)
+	defer cancel()
+	if err := get(ctx, id); err != nil {
+		b.Fatal(err)
+	}
+	var waitsBefore int64
+	if waits != nil {
+		waitsBefore = waits.Load()
+	}
+	cpuBefore := cpuTime()
+	b.ReportAllocs()
+	b.ResetTimer()
+	if goroutines == 1 {
+		for b.Loop() {
+			if err := get(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	} else {
+		procs := runtime.GOMAXPROCS(0)
+		b.SetParallelism((goroutines + procs - 1) / procs)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := get(ctx, id); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpuTime()-cpuBefore)/float64(b.N), "cpu-ns/op")
+	if waits != nil {
+		b.ReportMetric(float64(waits.Load()-waitsBefore)/float64(b.N), "waits/op")
+	}
+}
+
+// benchIterations is how many calls each case of measureOverhead makes.
+const benchIterations = 20000
+
+// measureOverhead runs BenchmarkGet's cases through testing.Benchmark, each
+// for benchIterations calls.
+func measureOverhead(t *testing.T) ([]Overhead, int) {
+	f := flag.Lookup("test.benchtime")
+	old := f.Value.String()
+	if err := f.Value.Set(fmt.Sprintf("%dx", benchIterations)); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Value.Set(old) }()
+	var rows []Overhead
+	for _, n := range benchGoroutines {
+		for _, bc := range benchClients {
+			r := testing.Benchmark(func(b *testing.B) { benchGet(b, bc, n) })
+			if r.N == 0 {
+				t.Logf("%s, %d goroutines: the benchmark failed", bc.name, n)
+				rows = append(rows, Overhead{Client: bc.name, Goroutines: n, Failed: true})
+				continue
+			}
+			o := Overhead{Client: bc.name, Goroutines: n, N: r.N, NsPerOp: float64(r.T.Nanoseconds()) / float64(r.N),
+				CPUNsPerOp: r.Extra["cpu-ns/op"], AllocsPerOp: r.AllocsPerOp(), BytesPerOp: r.AllocedBytesPerOp(), WaitsPerOp: r.Extra["waits/op"]}
+			t.Logf("%s, %d goroutines: %.0f ns/op, %.0f cpu-ns/op, %d allocs/op, %d B/op, %.4f waits/op (%d runs)",
+				bc.name, n, o.NsPerOp, o.CPUNsPerOp, o.AllocsPerOp, o.BytesPerOp, o.WaitsPerOp, r.N)
+			rows = append(rows, o)
+		}
+	}
+	return rows, runtime.GOMAXPROCS(0)
+}

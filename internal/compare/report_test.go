@@ -1,0 +1,54 @@
+package compare
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReportRenders renders compare.md, a chart and overhead.md from made-up
+// results into a temporary directory, so that a plain go test catches a
+// report that no longer renders.
+func TestReportRenders(t *testing.T) {
+	var results []Result
+	for _, sc := range Scenarios {
+		for i, c := range Contenders {
+			per := make([]int, sc.Minutes)
+			total := 0
+			for m := range per {
+				per[m] = 300 - 40*i
+				total += per[m]
+			}
+			results = append(results, Result{Scenario: sc, Contender: c.Name, Requests: 1000, Points: total, Allowance: 18600,
+				Status429: 10 * i, Lockouts: i / 2, DupExtra: i % 2, Calls: 900, Failed: i, Errors: map[string]int{"RATE_LIMITED": i},
+				P50: time.Second, P99: time.Minute, PerMinute: per})
+		}
+	}
+	md := Report(results)
+	for _, want := range []string{"## 64 agents, faults", "| bodo-go |", "## In short", "goodput.png", "## The contenders"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("compare.md lacks %q", want)
+		}
+	}
+	png := filepath.Join(t.TempDir(), "chart.png")
+	if err := Chart(png, "test", results[:len(Contenders)], 600, 300); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(png); err != nil || fi.Size() < 10000 {
+		t.Fatalf("chart: %v, %v", fi, err)
+	}
+	rows := []Overhead{
+		{Client: "gen", Goroutines: 1, NsPerOp: 100, CPUNsPerOp: 100, AllocsPerOp: 100},
+		{Client: "bodo-go", Goroutines: 1, NsPerOp: 105, CPUNsPerOp: 105, AllocsPerOp: 105},
+		{Client: "bodo-go-nobudget", Goroutines: 1, NsPerOp: 200, CPUNsPerOp: 110, AllocsPerOp: 120},
+	}
+	over := OverheadReport(rows, 2, []Sustained{{Client: "gen", PerSecond: []int{100, 100}}, {Client: "bodo-go", PerSecond: []int{100, 10}}},
+		map[string][]FuncAllocs{"bodo-go": {{Func: "github.com/bodo-app/bodo-go.(*Client).do", Allocs: 5}}})
+	for _, want := range []string{"| bodo-go | 1 | 105 |", "1.05× | 1.05× | +5 | yes |", "2.00× | 1.10× | +20 | no: time and allocations |", "`bodo-go.(*Client).do` | 5 |", "| bodo-go | 100 | 10 |", "caps sustained reads"} {
+		if !strings.Contains(over, want) {
+			t.Errorf("overhead.md lacks %q:\n%s", want, over)
+		}
+	}
+}
