@@ -468,7 +468,7 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 	if err := decodeBytes(op.ID, resp, body, out); err != nil {
 		return err
 	}
-	if op.Conditional {
+	if op.Conditional && c.cache != nil {
 		if etag, ok := parseETag(resp.Header.Get("ETag")); ok {
 			c.cache.put(cacheKey, etag, body)
 		}

@@ -108,12 +108,10 @@ func OverheadReport(rows []Overhead, cpus int, sustained []Sustained, allocs map
 			"CPU time per call. `go test -run TestBudgetStall -v` in internal/compare shows which level holds it.\n")
 	}
 	if queued {
-		b.WriteString("\n**With 64 goroutines nearly every bodo-go call waits its turn**: the budget lets calls go first come, " +
-			"first served, at most its in-flight cap at once, and that cap starts at the documented parallel quota (6) and " +
-			"grows by one per quiet 5 s however much the server's RateLimit-Policy allows. The wall time includes that queueing; " +
-			"the CPU time shows what the queue itself costs: in this version every change of the budget closes one channel " +
-			"that all waiting calls select on (keyState.signal), so every admission wakes every waiting goroutine to re-check " +
-			"and park again (keyState.admit and runtime.selectgo lead the CPU profile of this case).\n")
+		b.WriteString("\n**With 64 goroutines nearly every bodo-go call waits its turn**: the budget serves calls first come, " +
+			"first served, so a call that arrives while others are queued goes behind them, even when the whole wait is a " +
+			"few microseconds; waits/op counts those. The queue wakes only its head when something changes, and an uncut " +
+			"in-flight cap follows the parallel quota RateLimit-Policy announces.\n")
 	}
 	if len(sustained) > 0 {
 		b.WriteString("\n## Sustained reads\n\n")
