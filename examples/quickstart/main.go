@@ -13,8 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -29,7 +27,7 @@ func main() {
 
 	var opts []bodo.Option
 	if os.Getenv("BODO_BASE_URL") == "" {
-		url, stop, err := serveSandbox()
+		url, stop, err := sandbox.ServeLoopback(sandbox.New())
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -137,17 +135,6 @@ func tour(ctx context.Context, client *bodo.Client) error {
 		fmt.Printf("   %-10s %5d of %5d %-19s window %-6s full again in %ds\n", p.Name, p.Remaining, p.Quota, p.Unit, window, p.ResetSeconds)
 	}
 	return nil
-}
-
-// serveSandbox serves the sandbox on a free loopback port.
-func serveSandbox() (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: sandbox.New(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
 }
 
 func deref(s *string) string {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -71,7 +70,7 @@ func Main(name string, args []string, stdout io.Writer, ext Extension) error {
 	target := os.Getenv("BODO_BASE_URL")
 	if target == "" {
 		srv = sandbox.New()
-		url, closeFn, err := serve(srv)
+		url, closeFn, err := sandbox.ServeLoopback(srv)
 		if err != nil {
 			return err
 		}
@@ -213,14 +212,4 @@ func onOff(b bool) string {
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func serve(h http.Handler) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
 }
