@@ -417,8 +417,11 @@ type call struct {
 	cost     int      // points, from the operation table (and the batch parts)
 	demand   []demand // what the call takes from each level
 
-	waiter waiter // its place in the key's queue, while it waits
-	ticket ticket // its admitted attempt, made anew for each attempt
+	waiter       waiter      // its place in the key's queue, while it waits
+	ticket       ticket      // its admitted attempt, made anew for each attempt
+	takes        []levelTake // what it takes from each level, see keyState.takesLocked
+	takesVersion int
+	taken        []levelTake // what the admitted attempt took
 }
 
 // do runs one call of op: builds the request, sends it through the retry

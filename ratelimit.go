@@ -272,6 +272,28 @@ func (cl *call) amountFor(l *level) float64 {
 	return 0
 }
 
+// levelTake is what a call takes from one level.
+type levelTake struct {
+	l      *level
+	amount float64
+}
+
+// takesLocked returns the levels cl takes from and how much, worked out
+// once per call and again only when a level was added since; s.mu is held.
+func (s *keyState) takesLocked(cl *call) []levelTake {
+	if cl.takes != nil && cl.takesVersion == s.levelsVersion {
+		return cl.takes
+	}
+	takes := make([]levelTake, 0, len(s.levels))
+	for _, l := range s.levels {
+		if a := cl.amountFor(l); a > 0 {
+			takes = append(takes, levelTake{l, a})
+		}
+	}
+	cl.takes, cl.takesVersion = takes, s.levelsVersion
+	return takes
+}
+
 // keyState is what the client knows of one API key on one host: the model of
 // its levels, the AIMD state, the FIFO queue of waiting calls, the lockout
 // guard and the exhausted quotas. Every Client in the process with the same
@@ -279,10 +301,11 @@ func (cl *call) amountFor(l *level) float64 {
 type keyState struct {
 	mu sync.Mutex
 
-	levels   map[string]*level
-	parallel int // the server's parallel quota
-	inflight int // budgeted attempts in flight
-	demand   map[string]float64
+	levels        map[string]*level
+	levelsVersion int // counts the levels added from headers
+	parallel      int // the server's parallel quota
+	inflight      int // budgeted attempts in flight
+	demand        map[string]float64
 
 	capLimit   float64 // AIMD cap on budgeted attempts in flight
 	pace       float64 // AIMD share of the key's rate the client allows itself
@@ -356,10 +379,8 @@ func (s *keyState) sharedResultLocked(err error, now time.Time) {
 // sharedLevelsLocked is cl's demand with each level's model, for the store.
 func (s *keyState) sharedLevelsLocked(cl *call, now time.Time) []SharedLevel {
 	var out []SharedLevel
-	for _, l := range s.levels {
-		if a := cl.amountFor(l); a > 0 {
-			out = append(out, SharedLevel{Name: l.name, Amount: a, Rate: l.rate(now), Size: l.size()})
-		}
+	for _, t := range s.takesLocked(cl) {
+		out = append(out, SharedLevel{Name: t.l.name, Amount: t.amount, Rate: t.l.rate(now), Size: t.l.size()})
 	}
 	return out
 }
@@ -422,6 +443,7 @@ func (s *keyState) signal() {
 type ticket struct {
 	s        *keyState
 	cl       *call
+	taken    []levelTake // what the attempt took, given back to the same levels
 	budgeted bool
 	lease    string // the shared store's lease, if the store admitted it
 	once     sync.Once
@@ -449,10 +471,10 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 	now := time.Now()
 	start := now
 	if budgeted {
-		for _, l := range s.levels {
-			if a := cl.amountFor(l); a > l.size() && l.documented() {
+		for _, t := range s.takesLocked(cl) {
+			if t.amount > t.l.size() && t.l.documented() {
 				s.mu.Unlock()
-				return nil, neverFits(cl, l, a)
+				return nil, neverFits(cl, t.l, t.amount)
 			}
 		}
 	}
@@ -493,7 +515,7 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 			if waited > 0 && onWait != nil {
 				onWait(WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Wait: waited, Reason: reason})
 			}
-			cl.ticket = ticket{s: s, cl: cl, budgeted: budgeted, lease: lease}
+			cl.ticket = ticket{s: s, cl: cl, taken: cl.taken, budgeted: budgeted, lease: lease}
 			return &cl.ticket, nil
 		}
 		reason = why
@@ -618,14 +640,10 @@ func (s *keyState) waitLocked(w *waiter, cl *call, budgeted, local bool, now tim
 		return wait, why
 	}
 	s.adaptLocked(now)
-	for _, l := range s.levels {
-		a := cl.amountFor(l)
-		if a <= 0 {
-			continue
-		}
-		l.refill(now)
-		if d := l.wait(l.need(a), now); d > 0 {
-			hold(d, l.name)
+	for _, t := range s.takesLocked(cl) {
+		t.l.refill(now)
+		if d := t.l.wait(t.l.need(t.amount), now); d > 0 {
+			hold(d, t.l.name)
 		}
 	}
 	if s.pace < 1 {
@@ -650,11 +668,10 @@ func (s *keyState) takeLocked(w *waiter, cl *call, budgeted bool) {
 		return
 	}
 	s.inflight++
-	for _, l := range s.levels {
-		if a := cl.amountFor(l); a > 0 {
-			l.tokens -= a
-			s.demand[l.name] += a
-		}
+	cl.taken = s.takesLocked(cl)
+	for _, t := range cl.taken {
+		t.l.tokens -= t.amount
+		s.demand[t.l.name] += t.amount
 	}
 	if s.pace < 1 {
 		s.paceTokens -= float64(cl.cost)
@@ -698,14 +715,13 @@ func (t *ticket) end(resp *http.Response, apiErr *Error, unknown bool) {
 		if t.budgeted {
 			s.inflight--
 			uncharged := refused || apiErr != nil && apiErr.Code == CodeOverloaded
-			for _, l := range s.levels {
-				if a := cl.amountFor(l); a > 0 {
-					s.demand[l.name] -= a
-					if uncharged {
-						l.tokens += a
-						if rel != nil {
-							rel.Refund = append(rel.Refund, SharedLevel{Name: l.name, Amount: a, Rate: l.rate(now), Size: l.size()})
-						}
+			for _, tk := range t.taken {
+				l, a := tk.l, tk.amount
+				s.demand[l.name] -= a
+				if uncharged {
+					l.tokens += a
+					if rel != nil {
+						rel.Refund = append(rel.Refund, SharedLevel{Name: l.name, Amount: a, Rate: l.rate(now), Size: l.size()})
 					}
 				}
 			}
@@ -806,6 +822,7 @@ func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedReleas
 			}
 			l = &level{name: p.name, share: 1, tokens: float64(p.quota), at: now}
 			s.levels[p.name] = l
+			s.levelsVersion++
 		}
 		l.refill(now)
 		l.quota = float64(p.quota)
