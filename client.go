@@ -229,12 +229,13 @@ func WithAttemptTimeout(d time.Duration) ClientOrRequestOption {
 	})
 }
 
-// WithHeader adds a header to the requests. Authorization, Idempotency-Key
-// and Bodo-Version are the client's own and cannot be set this way.
+// WithHeader adds a header to the requests. Authorization, Idempotency-Key,
+// Bodo-Version, User-Agent and Accept are the client's own and cannot be set
+// this way (use WithIdempotencyKey for the key).
 func WithHeader(name, value string) ClientOrRequestOption {
 	return eitherOption(func(s *callSettings) error {
 		switch http.CanonicalHeaderKey(name) {
-		case "Authorization", "Idempotency-Key", "Bodo-Version":
+		case "Authorization", "Idempotency-Key", "Bodo-Version", "User-Agent", "Accept":
 			return fmt.Errorf("WithHeader: %s is set by the client", name)
 		}
 		s.header = s.header.Clone()
@@ -422,6 +423,8 @@ type call struct {
 	takes        []levelTake // what it takes from each level, see keyState.takesLocked
 	takesVersion int
 	taken        []levelTake // what the admitted attempt took
+
+	egressReported bool // the answer's RateLimit named the egress level
 }
 
 // do runs one call of op: builds the request, sends it through the retry
@@ -450,6 +453,7 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 		return err
 	}
 	if cl.settings.responseInto != nil {
+		resp.Request = redactedRequest(resp.Request)
 		*cl.settings.responseInto = resp
 	}
 	switch {
@@ -500,6 +504,9 @@ func notModified(operation string, resp *http.Response) *Error {
 // settleEgress gives back the egress records a read reserved beyond the
 // records it got: a list returns fewer than its limit, a 304 none.
 func (c *Client) settleEgress(cl *call, records int) {
+	if !c.budgeted || cl.egressReported {
+		return // nothing was taken, or the server's RateLimit already said what is left
+	}
 	for _, d := range cl.demand {
 		if d.level == levelEgress {
 			c.state.refund(levelEgress, d.amount-float64(records))

@@ -44,6 +44,10 @@ var (
 	ErrPreconditionFailed   = errors.New("bodo: precondition failed")
 	ErrBadRequest           = errors.New("bodo: bad request")
 	ErrInternal             = errors.New("bodo: internal server error")
+	// ErrCannotFit is a call the client refused because it needs more of a
+	// level than the level can ever hold (a batch of 11 deletes, say):
+	// split it. It is no rate limit and never goes away by waiting.
+	ErrCannotFit = errors.New("bodo: the call can never fit the key's limits")
 	// ErrNotModified is a 304 to a request whose If-None-Match the caller
 	// set; with WithCache the client serves those from its cache instead.
 	ErrNotModified = errors.New("bodo: not modified")
@@ -99,8 +103,9 @@ type Error struct {
 	Local bool
 	// hinted is true when the server gave a wait (Retry-After or
 	// retryAfterMs), even one of zero.
-	hinted bool
-	cause  error // why an answer could not be read
+	hinted    bool
+	cause     error // why an answer could not be read
+	permanent bool  // refused locally for good: ErrCannotFit
 
 	Body     []byte         // the raw answer body, capped
 	Request  *http.Request  // the request, with Authorization redacted
@@ -149,6 +154,9 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) advice() string {
+	if e.permanent {
+		return "split the call"
+	}
 	switch e.Code {
 	case CodeRateLimited, CodeOverloaded, CodeIdempotencyKeyInUse:
 		if e.RetryAfter > 0 {
@@ -178,6 +186,9 @@ func (e *Error) advice() string {
 // Is reports whether target is the sentinel of e's code (or, without a code,
 // of e's status).
 func (e *Error) Is(target error) bool {
+	if e.permanent {
+		return target == ErrCannotFit
+	}
 	if s, ok := sentinelByCode[e.Code]; ok {
 		return s == target
 	}
@@ -192,15 +203,10 @@ func (e *Error) Is(target error) bool {
 // Unwrap returns why the answer could not be read, if that is the error.
 func (e *Error) Unwrap() error { return e.cause }
 
-// Temporary reports whether the same call may succeed later without change:
-// RATE_LIMITED, OVERLOADED and IDEMPOTENCY_KEY_IN_USE.
-func (e *Error) Temporary() bool {
-	switch e.Code {
-	case CodeRateLimited, CodeOverloaded, CodeIdempotencyKeyInUse:
-		return true
-	}
-	return false
-}
+// Temporary reports whether the same call may succeed later without
+// change: exactly the answers the client retries (RATE_LIMITED, OVERLOADED,
+// IDEMPOTENCY_KEY_IN_USE, and a 429 or 503 without a problem body).
+func (e *Error) Temporary() bool { return !e.permanent && retryable(e) }
 
 // maxProblemBody caps how much of an error answer is read.
 const maxProblemBody = 1 << 20

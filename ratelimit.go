@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -328,11 +329,12 @@ type keyState struct {
 	learned    bool     // an answer came: the headers, if the server sends them, are known
 	lastPolicy []string // the RateLimit-Policy lines last applied
 
-	shared        SharedBudget // nil: this process's budget only
-	sharedKey     string
-	sharedRetryAt time.Time // after a failure the store is tried again from then on
-	sharedDown    bool
-	logger        *slog.Logger
+	shared          SharedBudget // nil: this process's budget only
+	pendingReleases []SharedRelease
+	sharedKey       string
+	sharedRetryAt   time.Time // after a failure the store is tried again from then on
+	sharedDown      bool
+	logger          *slog.Logger
 }
 
 // sharedRetry is how long the client uses its local budget after the shared
@@ -344,6 +346,8 @@ const (
 	sharedTimeout = 500 * time.Millisecond
 	sharedPoll    = 20 * time.Millisecond
 	leaseTTL      = 30 * time.Second
+
+	maxPendingReleases = 1024
 )
 
 // useShared makes s share its budget through b.
@@ -466,7 +470,7 @@ type WaitEvent struct {
 // budgeted), the adaptive cap and the lockout guard let the attempt go.
 // When ctx's deadline falls before the earliest moment it could go, it
 // fails at once.
-func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait func(WaitEvent)) (*ticket, error) {
+func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool) (*ticket, WaitEvent, error) {
 	s.mu.Lock()
 	now := time.Now()
 	start := now
@@ -474,7 +478,7 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 		for _, t := range s.takesLocked(cl) {
 			if t.amount > t.l.size() && t.l.documented() {
 				s.mu.Unlock()
-				return nil, neverFits(cl, t.l, t.amount)
+				return nil, WaitEvent{}, neverFits(cl, t.l, t.amount)
 			}
 		}
 	}
@@ -483,10 +487,15 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 	s.queue = append(s.queue, w)
 	var reason string
 	for {
+		if ctx.Err() != nil {
+			s.leaveLocked(w)
+			s.mu.Unlock()
+			return nil, WaitEvent{}, fmt.Errorf("%w: %w", heldError(cl, reason, 0), ctxErr(ctx))
+		}
 		if err := s.blockedLocked(cl, now); err != nil {
 			s.leaveLocked(w)
 			s.mu.Unlock()
-			return nil, err
+			return nil, WaitEvent{}, err
 		}
 		shared := s.sharedActiveLocked(now)
 		wait, why := s.waitLocked(w, cl, budgeted, !shared, now)
@@ -498,7 +507,7 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 			if err != nil {
 				s.leaveLocked(w)
 				s.mu.Unlock()
-				return nil, err
+				return nil, WaitEvent{}, err
 			}
 			if why == "" && lease == "" {
 				continue // the store failed: the local budget decides
@@ -506,23 +515,23 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 		}
 		if why == "" {
 			s.takeLocked(w, cl, budgeted)
-			waited := now.Sub(start)
+			var waited time.Duration
+			if reason != "" { // held at least once, not merely slowed by a store's round trip
+				waited = now.Sub(start)
+			}
 			if waited > 0 {
 				s.waits++
 				s.waited += waited
 			}
-			s.mu.Unlock()
-			if waited > 0 && onWait != nil {
-				onWait(WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Wait: waited, Reason: reason})
-			}
 			cl.ticket = ticket{s: s, cl: cl, taken: cl.taken, budgeted: budgeted, lease: lease}
-			return &cl.ticket, nil
+			s.mu.Unlock()
+			return &cl.ticket, WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Wait: waited, Reason: reason}, nil
 		}
 		reason = why
 		if deadline, ok := ctx.Deadline(); ok && wait != forever && deadline.Sub(now) < wait {
 			s.leaveLocked(w)
 			s.mu.Unlock()
-			return nil, fmt.Errorf("%w: %w", heldError(cl, why, wait), context.DeadlineExceeded)
+			return nil, WaitEvent{}, fmt.Errorf("%w: %w", heldError(cl, why, wait), context.DeadlineExceeded)
 		}
 		if w.wake == nil {
 			w.wake = make(chan struct{}, 1)
@@ -553,7 +562,7 @@ func (s *keyState) admit(ctx context.Context, cl *call, budgeted bool, onWait fu
 		if ctx.Err() != nil {
 			s.leaveLocked(w)
 			s.mu.Unlock()
-			return nil, fmt.Errorf("%w: %w", heldError(cl, reason, wait), context.Cause(ctx))
+			return nil, WaitEvent{}, fmt.Errorf("%w: %w", heldError(cl, reason, wait), ctxErr(ctx))
 		}
 	}
 }
@@ -584,6 +593,9 @@ func (s *keyState) acquireSharedLocked(ctx context.Context, cl *call, budgeted b
 	s.mu.Lock()
 	now = time.Now()
 	s.sharedResultLocked(err, now)
+	if err == nil && len(s.pendingReleases) > 0 {
+		s.flushReleasesLocked(store, key)
+	}
 	switch {
 	case err != nil:
 		return "", 0, "", nil
@@ -591,11 +603,34 @@ func (s *keyState) acquireSharedLocked(ctx context.Context, cl *call, budgeted b
 		return req.Lease, 0, "", nil
 	case grant.Reason == "quota":
 		s.blocks[grant.Policy] = grant.Until
-		return "", 0, "", s.blockedLocked(cl, now)
+		if err := s.blockedLocked(cl, now); err != nil {
+			return "", 0, "", err
+		}
+		return "", sharedPoll, "quota", nil // the store knows a level this process has not learned yet
 	case grant.Wait <= 0:
 		return "", sharedPoll, grant.Reason, nil
 	}
 	return "", grant.Wait, grant.Reason, nil
+}
+
+// flushReleasesLocked sends the releases kept while the store was down;
+// s.mu is held and released meanwhile. Those that fail stay for later.
+func (s *keyState) flushReleasesLocked(store SharedBudget, key string) {
+	pending := s.pendingReleases
+	s.pendingReleases = nil
+	s.mu.Unlock()
+	for i, rel := range pending {
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		err := store.Release(ctx, key, rel)
+		cancel()
+		if err != nil {
+			pending = pending[i:]
+			s.mu.Lock()
+			s.pendingReleases = append(pending, s.pendingReleases...)
+			return
+		}
+	}
+	s.mu.Lock()
 }
 
 // waitLocked says whether w may go now (why is "") or else how long at
@@ -726,18 +761,27 @@ func (t *ticket) end(resp *http.Response, apiErr *Error, unknown bool) {
 				}
 			}
 		}
-		if resp != nil {
-			s.observeLocked(resp.Header, now, rel)
+		if resp != nil && s.observeLocked(resp.Header, now, rel) {
+			cl.egressReported = true // what is left of egress is the server's word now: no settling on top
 		}
 		if apiErr != nil {
 			s.refusedLocked(cl, apiErr, now, rel)
 		}
 		s.signal()
-		if rel == nil || !s.sharedActiveLocked(now) {
+		if rel == nil {
 			s.mu.Unlock()
-			return // while the store is down its lease expires by itself
+			return
 		}
 		rel.Refused, rel.MaxInFlight = refused || unknown, s.parallel
+		if !s.sharedActiveLocked(now) {
+			// The store is down: keep the release for when it is back, so
+			// its slot and what it taught are not lost for a lease time.
+			if len(s.pendingReleases) < maxPendingReleases {
+				s.pendingReleases = append(s.pendingReleases, *rel)
+			}
+			s.mu.Unlock()
+			return
+		}
 		store, key := s.shared, s.sharedKey
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
@@ -790,7 +834,7 @@ func (s *keyState) refund(name string, amount float64) {
 // said was left. A missing or malformed field changes nothing, and neither
 // does a policy the client could only model as never refilling (a quota of
 // 0, or a new policy without a window).
-func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedRelease) {
+func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedRelease) (egressReported bool) {
 	s.learned = true
 	var policies []policyHeader
 	if lines := h.Values("RateLimit-Policy"); !slices.Equal(lines, s.lastPolicy) {
@@ -839,6 +883,7 @@ func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedReleas
 		if l == nil {
 			continue
 		}
+		egressReported = egressReported || r.name == levelEgress
 		l.refill(now)
 		l.seenMax = max(l.seenMax, float64(r.remaining))
 		left := float64(r.remaining) - s.demand[r.name]
@@ -855,6 +900,7 @@ func (s *keyState) observeLocked(h http.Header, now time.Time, rel *SharedReleas
 			l.observedUntil = now.Add(observedRateTTL)
 		}
 	}
+	return egressReported
 }
 
 // refusedLocked learns from a refusal: a lockout pauses the key; a
@@ -956,11 +1002,11 @@ func neverFits(cl *call, l *level, amount float64) *Error {
 	return &Error{
 		Operation: cl.op.ID,
 		Status:    http.StatusTooManyRequests,
-		Code:      CodeRateLimited,
 		Title:     "Can never fit",
 		Detail:    fmt.Sprintf("the call needs %g %s of the %s level, which holds at most %g", amount, l.unit, l.name, l.size()),
 		Policy:    l.name,
 		Local:     true,
+		permanent: true,
 		Request:   redactedRequest(cl.req),
 	}
 }
@@ -997,7 +1043,7 @@ func (s *keyState) blockedLocked(cl *call, now time.Time) error {
 			delete(s.blocks, policy)
 			continue
 		}
-		if policy != allLevels && !slices.ContainsFunc(cl.demand, func(d demand) bool { return d.level == policy }) {
+		if policy != allLevels && !slices.ContainsFunc(s.takesLocked(cl), func(t levelTake) bool { return t.l.name == policy }) {
 			continue
 		}
 		return &Error{
@@ -1108,16 +1154,6 @@ func (c *Client) Budget() Budget {
 			Capacity: int(l.size()), Remaining: l.tokens, FullIn: full,
 		})
 	}
-	slices.SortFunc(b.Levels, func(x, y BudgetLevel) int { return cmpString(x.Name, y.Name) })
+	slices.SortFunc(b.Levels, func(x, y BudgetLevel) int { return strings.Compare(x.Name, y.Name) })
 	return b
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

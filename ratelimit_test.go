@@ -301,6 +301,9 @@ func TestCallThatCanNeverFitFailsAtOnce(t *testing.T) {
 		if !errors.As(err, &apiErr) || !apiErr.Local || apiErr.Policy != "delete" || !strings.Contains(err.Error(), "at most 10") {
 			t.Fatalf("err = %v", err)
 		}
+		if !errors.Is(err, ErrCannotFit) || errors.Is(err, ErrRateLimited) || apiErr.Temporary() {
+			t.Errorf("a call that can never fit looks like a passing rate limit: %v", err)
+		}
 		if srv.Stats(sandbox.TestKey).Requests != 1 {
 			t.Errorf("%d requests", srv.Stats(sandbox.TestKey).Requests)
 		}
@@ -349,6 +352,35 @@ func TestWithoutBudget(t *testing.T) {
 		start := time.Now()
 		if _, err := c.Me(context.Background()); err != nil || time.Since(start) != 0 {
 			t.Errorf("%v after %v", err, time.Since(start))
+		}
+	})
+}
+
+// TestPanickingTransportFreesItsSlot: a RoundTripper that panics (and a
+// caller that recovers) must not leave the attempt's slot taken for good.
+func TestPanickingTransportFreesItsSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New()
+		panicked := false
+		rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if !panicked {
+				panicked = true
+				panic("transport bug")
+			}
+			return srv.Transport().RoundTrip(r)
+		})
+		c := newTestClient(t, rt, WithAPIKey(sandbox.TestKey))
+		func() {
+			defer func() { _ = recover() }()
+			_, _ = c.Me(context.Background())
+		}()
+		if b := c.Budget(); b.InFlight != 0 {
+			t.Fatalf("%d calls still in flight after the panic", b.InFlight)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := c.Me(ctx); err != nil {
+			t.Errorf("the next call: %v", err)
 		}
 	})
 }

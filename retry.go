@@ -58,11 +58,23 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // that is not retried, the retries run out, or ctx ends. It returns the
 // response of a 2xx or 304 answer with its body unread.
 func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, error) {
+	// An attempt that never finishes normally (a panicking RoundTripper or
+	// callback) still frees its slot; finishing twice does nothing.
+	var open *ticket
+	defer func() {
+		if open != nil {
+			open.finishUnanswered(true)
+		}
+	}()
 	hintless := 0
 	for attempt := 1; ; attempt++ {
-		ticket, err := c.state.admit(ctx, cl, c.budgeted, c.onWait)
+		ticket, waited, err := c.state.admit(ctx, cl, c.budgeted)
 		if err != nil {
 			return nil, nil, err
+		}
+		open = ticket
+		if waited.Wait > 0 && c.onWait != nil {
+			c.onWait(waited)
 		}
 		resp, body, err := c.attempt(ctx, cl)
 		var (
@@ -82,12 +94,17 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			wait = backoff(hintless)
 			hintless++
 		} else if err != nil {
-			ticket.finishUnanswered(!notSent(err))
-			if ctx.Err() != nil {
-				return nil, nil, fmt.Errorf("bodo: %s: %w", cl.op.ID, context.Cause(ctx))
-			}
+			// An attempt the caller's context ended is no refusal; one that
+			// failed otherwise after it left may have been refused unseen.
+			ticket.finishUnanswered(!notSent(err) && ctx.Err() == nil)
 			if !retrySafe(cl, err) {
-				return nil, nil, fmt.Errorf("bodo: %s: the connection failed after the request was sent and it carries no Idempotency-Key, so it was not retried: %w: %w", cl.op.ID, ErrOutcomeUnknown, err)
+				if ctx.Err() != nil {
+					err = ctxErr(ctx)
+				}
+				return nil, nil, fmt.Errorf("bodo: %s: the request was sent and it carries no Idempotency-Key, so it was not retried: %w: %w", cl.op.ID, ErrOutcomeUnknown, err)
+			}
+			if ctx.Err() != nil {
+				return nil, nil, fmt.Errorf("bodo: %s: %w", cl.op.ID, ctxErr(ctx))
 			}
 			last = fmt.Errorf("bodo: %s: %w", cl.op.ID, err)
 			if hintless >= maxHintlessRetries {
@@ -105,6 +122,10 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			}
 			apiErr := newError(cl.op.ID, resp, time.Now())
 			ticket.finish(resp, apiErr)
+			if apiErr.Code == "" && apiErr.Status == http.StatusServiceUnavailable && !retrySafe(cl, nil) {
+				// A 503 from a proxy does not say the write was not done.
+				return nil, nil, fmt.Errorf("bodo: %s: a 503 without the API's problem came back for a request without an Idempotency-Key, so it was not retried: %w: %w", cl.op.ID, ErrOutcomeUnknown, apiErr)
+			}
 			if !retryable(apiErr) {
 				c.logRefusal(cl, apiErr, attempt, -1)
 				return nil, nil, apiErr
@@ -165,12 +186,11 @@ func (c *Client) attempt(ctx context.Context, cl *call) (*http.Response, []byte,
 	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotModified {
 		// The caller reads the problem before the deferred cancel: keep
 		// the body readable by reading it now, capped.
-		body, rerr := io.ReadAll(io.LimitReader(resp.Body, maxProblemBody))
+		// What came of the body, if it broke off: the status and headers
+		// (Retry-After) still say what the server decided.
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxProblemBody))
 		drainAndClose(resp.Body)
 		resp.Body = io.NopCloser(bytes.NewReader(body))
-		if rerr != nil && len(body) == 0 {
-			return nil, nil, fmt.Errorf("reading the %d answer: %w", resp.StatusCode, rerr)
-		}
 		return resp, nil, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSuccessBody+1))
@@ -206,7 +226,7 @@ func retryable(e *Error) bool {
 // request never left (the dial failed), when the operation is idempotent, or
 // when it carries an Idempotency-Key.
 func retrySafe(cl *call, err error) bool {
-	if notSent(err) || cl.op.Idempotent {
+	if err != nil && notSent(err) || cl.op.Idempotent {
 		return true
 	}
 	return cl.req.Header.Get("Idempotency-Key") != ""
@@ -299,6 +319,16 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	return d, true
 }
 
+// ctxErr is why ctx ended: ctx.Err(), and its cause as well when that is
+// another error (context.WithTimeoutCause), so that errors.Is finds both.
+func ctxErr(ctx context.Context) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause == nil || cause == err {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, cause)
+}
+
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
@@ -310,7 +340,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return ctxErr(ctx)
 	}
 }
 

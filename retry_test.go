@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bodo-app/bodo-go/internal/sandbox"
 	"github.com/jarcoal/httpmock"
 )
 
@@ -456,4 +457,41 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestProxy503ForAnUnkeyedWriteIsNotRetried: a 503 without the API's
+// problem does not prove the write was not done.
+func TestProxy503ForAnUnkeyedWriteIsNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, mt := mockClient(t)
+		var rec recorder
+		mt.RegisterResponder("POST", "=~/v1/contacts", rec.wrap(httpmock.NewStringResponder(503, "upstream reset before headers")))
+		_, err := c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada"}, WithoutIdempotencyKey())
+		if !errors.Is(err, ErrOutcomeUnknown) || rec.count() != 1 {
+			t.Errorf("%d requests, err = %v", rec.count(), err)
+		}
+		_, err = c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada"})
+		if rec.count() != 4 || !errors.Is(err, ErrOverloaded) {
+			t.Errorf("a keyed write is retried: %d requests, err = %v", rec.count(), err)
+		}
+	})
+}
+
+// TestUnkeyedWriteCutByTheContextIsOutcomeUnknown: the context ends while
+// an unkeyed create is at the server.
+func TestUnkeyedWriteCutByTheContextIsOutcomeUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New(sandbox.WithLatency(500 * time.Millisecond))
+		c := newTestClient(t, srv.Transport(), WithAPIKey(sandbox.TestKey))
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, err := c.Contacts.Create(ctx, ContactCreate{Name: "Maybe"}, WithoutIdempotencyKey())
+		if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err = %v", err)
+		}
+		time.Sleep(time.Second) // the server still finishes the create
+		if srv.ContactsNamed("Maybe") != 1 {
+			t.Errorf("%d contacts: the write happened once", srv.ContactsNamed("Maybe"))
+		}
+	})
 }

@@ -102,7 +102,7 @@ func (s *ContactsService) Count(ctx context.Context, params *CountContactsParams
 	return out, nil
 }
 
-// Get calls getContact (GET /v1/contacts/{id}, 1 points): get a contact.
+// Get calls getContact (GET /v1/contacts/{id}, 1 point): get a contact.
 func (s *ContactsService) Get(ctx context.Context, id string, opts ...RequestOption) (*Contact, error) {
 	build := func(server string) (*http.Request, error) {
 		return gen.NewGetContactRequest(server, id, &gen.GetContactParams{})
@@ -132,7 +132,7 @@ func (s *ContactsService) Delete(ctx context.Context, id string, opts ...Request
 	return s.client.do(ctx, ops.DeleteContact, build, nil, opts)
 }
 
-// List calls listEvents (GET /v1/events, 1 points): list events.
+// List calls listEvents (GET /v1/events, 1 point): list events.
 func (s *EventsService) List(ctx context.Context, params *ListEventsParams, opts ...RequestOption) (*EventList, error) {
 	build := func(server string) (*http.Request, error) { return gen.NewListEventsRequest(server, params) }
 	out := new(EventList)
@@ -230,7 +230,7 @@ func (s *InvoicesService) Create(ctx context.Context, body InvoiceCreate, opts .
 	return out, nil
 }
 
-// Get calls getInvoice (GET /v1/invoices/{id}, 1 points): get an invoice.
+// Get calls getInvoice (GET /v1/invoices/{id}, 1 point): get an invoice.
 func (s *InvoicesService) Get(ctx context.Context, id string, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
 		return gen.NewGetInvoiceRequest(server, id, &gen.GetInvoiceParams{})
@@ -266,7 +266,7 @@ func (s *InvoicesService) Refund(ctx context.Context, id string, body InvoiceRef
 	return out, nil
 }
 
-// Get calls getOperation (GET /v1/operations/{id}, 1 points): get a long-running operation.
+// Get calls getOperation (GET /v1/operations/{id}, 1 point): get a long-running operation.
 func (s *OperationsService) Get(ctx context.Context, id string, opts ...RequestOption) (*Operation, error) {
 	build := func(server string) (*http.Request, error) {
 		return gen.NewGetOperationRequest(server, id, &gen.GetOperationParams{})
@@ -278,7 +278,7 @@ func (s *OperationsService) Get(ctx context.Context, id string, opts ...RequestO
 	return out, nil
 }
 
-// Batch calls batch (POST /v1/batch, 0 points): run up to 20 requests in one call.
+// Batch calls batch (POST /v1/batch, the sum of its parts' points): run up to 20 requests in one call.
 func (c *Client) Batch(ctx context.Context, body BatchRequest, opts ...RequestOption) (*BatchResult, error) {
 	build := func(server string) (*http.Request, error) {
 		return gen.NewBatchRequest(server, &gen.BatchParams{}, body)
@@ -290,7 +290,7 @@ func (c *Client) Batch(ctx context.Context, body BatchRequest, opts ...RequestOp
 	return out, nil
 }
 
-// Me calls getMe (GET /v1/me, 1 points): who am I.
+// Me calls getMe (GET /v1/me, 1 point): who am I.
 func (c *Client) Me(ctx context.Context, opts ...RequestOption) (*Me, error) {
 	build := func(server string) (*http.Request, error) { return gen.NewGetMeRequest(server) }
 	out := new(Me)
@@ -300,7 +300,7 @@ func (c *Client) Me(ctx context.Context, opts ...RequestOption) (*Me, error) {
 	return out, nil
 }
 
-// OpenAPI calls getOpenAPI (GET /v1/openapi.json, 1 points): this description.
+// OpenAPI calls getOpenAPI (GET /v1/openapi.json, 1 point): this description.
 func (c *Client) OpenAPI(ctx context.Context, opts ...RequestOption) (*OpenAPIDocument, error) {
 	build := func(server string) (*http.Request, error) { return gen.NewGetOpenAPIRequest(server) }
 	out := new(OpenAPIDocument)
@@ -310,7 +310,7 @@ func (c *Client) OpenAPI(ctx context.Context, opts ...RequestOption) (*OpenAPIDo
 	return out, nil
 }
 
-// RateLimit calls getRateLimit (GET /v1/rate_limit, 1 points): the key's rate-limit status.
+// RateLimit calls getRateLimit (GET /v1/rate_limit, 1 point): the key's rate-limit status.
 func (c *Client) RateLimit(ctx context.Context, opts ...RequestOption) (*RateLimitStatus, error) {
 	build := func(server string) (*http.Request, error) { return gen.NewGetRateLimitRequest(server) }
 	out := new(RateLimitStatus)

@@ -97,7 +97,7 @@ func (b *Budget) Acquire(ctx context.Context, key string, req bodo.SharedAcquire
 	}
 	wait, _ := res[1].(int64)
 	reason, _ := res[2].(string)
-	g := bodo.SharedGrant{Wait: time.Duration(wait) * time.Millisecond, Reason: reason}
+	g := bodo.SharedGrant{Wait: time.Duration(min(max(wait, 0), int64(time.Hour/time.Millisecond))) * time.Millisecond, Reason: reason}
 	if reason == "quota" && len(res) == 5 {
 		g.Policy, _ = res[3].(string)
 		left, _ := res[4].(int64)

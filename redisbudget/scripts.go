@@ -129,7 +129,7 @@ if not unbudgeted then
     l.tokens = tokens_of(l.name, l.rate, l.size)
     if l.tokens < l.amount - 1e-9 then
       local w = 3600000
-      if l.rate > 0 then w = math.ceil((l.amount - l.tokens) / l.rate * 1000) end
+      if l.rate > 0 then w = math.min(3600000, math.ceil((l.amount - l.tokens) / l.rate * 1000)) end
       if w > wait then wait, reason = w, l.name end
     end
   end
@@ -143,7 +143,7 @@ if not unbudgeted then
     if now > pa then pt = math.min(burst, pt + pr * (now - pa) / 1000) end
     local need = math.min(cost, burst)
     if pt < need - 1e-9 and pr > 0 then
-      local w = math.ceil((need - pt) / pr * 1000)
+      local w = math.min(3600000, math.ceil((need - pt) / pr * 1000))
       if w > wait then wait, reason = w, 'pace' end
     end
   end
@@ -162,7 +162,9 @@ if not unbudgeted then
   end
 end
 redis.call('ZADD', p .. ':leases', now + ttl, lease)
-redis.call('PEXPIRE', p .. ':lease:' .. lease, ttl * 2)
+-- the lease's amounts live as long as the other keys: only the ZSET
+-- entry expires the lease, and drop_lease still finds what to take back
+touch(p .. ':lease:' .. lease)
 touch(p .. ':leases')
 return {1}
 `)

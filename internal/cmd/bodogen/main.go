@@ -341,6 +341,15 @@ var funcs = template.FuncMap{
 	"join":       strings.Join,
 	"lowerFirst": lowerFirst,
 	"upperFirst": upperFirst,
+	"points": func(o operation) string {
+		switch {
+		case o.Class == "batch":
+			return "the sum of its parts' points"
+		case o.Cost == 1:
+			return "1 point"
+		}
+		return fmt.Sprintf("%d points", o.Cost)
+	},
 	"args": func(o operation) string {
 		var b strings.Builder
 		for _, p := range o.PathParams {
@@ -457,7 +466,7 @@ type {{.Name}}Service struct{ client *Client }
 {{- range .Top}}{{template "method" .}}{{end}}
 
 {{- define "method"}}
-// {{.MethodName}} calls {{.ID}} ({{.Method}} {{.Path}}, {{.Cost}} points{{range $k, $v := .ParamCosts}}, {{$v}} more with {{$k}}{{end}}): {{lowerFirst .Summary}}.
+// {{.MethodName}} calls {{.ID}} ({{.Method}} {{.Path}}, {{points .}}{{range $k, $v := .ParamCosts}}, {{$v}} more with {{$k}}{{end}}): {{lowerFirst .Summary}}.
 func ({{receiver .}}) {{.MethodName}}(ctx context.Context{{args .}}, opts ...RequestOption) {{if .Result}}(*{{.Result}}, error){{else}}error{{end}} {
 	build := func(server string) (*http.Request, error) { return gen.New{{.GoName}}Request(server{{genArgs .}}) }
 {{- if .Result}}
