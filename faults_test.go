@@ -462,12 +462,7 @@ func TestFaultsOverSockets(t *testing.T) {
 	t.Run("half-written headers, read", func(t *testing.T) {
 		t.Parallel()
 		srv := newRawServer(t, halfHeaders)
-		c, _ := socketClient(t, srv.url, WithMaxRetries(1))
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		start := time.Now()
-		_, err := c.Me(ctx)
-		within(t, start, 3*time.Second)
+		err := meWithin(t, srv, 3*time.Second, WithMaxRetries(1))
 		var re *RetryError
 		if !errors.As(err, &re) || re.Attempts != 2 {
 			t.Fatalf("err = %v", err)
@@ -518,12 +513,7 @@ func TestFaultsOverSockets(t *testing.T) {
 	t.Run("never answers, read", func(t *testing.T) {
 		t.Parallel()
 		srv := newRawServer(t, never)
-		c, _ := socketClient(t, srv.url, WithAttemptTimeout(100*time.Millisecond))
-		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-		defer cancel()
-		start := time.Now()
-		_, err := c.Me(ctx)
-		within(t, start, 1500*time.Millisecond)
+		err := meWithin(t, srv, 1500*time.Millisecond, WithAttemptTimeout(100*time.Millisecond))
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v", err)
 		}
@@ -572,12 +562,7 @@ func TestFaultsOverSockets(t *testing.T) {
 	t.Run("never answers, no attempt timeout", func(t *testing.T) {
 		t.Parallel()
 		srv := newRawServer(t, never)
-		c, _ := socketClient(t, srv.url)
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		defer cancel()
-		start := time.Now()
-		_, err := c.Me(ctx)
-		within(t, start, 300*time.Millisecond)
+		err := meWithin(t, srv, 300*time.Millisecond)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v", err)
 		}
@@ -676,12 +661,7 @@ func TestFaultsOverSockets(t *testing.T) {
 	t.Run("slow trickle body, ctx deadline", func(t *testing.T) {
 		t.Parallel()
 		srv := newRawServer(t, trickle)
-		c, _ := socketClient(t, srv.url)
-		ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
-		defer cancel()
-		start := time.Now()
-		_, err := c.Me(ctx)
-		within(t, start, 600*time.Millisecond)
+		err := meWithin(t, srv, 600*time.Millisecond)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v", err)
 		}
@@ -1517,4 +1497,17 @@ func TestFaultOddAnswersDoNotWedgeTheKey(t *testing.T) {
 			}
 		})
 	})
+}
+
+// meWithin calls Me through a client of srv with a context of deadline d and
+// checks that the call ended by then.
+func meWithin(t *testing.T, srv *rawServer, d time.Duration, opts ...Option) error {
+	t.Helper()
+	c, _ := socketClient(t, srv.url, opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Me(ctx)
+	within(t, start, d)
+	return err
 }
