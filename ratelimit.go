@@ -633,6 +633,16 @@ func (s *keyState) flushReleasesLocked(store SharedBudget, key string) {
 	s.mu.Lock()
 }
 
+// pruneRefusalsLocked drops the refusals older than the guard's window;
+// s.mu is held.
+func (s *keyState) pruneRefusalsLocked(now time.Time) {
+	cut := 0
+	for cut < len(s.refusals) && now.Sub(s.refusals[cut]) >= refusalWindow {
+		cut++
+	}
+	s.refusals = s.refusals[cut:]
+}
+
 // waitLocked says whether w may go now (why is "") or else how long at
 // least it must wait (a lower bound; forever when only a release can help)
 // and what holds it. A budgeted call waits its turn in the queue and, when
@@ -645,11 +655,7 @@ func (s *keyState) waitLocked(w *waiter, cl *call, budgeted, local bool, now tim
 			wait, why = d, reason
 		}
 	}
-	cut := 0
-	for cut < len(s.refusals) && now.Sub(s.refusals[cut]) >= refusalWindow {
-		cut++
-	}
-	s.refusals = s.refusals[cut:]
+	s.pruneRefusalsLocked(now)
 	if len(s.refusals)+s.reserved >= refusalLimit {
 		d := forever
 		if len(s.refusals) > 0 {
@@ -1128,10 +1134,7 @@ func (c *Client) Budget() Budget {
 	defer s.mu.Unlock()
 	now := time.Now()
 	s.adaptLocked(now)
-	cut := 0
-	for cut < len(s.refusals) && now.Sub(s.refusals[cut]) >= refusalWindow {
-		cut++
-	}
+	s.pruneRefusalsLocked(now)
 	b := Budget{
 		InFlight:    s.inflight,
 		InFlightCap: int(s.capLimit),
@@ -1140,7 +1143,7 @@ func (c *Client) Budget() Budget {
 		Waiting:     len(s.queue),
 		Waits:       s.waits,
 		Waited:      s.waited,
-		Refusals:    len(s.refusals) - cut,
+		Refusals:    len(s.refusals),
 		PausedUntil: s.pausedUntil,
 	}
 	for _, l := range s.levels {
