@@ -50,14 +50,15 @@ type rateLimitJSON struct {
 }
 
 // getRateLimit reports every level of the calling key after this call was
-// charged. The org entry's remaining is what this key can still take from
-// the org: the lesser of the org bucket and the key's share of it.
+// charged, then every enforced extra policy. The org entry's remaining is
+// what this key can still take from the org: the lesser of the org level
+// and the key's share of it.
 func (s *Server) getRateLimit(c *call, _ *http.Request) answer {
 	k := c.key
 	s.advance(k, c.now)
 	s.pruneRefusals(k, c.now)
 	out := rateLimitJSON{RejectionsLast60s: len(k.refusals)}
-	for _, st := range s.levels(k, c.now) {
+	for _, st := range append(s.levels(k, c.now), s.extraListing(k, c.now)...) {
 		p := policyJSON{Name: st.name, Quota: st.quota, Unit: st.unit, Remaining: st.remaining,
 			ResetSeconds: ceilDiv(st.reset, time.Second)}
 		if st.window > 0 {

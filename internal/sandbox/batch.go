@@ -71,7 +71,8 @@ func parseBatch(body []byte) ([]batchPart, error) {
 }
 
 // batchDemand is the sum of the parts: each part's cost from the ops table,
-// 1 for a part that will replay or that has no route.
+// 1 for a part that will replay or that has no route; every part an
+// enforced extra policy covers is charged to it as a call of its own.
 func (s *Server) batchDemand(k *apiKey, now time.Time, parts []batchPart) demand {
 	var d demand
 	for _, p := range parts {
@@ -80,11 +81,14 @@ func (s *Server) batchDemand(k *apiKey, now time.Time, parts []batchPart) demand
 			d.points++
 			continue
 		}
+		query := p.u.Query().Get
 		if p.keyed() && validIdemKey(*p.idemKey) && k.lookup(*p.idemKey, now) != nil {
 			d.points++
+			s.extraTakes(&d, op, query, p.u.Path, 1)
 			continue
 		}
-		pd := opDemand(op, p.u.Query().Get)
+		pd := opDemand(op, query)
+		s.extraTakes(&d, op, query, p.u.Path, pd.points)
 		d.points += pd.points
 		d.writes += pd.writes
 		d.deletes += pd.deletes

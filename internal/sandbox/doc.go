@@ -38,22 +38,34 @@
 // before a lockout's end never count again.
 //
 // Headers. RateLimit-Policy lists all eight levels, windows rounded up to
-// whole seconds. RateLimit names the level with the smallest remaining share
-// of its full level (the key bucket's capacity; for org, this key's share of
-// the org) among key, principal, org and, when the call counts against
-// them, write, delete, delete-day and egress; parallel is named only when
-// no slot is left. t is the seconds until a bucket is full again, or until a
-// fixed window resets when anything of it is used. A refusal's RateLimit
+// whole seconds, then the announced extra policies (WithExtraPolicies).
+// RateLimit names the level with the smallest remaining share of its full
+// level (the key level's capacity; for org, this key's share of the org)
+// among key, principal, org and, when the call counts against them, write,
+// delete, delete-day, egress and the enforced extra policies; parallel is
+// named only when no slot is left. By default every level is a token bucket
+// and t is the seconds until it is full again; delete-day and egress are
+// fixed windows and t is the seconds until the window resets when anything
+// of it is used. Other shapes report as Shape says. A refusal's RateLimit
 // names the refusing level; a lockout reports "key";r=0 with t the seconds
-// the lockout has left. A 401 reports a fresh key.
+// the lockout has left. A 401 reports a fresh key. WithNoisyHeaders varies
+// both fields within what the Structured Fields and the draft allow.
 //
 // Levels. The org level's remaining (also in GET /v1/rate_limit) is the
-// lesser of the org bucket and the key's share bucket; a refusal by either
+// lesser of the org level and the key's share of it; a refusal by either
 // names policy "org". Egress counts records returned by lists (events
 // included), 1 for a get or a count and none for a 304, me, rate_limit,
 // openapi.json or an export; the read that crosses the quota is answered
-// in full and the next reads are refused. Foreign load drains only the org
-// bucket, is bound by none of B's other levels and does not show in Stats.
+// in full and the next reads are refused. Foreign load takes only from the
+// org level, is bound by none of B's other levels and does not show in
+// Stats.
+//
+// Profiles. Profiles lists servers that differ from the documented one where
+// bodo-api.md leaves room (plans, limiter shapes, headers, extra policies,
+// overload, foreign load); Profile.New serves one and Profile.Allowance says
+// what one key may get from it. Server.WouldAccept tells, without changing
+// anything, whether a call would be admitted now, and KeyStats.EarlyRequests
+// counts requests that came before an announced wait was over.
 //
 // Resources. Malformed ids are 404 like unknown ones. Creates answer 201
 // with Location and ETag; DELETE answers 204. An invoice is created as

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -23,81 +22,13 @@ const (
 	policyLockout   = "lockout"
 )
 
-// eps absorbs float rounding so that waiting exactly retryAfterMs is enough.
-const eps = 1e-9
-
-// bucket is a token bucket evaluated lazily: level is brought up to date
-// from the time elapsed whenever it is looked at. drain is a constant
-// consumption by someone else (the foreign load on the org bucket); it takes
-// at most what the bucket holds.
-type bucket struct {
-	level, capacity float64
-	rate, drain     float64 // points per second
-	at              time.Time
-}
-
-func newBucket(capacity float64, quota int, window time.Duration, now time.Time) *bucket {
-	return &bucket{level: capacity, capacity: capacity, rate: float64(quota) / window.Seconds(), at: now}
-}
-
-func (b *bucket) advance(now time.Time) {
-	if !now.After(b.at) {
-		return
-	}
-	dt := now.Sub(b.at).Seconds()
-	b.level = min(max(b.level+(b.rate-b.drain)*dt, 0), b.capacity)
-	b.at = now
-}
-
-func (b *bucket) has(n float64) bool { return b.level+eps >= n }
-
-func (b *bucket) take(n float64) { b.level = max(b.level-n, 0) }
-
-func (b *bucket) remaining() int { return int(math.Floor(b.level + eps)) }
-
-// wait is how long until n points are there; never is returned when the
-// foreign drain eats every refill.
-func (b *bucket) wait(n float64, never time.Duration) time.Duration {
-	if b.has(n) {
-		return 0
-	}
-	net := b.rate - b.drain
-	if net <= 0 {
-		return never
-	}
-	return time.Duration(math.Ceil((n - b.level) / net * 1e9))
-}
-
-func (b *bucket) toFull(never time.Duration) time.Duration {
-	if b.level+eps >= b.capacity {
-		return 0
-	}
-	return b.wait(b.capacity, never)
-}
-
-// fixedWindow is a quota counted in fixed windows from the server's origin.
-type fixedWindow struct {
-	length time.Duration
-	idx    int64
-	used   int
-}
-
-func (w *fixedWindow) advance(origin, now time.Time) {
-	if i := int64(now.Sub(origin) / w.length); i != w.idx {
-		w.idx, w.used = i, 0
-	}
-}
-
-func (w *fixedWindow) resetsAt(origin time.Time) time.Time {
-	return origin.Add(time.Duration(w.idx+1) * w.length)
-}
-
 // demand is what a call takes from the levels.
 type demand struct {
 	points  float64
 	writes  int
 	deletes int
-	egress  bool // the call reads records
+	egress  bool        // the call reads records
+	extra   []extraTake // from enforced extra policies
 }
 
 // refusal is why a call is not admitted.
@@ -105,6 +36,7 @@ type refusal struct {
 	status   int
 	code     string
 	policy   string
+	part     string // the partition of a partitioned extra policy
 	detail   string
 	wait     time.Duration
 	resetsAt time.Time
@@ -121,40 +53,75 @@ var refusalDetails = map[string]string{
 	policyEgress:    "Das Kontingent gelesener Datensätze dieses Schlüssels ist verbraucht.",
 }
 
-// advance brings every level of k (and its principal and org) up to now.
-func (s *Server) advance(k *apiKey, now time.Time) {
-	for _, b := range []*bucket{k.bucket, k.write, k.del, k.share, k.principal.bucket, s.orgBucket} {
-		b.advance(now)
+// shapeOf is the shape of a built-in level: Limits.Shapes, else
+// Limits.Shape, else TokenBucket.
+func (l Limits) shapeOf(policy string) Shape {
+	if sh := l.Shapes[policy]; sh != "" {
+		return sh
 	}
-	k.deleteDay.advance(s.origin, now)
-	k.egress.advance(s.origin, now)
+	if l.Shape != "" {
+		return l.Shape
+	}
+	return TokenBucket
 }
 
-// admit checks every level that applies to d, all or nothing. A demand no
-// level could ever hold is refused with 400, never with 429.
-func (s *Server) admit(k *apiKey, now time.Time, d demand) *refusal {
-	lim := s.lim
-	never := lim.Window
-	type need struct {
-		policy string
-		b      *bucket
-		n      float64
+// keyFull is what a fresh key level holds: KeyCapacity for a token bucket,
+// KeyQuota for the window shapes.
+func (l Limits) keyFull() int {
+	if l.shapeOf(policyKey) == TokenBucket {
+		return l.KeyCapacity
 	}
-	needs := []need{{policyKey, k.bucket, d.points}}
+	return l.KeyQuota
+}
+
+// advance brings every level of k (and its principal and org) up to now.
+// Partitions of extra policies are brought up to date when they are used.
+func (s *Server) advance(k *apiKey, now time.Time) {
+	for _, l := range []limiter{k.key, k.write, k.del, k.share, k.principal.lim, s.org, k.deleteDay, k.egress} {
+		l.advance(now)
+	}
+}
+
+// need is one level a demand takes from.
+type need struct {
+	policy, part string
+	l            limiter
+	n            float64
+	never        time.Duration
+}
+
+// needs are the levels d takes from, built-in ones first in policy order,
+// then the enforced extra policies; advance first.
+func (s *Server) needs(k *apiKey, now time.Time, d demand) []need {
+	never := s.lim.Window
+	ns := []need{{policyKey, "", k.key, d.points, never}}
 	if d.writes > 0 {
-		needs = append(needs, need{policyWrite, k.write, float64(d.writes)})
+		ns = append(ns, need{policyWrite, "", k.write, float64(d.writes), never})
 	}
 	if d.deletes > 0 {
-		needs = append(needs, need{policyDelete, k.del, float64(d.deletes)})
+		ns = append(ns, need{policyDelete, "", k.del, float64(d.deletes), never})
 	}
-	needs = append(needs,
-		need{policyPrincipal, k.principal.bucket, d.points},
-		need{policyOrg, s.orgBucket, d.points},
-		need{policyOrg, k.share, d.points})
+	ns = append(ns,
+		need{policyPrincipal, "", k.principal.lim, d.points, never},
+		need{policyOrg, "", s.org, d.points, never},
+		need{policyOrg, "", k.share, d.points, never})
+	for _, t := range d.extra {
+		p := &s.extras[t.pol]
+		ns = append(ns, need{p.Name, t.part, s.extraLimiter(k, t.pol, t.part, now, false), t.n, p.Window})
+	}
+	return ns
+}
+
+// admit checks every level that applies to d, all or nothing; advance
+// first. A demand no level could ever hold is refused with 400, never with
+// 429. It changes nothing.
+func (s *Server) admit(k *apiKey, now time.Time, d demand) *refusal {
+	lim := s.lim
+	needs := s.needs(k, now, d)
 	for _, n := range needs {
-		if n.n > n.b.capacity+eps {
+		if n.n > n.l.full()+eps {
 			return &refusal{status: http.StatusBadRequest, code: codeBadRequest,
-				detail: fmt.Sprintf("Diese Anfrage braucht %g, die Grenze %q fasst höchstens %g; teile sie auf.", n.n, n.policy, n.b.capacity)}
+				detail: fmt.Sprintf("Diese Anfrage braucht %g, die Grenze %q fasst höchstens %g; teile sie auf.", n.n, n.policy, n.l.full())}
 		}
 	}
 	if d.deletes > lim.DeleteDayQuota {
@@ -168,12 +135,12 @@ func (s *Server) admit(k *apiKey, now time.Time, d demand) *refusal {
 			*cur = r
 		}
 	}
-	if d.deletes > 0 && k.deleteDay.used+d.deletes > lim.DeleteDayQuota {
-		at := k.deleteDay.resetsAt(s.origin)
+	if d.deletes > 0 && !k.deleteDay.has(float64(d.deletes)) {
+		at := k.deleteDay.resetsAt()
 		pick(&quota, &refusal{code: codeQuotaExhausted, policy: policyDeleteDay, wait: at.Sub(now), resetsAt: at})
 	}
-	if d.egress && k.egress.used >= lim.EgressQuota {
-		at := k.egress.resetsAt(s.origin)
+	if d.egress && k.egress.used+eps >= k.egress.quota {
+		at := k.egress.resetsAt()
 		pick(&quota, &refusal{code: codeQuotaExhausted, policy: policyEgress, wait: at.Sub(now), resetsAt: at})
 	}
 	if quota != nil {
@@ -185,15 +152,18 @@ func (s *Server) admit(k *apiKey, now time.Time, d demand) *refusal {
 		pick(&limited, &refusal{policy: policyParallel, wait: time.Duration(100+rand.IntN(900)) * time.Millisecond})
 	}
 	for _, n := range needs {
-		if !n.b.has(n.n) {
-			pick(&limited, &refusal{policy: n.policy, wait: n.b.wait(n.n, never)})
+		if !n.l.has(n.n) {
+			pick(&limited, &refusal{policy: n.policy, part: n.part, wait: n.l.wait(n.n, n.never)})
 		}
 	}
 	if limited != nil {
 		limited.status = http.StatusTooManyRequests
 		limited.code = codeRateLimited
 		limited.detail = refusalDetails[limited.policy]
-		if limited.policy == policyOrg && s.orgBucket.has(d.points) {
+		switch {
+		case limited.detail == "":
+			limited.detail = fmt.Sprintf("Die Grenze %q dieses Schlüssels ist erreicht.", limited.policy)
+		case limited.policy == policyOrg && s.org.has(d.points):
 			limited.detail = "Dieser Schlüssel hat seinen Anteil an der Grenze der Organisation ausgeschöpft."
 		}
 		return limited
@@ -201,14 +171,17 @@ func (s *Server) admit(k *apiKey, now time.Time, d demand) *refusal {
 	return nil
 }
 
-func (s *Server) charge(k *apiKey, d demand) {
-	k.bucket.take(d.points)
+func (s *Server) charge(k *apiKey, now time.Time, d demand) {
+	k.key.take(d.points)
 	k.write.take(float64(d.writes))
 	k.del.take(float64(d.deletes))
-	k.principal.bucket.take(d.points)
-	s.orgBucket.take(d.points)
+	k.principal.lim.take(d.points)
+	s.org.take(d.points)
 	k.share.take(d.points)
-	k.deleteDay.used += d.deletes
+	k.deleteDay.take(float64(d.deletes))
+	for _, t := range d.extra {
+		s.extraLimiter(k, t.pol, t.part, now, true).take(t.n)
+	}
 	k.parallel++
 }
 
@@ -261,63 +234,60 @@ func (s *Server) lockoutAnswer(c *call, k *apiKey) answer {
 		Detail:   fmt.Sprintf("Dieser Schlüssel ist nach zu vielen Absagen bis %s gesperrt.", k.lockedUntil.UTC().Format(time.RFC3339)),
 		Instance: c.path, RequestID: c.reqID,
 	}, left)
-	a.header.Set("RateLimit", rateLimitItem(policyKey, 0, left))
+	a.header.Set("RateLimit", s.formatRateLimit([]levelState{{name: policyKey, remaining: 0, reset: left}}))
 	return a
 }
 
 // levelState is one level as GET /v1/rate_limit and the RateLimit field
 // report it.
 type levelState struct {
-	name      string
-	quota     int
-	window    time.Duration // 0 for parallel
-	unit      string
-	remaining int
-	full      int // remaining when the level is full
-	reset     time.Duration
-	capacity  int // key only
+	name        string
+	quota       int
+	window      time.Duration // 0 for parallel
+	unit        string
+	remaining   int
+	full        int // remaining when the level is full
+	reset       time.Duration
+	capacity    int    // key only
+	pk          string // the partition of a partitioned extra policy
+	partitioned bool
 }
 
-// levels reports every level of k at now, in policy order; advance first.
+// levels reports every built-in level of k at now, in policy order; advance
+// first.
 func (s *Server) levels(k *apiKey, now time.Time) []levelState {
 	lim := s.lim
 	never := lim.Window
-	windowState := func(name, unit string, quota int, w *fixedWindow) levelState {
-		st := levelState{name: name, quota: quota, window: w.length, unit: unit, remaining: max(quota-w.used, 0), full: quota}
-		if w.used > 0 {
-			st.reset = w.resetsAt(s.origin).Sub(now)
-		}
-		return st
+	state := func(name, unit string, quota int, window time.Duration, l limiter) levelState {
+		return levelState{name: name, quota: quota, window: window, unit: unit, remaining: l.remaining(),
+			full: max(int(l.full()), 1), reset: l.reset(never)}
 	}
-	orgRemaining := min(s.orgBucket.remaining(), k.share.remaining())
+	key := state(policyKey, "points", lim.KeyQuota, lim.Window, k.key)
+	key.capacity = key.full
+	org := state(policyOrg, "points", lim.OrgQuota, lim.Window, k.share)
+	org.remaining = min(s.org.remaining(), k.share.remaining())
+	org.reset = max(s.org.reset(never), k.share.reset(never))
 	return []levelState{
-		{name: policyKey, quota: lim.KeyQuota, window: lim.Window, unit: "points", remaining: k.bucket.remaining(),
-			full: lim.KeyCapacity, reset: k.bucket.toFull(never), capacity: lim.KeyCapacity},
-		{name: policyWrite, quota: lim.WriteQuota, window: lim.Window, unit: "requests", remaining: k.write.remaining(),
-			full: lim.WriteQuota, reset: k.write.toFull(never)},
+		key,
+		state(policyWrite, "requests", lim.WriteQuota, lim.Window, k.write),
 		{name: policyParallel, quota: lim.Parallel, unit: "concurrent-requests", remaining: max(lim.Parallel-k.parallel, 0),
 			full: lim.Parallel},
-		{name: policyPrincipal, quota: lim.PrincipalQuota, window: lim.Window, unit: "points", remaining: k.principal.bucket.remaining(),
-			full: lim.PrincipalQuota, reset: k.principal.bucket.toFull(never)},
-		{name: policyOrg, quota: lim.OrgQuota, window: lim.Window, unit: "points", remaining: orgRemaining,
-			full: max(int(k.share.capacity), 1), reset: max(s.orgBucket.toFull(never), k.share.toFull(never))},
-		{name: policyDelete, quota: lim.DeleteQuota, window: lim.Window, unit: "requests", remaining: k.del.remaining(),
-			full: lim.DeleteQuota, reset: k.del.toFull(never)},
-		windowState(policyDeleteDay, "requests", lim.DeleteDayQuota, &k.deleteDay),
-		windowState(policyEgress, "records", lim.EgressQuota, &k.egress),
+		state(policyPrincipal, "points", lim.PrincipalQuota, lim.Window, k.principal.lim),
+		org,
+		state(policyDelete, "requests", lim.DeleteQuota, lim.Window, k.del),
+		state(policyDeleteDay, "requests", lim.DeleteDayQuota, lim.DayLength, k.deleteDay),
+		state(policyEgress, "records", lim.EgressQuota, lim.EgressWindow, k.egress),
 	}
 }
 
-// rateLimitField is the RateLimit field for a call of demand d: the level
-// that applies to d with the smallest remaining share of its full level.
-// parallel only competes when no slot is left.
-func (s *Server) rateLimitField(k *apiKey, now time.Time, d demand) string {
+// callStates are the levels that apply to a call of demand d: key,
+// principal and org, write, delete, delete-day and egress when the call
+// counts against them, parallel only when no slot is left, and the
+// partitions of the enforced extra policies that cover the call.
+func (s *Server) callStates(k *apiKey, now time.Time, d demand) []levelState {
 	s.advance(k, now)
-	var best *levelState
-	bestShare := math.Inf(1)
-	states := s.levels(k, now)
-	for i := range states {
-		st := &states[i]
+	var out []levelState
+	for _, st := range s.levels(k, now) {
 		switch st.name {
 		case policyWrite:
 			if d.writes == 0 {
@@ -336,35 +306,81 @@ func (s *Server) rateLimitField(k *apiKey, now time.Time, d demand) string {
 				continue
 			}
 		}
+		out = append(out, st)
+	}
+	for _, t := range d.extra {
+		out = append(out, s.extraState(k, t.pol, t.part, now))
+	}
+	return out
+}
+
+// narrowest is the index of the state with the smallest remaining share of
+// its full level; the first of equals.
+func narrowest(states []levelState) int {
+	best, bestShare := 0, math.Inf(1)
+	for i, st := range states {
 		if share := float64(st.remaining) / float64(max(st.full, 1)); share < bestShare {
-			best, bestShare = st, share
+			best, bestShare = i, share
 		}
 	}
-	return rateLimitItem(best.name, best.remaining, best.reset)
+	return best
 }
 
-// refusedField is the RateLimit field of a refusal: the refusing level.
-func (s *Server) refusedField(k *apiKey, now time.Time, r *refusal) string {
-	s.advance(k, now)
-	for _, st := range s.levels(k, now) {
-		if st.name == r.policy {
-			reset := st.reset
+// rateLimitField is the RateLimit field for a call of demand d: the level
+// that applies to d with the smallest remaining share of its full level.
+// With noisy headers a second level of the call may follow or precede it.
+func (s *Server) rateLimitField(k *apiKey, now time.Time, d demand) string {
+	states := s.callStates(k, now, d)
+	i := narrowest(states)
+	return s.formatRateLimit(s.withSecond(states, i))
+}
+
+// refusedField is the RateLimit field of a refusal of a call of demand d:
+// the refusing level first (with noisy headers, maybe with another level of
+// the call).
+func (s *Server) refusedField(k *apiKey, now time.Time, d demand, r *refusal) string {
+	states := s.callStates(k, now, d)
+	for i, st := range states {
+		if st.name == r.policy && st.pk == r.part {
 			if r.policy == policyParallel {
-				reset = r.wait
+				states[i].reset = r.wait
 			}
-			return rateLimitItem(st.name, st.remaining, reset)
+			return s.formatRateLimit(s.withSecond(states, i))
 		}
 	}
-	return rateLimitItem(policyKey, k.bucket.remaining(), k.bucket.toFull(s.lim.Window))
+	return s.formatRateLimit([]levelState{s.levels(k, now)[0]})
 }
 
-func rateLimitItem(name string, remaining int, reset time.Duration) string {
-	return fmt.Sprintf("%q;r=%d;t=%d", name, max(remaining, 0), ceilDiv(reset, time.Second))
+// rateLimitMembers are the members of a RateLimit field for states.
+func rateLimitMembers(states []levelState) []sfMember {
+	ms := make([]sfMember, len(states))
+	for i, st := range states {
+		m := sfMember{name: st.name, params: []sfParam{
+			{"r", strconv.Itoa(max(st.remaining, 0))},
+			{"t", strconv.FormatInt(ceilDiv(st.reset, time.Second), 10)},
+		}}
+		if st.partitioned {
+			m.params = append(m.params, pkParam(st.pk))
+		}
+		ms[i] = m
+	}
+	return ms
 }
 
-// policyField is the RateLimit-Policy field: every level with its quota,
-// window in whole seconds and unit ("requests" is the default and left out).
-func policyField(lim Limits) string {
+func (s *Server) formatRateLimit(states []levelState) string {
+	ms := rateLimitMembers(states)
+	if s.noise != nil {
+		return s.noise.rateLimit(ms)
+	}
+	return joinMembers(ms)
+}
+
+// policyMembers are the members of RateLimit-Policy: every level with its
+// quota, window in whole seconds and unit ("requests" is the default and
+// left out), then the announced extra policies (a partitioned one with the
+// partition of path).
+func (s *Server) policyMembers(path string) []sfMember {
+	lim := s.lim
 	type pol struct {
 		name   string
 		quota  int
@@ -381,19 +397,43 @@ func policyField(lim Limits) string {
 		{policyDeleteDay, lim.DeleteDayQuota, lim.DayLength, ""},
 		{policyEgress, lim.EgressQuota, lim.EgressWindow, "records"},
 	}
-	items := make([]string, len(pols))
-	for i, p := range pols {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%q;q=%d", p.name, p.quota)
-		if p.window > 0 {
-			b.WriteString(";w=" + strconv.FormatInt(windowSeconds(p.window), 10))
+	var ms []sfMember
+	add := func(name string, quota int, window time.Duration, unit string) *sfMember {
+		m := sfMember{name: name, params: []sfParam{{"q", strconv.Itoa(quota)}}}
+		if window > 0 {
+			m.params = append(m.params, sfParam{"w", strconv.FormatInt(windowSeconds(window), 10)})
 		}
-		if p.unit != "" {
-			fmt.Fprintf(&b, ";qu=%q", p.unit)
+		if unit != "" && unit != unitRequests {
+			m.params = append(m.params, sfParam{"qu", sfString(unit)})
 		}
-		items[i] = b.String()
+		ms = append(ms, m)
+		return &ms[len(ms)-1]
 	}
-	return strings.Join(items, ", ")
+	for _, p := range pols {
+		add(p.name, p.quota, p.window, p.unit)
+	}
+	for _, p := range s.extras {
+		if p.Hidden {
+			continue
+		}
+		m := add(p.Name, p.Quota, p.Window, p.Unit)
+		if p.Partitioned {
+			m.params = append(m.params, pkParam(path))
+		}
+	}
+	return ms
+}
+
+// policyField is the RateLimit-Policy field lines for an answer to a
+// request of path.
+func (s *Server) policyField(path string) []string {
+	if s.noise != nil {
+		return s.noise.policyLines(append(s.policyMembers(path), s.noise.fakes...))
+	}
+	if s.policyHeader != nil {
+		return s.policyHeader
+	}
+	return []string{joinMembers(s.policyMembers(path))}
 }
 
 func windowSeconds(w time.Duration) int64 { return max(ceilDiv(w, time.Second), 1) }

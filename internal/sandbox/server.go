@@ -3,11 +3,13 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +39,12 @@ const maxBody = 1 << 20
 
 // Limits are the levels of bodo-api.md. Zero (or negative) fields take the
 // value of DefaultLimits, so tests shrink only what they need.
+//
+// Shape and Shapes choose how the key, write, principal, org (the org
+// level and each key's share of it) and delete levels count; delete-day and
+// egress are always fixed windows. A token bucket holds its capacity
+// (KeyCapacity for key, the quota for the others); the window shapes hold
+// their quota, and KeyCapacity is then ignored.
 type Limits struct {
 	Window          time.Duration // the per-minute window of key, write, principal, org and delete
 	KeyQuota        int           // points per Window refilling the key bucket
@@ -55,6 +63,12 @@ type Limits struct {
 	LockoutWindow   time.Duration // the sliding window refusals are counted in
 	LockoutDuration time.Duration // how long a lockout lasts
 	ExportDuration  time.Duration // how long an export runs
+	// Shape is the shape of key, write, principal, org and delete; zero
+	// means TokenBucket.
+	Shape Shape
+	// Shapes overrides Shape per policy name ("key", "write",
+	// "principal", "org", "delete"); other names are ignored.
+	Shapes map[string]Shape
 }
 
 // DefaultLimits returns the limits of bodo-api.md.
@@ -111,14 +125,29 @@ func (l Limits) withDefaults() Limits {
 	orDur(&l.LockoutWindow, d.LockoutWindow)
 	orDur(&l.LockoutDuration, d.LockoutDuration)
 	orDur(&l.ExportDuration, d.ExportDuration)
+	if l.Shape == "" {
+		l.Shape = TokenBucket
+	}
+	if !l.Shape.valid() {
+		panic(fmt.Sprintf("sandbox: unknown limiter shape %q", l.Shape))
+	}
+	for name, sh := range l.Shapes {
+		if sh != "" && !sh.valid() {
+			panic(fmt.Sprintf("sandbox: unknown limiter shape %q for %q", sh, name))
+		}
+	}
 	return l
 }
 
 type config struct {
-	limits  Limits
-	faults  func(*http.Request) Fault
-	foreign float64
-	latency time.Duration
+	limits    Limits
+	faults    func(*http.Request) Fault
+	overload  func() Fault // consulted when faults injects no OVERLOADED answer
+	foreign   float64
+	latency   time.Duration
+	extras    []ExtraPolicy
+	noisy     bool
+	noiseSeed uint64
 }
 
 // Option configures New.
@@ -132,8 +161,11 @@ func WithLimits(l Limits) Option { return func(c *config) { c.limits = l } }
 func WithFaults(f func(r *http.Request) Fault) Option { return func(c *config) { c.faults = f } }
 
 // WithForeignLoad makes ForeignKey spend org points continuously at this
-// rate. It is accounted lazily, takes at most what the org bucket holds and
-// is bound by no other level.
+// rate. It is accounted lazily and bound by no other level. A token-bucket
+// org is drained at this rate (the drain takes at most what the bucket
+// holds); a window-shaped org counts rate × window points of it in every
+// window, as if the stream had always run, so that it leaves the other keys
+// quota − rate × window.
 func WithForeignLoad(pointsPerSecond float64) Option {
 	return func(c *config) { c.foreign = max(pointsPerSecond, 0) }
 }
@@ -152,40 +184,59 @@ type KeyStats struct {
 	InFlight       int            // requests inside the handler now, refused ones included
 	MaxInFlight    int            // the highest InFlight ever seen
 	Writes         int            // writes committed, replays not included
+	// EarlyRequests counts requests that arrived before a wait announced
+	// to the key was over (they are served as any other). An OVERLOADED
+	// answer, a lockout answer and a parallel refusal announce a wait for
+	// every request of the key; any other refusal one for the requests that
+	// take from the refusing level (and partition). A wait ends at the
+	// answer's time plus its retryAfterMs.
+	EarlyRequests int
+	// EarlyByPolicy counts the same by the wait a request came early for:
+	// the refusal's policy, or OVERLOADED. A request early for several
+	// counts once for each.
+	EarlyByPolicy map[string]int
 }
 
 // Server is the in-memory bodo API. Its zero value is not usable; call New.
 type Server struct {
 	cfg          config
 	lim          Limits
-	policyHeader string
+	extras       []ExtraPolicy // checked, defaults filled in
+	policyHeader []string      // RateLimit-Policy when it is the same for every answer
 	mux          *http.ServeMux
 	routes       map[string]*route // by ServeMux pattern
 	ids          ulids
 
-	mu        sync.Mutex
-	origin    time.Time // fixed windows count from here
-	keys      map[string]*apiKey
-	orgID     string
-	orgBucket *bucket
+	mu     sync.Mutex
+	origin time.Time // fixed windows count from here
+	keys   map[string]*apiKey
+	orgID  string
+	org    limiter
+	noise  *noise // nil unless WithNoisyHeaders
 	store
 }
 
 type principal struct {
 	id, kind, name string
-	bucket         *bucket
+	lim            limiter
 }
 
 type apiKey struct {
 	id        string
 	principal *principal
-	bucket    *bucket // key
-	write     *bucket
-	del       *bucket
-	share     *bucket // this key's share of the org
-	deleteDay fixedWindow
-	egress    fixedWindow
-	parallel  int // admitted calls in flight
+	key       limiter
+	write     limiter
+	del       limiter
+	share     limiter // this key's share of the org
+	deleteDay *fixedWindow
+	egress    *fixedWindow
+	extra     []map[string]limiter // per extra policy, by partition
+	parallel  int                  // admitted calls in flight
+
+	// Waits announced to the key, by policy: for every request, and for
+	// the requests that take from a level (by waitID).
+	waitAll   map[string]announced
+	waitLevel map[string]announced
 
 	lockedUntil time.Time
 	countFrom   time.Time // refusals before this do not count towards a lockout
@@ -209,31 +260,48 @@ func New(opts ...Option) *Server {
 	}
 	now := time.Now()
 	s := &Server{cfg: cfg, lim: cfg.limits.withDefaults(), origin: now.Truncate(time.Second)}
-	s.policyHeader = policyField(s.lim)
-	s.store = newStore()
 	lim := s.lim
+	s.extras = extraPolicies(cfg.extras, lim)
+	s.store = newStore()
 	s.orgID = "org_" + s.ids.next(now)
-	s.orgBucket = newBucket(float64(lim.OrgQuota), lim.OrgQuota, lim.Window, now)
-	s.orgBucket.drain = cfg.foreign
+	if cfg.noisy {
+		s.noise = newNoise(cfg.noiseSeed, func(name string) bool {
+			return slices.ContainsFunc(s.extras, func(p ExtraPolicy) bool { return p.Name == name })
+		})
+	}
+	if s.noise == nil && !slices.ContainsFunc(s.extras, func(p ExtraPolicy) bool { return p.Partitioned && !p.Hidden }) {
+		s.policyHeader = []string{joinMembers(s.policyMembers(""))}
+	}
+	level := func(policy string, quota, capacity float64, foreign float64) limiter {
+		return newLimiter(lim.shapeOf(policy), quota, capacity, lim.Window, s.origin, now, foreign)
+	}
+	s.org = level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), cfg.foreign)
 	newPrincipal := func(kind, name string) *principal {
 		return &principal{id: "prn_" + s.ids.next(now), kind: kind, name: name,
-			bucket: newBucket(float64(lim.PrincipalQuota), lim.PrincipalQuota, lim.Window, now)}
+			lim: level(policyPrincipal, float64(lim.PrincipalQuota), float64(lim.PrincipalQuota), 0)}
 	}
 	a := newPrincipal("user", "Erika Mustermann")
 	b := newPrincipal("service_account", "Sync-Dienst")
-	shareCap := lim.OrgKeyShare * float64(lim.OrgQuota)
+	share := lim.OrgKeyShare * float64(lim.OrgQuota)
 	newKey := func(p *principal) *apiKey {
 		k := &apiKey{
 			id: "key_" + s.ids.next(now), principal: p,
-			bucket:    newBucket(float64(lim.KeyCapacity), lim.KeyQuota, lim.Window, now),
-			write:     newBucket(float64(lim.WriteQuota), lim.WriteQuota, lim.Window, now),
-			del:       newBucket(float64(lim.DeleteQuota), lim.DeleteQuota, lim.Window, now),
-			share:     &bucket{level: shareCap, capacity: shareCap, rate: shareCap / lim.Window.Seconds(), at: now},
-			deleteDay: fixedWindow{length: lim.DayLength},
-			egress:    fixedWindow{length: lim.EgressWindow},
+			key:       level(policyKey, float64(lim.KeyQuota), float64(lim.KeyCapacity), 0),
+			write:     level(policyWrite, float64(lim.WriteQuota), float64(lim.WriteQuota), 0),
+			del:       level(policyDelete, float64(lim.DeleteQuota), float64(lim.DeleteQuota), 0),
+			share:     level(policyOrg, share, share, 0),
+			deleteDay: newFixedWindow(float64(lim.DeleteDayQuota), lim.DayLength, s.origin, now, 0),
+			egress:    newFixedWindow(float64(lim.EgressQuota), lim.EgressWindow, s.origin, now, 0),
+			extra:     make([]map[string]limiter, len(s.extras)),
+			waitAll:   map[string]announced{},
+			waitLevel: map[string]announced{},
 			idem:      map[string]*idemEntry{},
 		}
+		for i := range k.extra {
+			k.extra[i] = map[string]limiter{}
+		}
 		k.stats.Refusals = map[string]int{}
+		k.stats.EarlyByPolicy = map[string]int{}
 		return k
 	}
 	s.keys = map[string]*apiKey{TestKey: newKey(a), SecondKey: newKey(a), ForeignKey: newKey(b)}
@@ -247,10 +315,11 @@ func (s *Server) Stats(key string) KeyStats {
 	defer s.mu.Unlock()
 	k, ok := s.keys[key]
 	if !ok {
-		return KeyStats{Refusals: map[string]int{}}
+		return KeyStats{Refusals: map[string]int{}, EarlyByPolicy: map[string]int{}}
 	}
 	st := k.stats
 	st.Refusals = maps.Clone(k.stats.Refusals)
+	st.EarlyByPolicy = maps.Clone(k.stats.EarlyByPolicy)
 	return st
 }
 
@@ -272,6 +341,7 @@ type exchange struct {
 	ans      answer
 	admitted bool
 	idem     *idemEntry // reserved for this request, completed after the answer
+	policy   []string   // the RateLimit-Policy field lines
 }
 
 // ServeHTTP serves the bodo API.
@@ -281,6 +351,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var fault Fault
 	if s.cfg.faults != nil {
 		fault = s.cfg.faults(r)
+	}
+	if fault.Overloaded == 0 && s.cfg.overload != nil {
+		if o := s.cfg.overload(); o.Overloaded != 0 {
+			fault.Overloaded, fault.RetryAfter, fault.HintInBodyOnly = o.Overloaded, o.RetryAfter, o.HintInBodyOnly
+		}
 	}
 	body, bodyErr := readBody(r)
 
@@ -292,6 +367,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		k.stats.MaxInFlight = max(k.stats.MaxInFlight, k.stats.InFlight)
 	}
 	x := s.decide(r, k, body, bodyErr, fault, reqID)
+	x.policy = s.policyField(r.URL.Path)
 	s.mu.Unlock()
 
 	if d := max(s.cfg.latency, fault.Delay); d > 0 {
@@ -324,7 +400,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("Request-Id", reqID)
 	h.Set("Bodo-Version", APIVersion)
-	h.Set("RateLimit-Policy", s.policyHeader)
+	h[http.CanonicalHeaderKey("RateLimit-Policy")] = slices.Clone(x.policy)
 	if x.ans.status != http.StatusNoContent && x.ans.status != http.StatusNotModified {
 		h.Set("Content-Length", itoa(len(x.ans.body)))
 	}
@@ -345,12 +421,35 @@ func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, 
 		if k != nil {
 			a.header.Set("RateLimit", s.rateLimitField(k, now, d))
 		} else {
-			a.header.Set("RateLimit", rateLimitItem(policyKey, s.lim.KeyCapacity, 0))
+			a.header.Set("RateLimit", s.formatRateLimit([]levelState{{name: policyKey, remaining: s.lim.keyFull()}}))
 		}
 		return a
 	}
 
+	// What the request would take is worked out first (it changes
+	// nothing), so that a request that comes early is counted whatever it
+	// is answered.
+	var (
+		rt      *route
+		d       demand
+		pre     *answer
+		idemKey string
+		fp      string
+		parts   []batchPart
+	)
+	if k != nil {
+		if rt = s.lookup(r.Method, r.URL); rt != nil {
+			d, pre, idemKey, fp, parts = s.plan(c, rt, bodyErr)
+			d = s.withExtra(d, c, rt.op)
+		}
+		s.noteEarly(k, now, rt != nil, d)
+	}
+
 	if fault.Overloaded != 0 {
+		wait := overloadWait(fault)
+		if k != nil {
+			k.announce(waitAll(codeOverloaded), now, s.cfg.latency, wait)
+		}
 		return exchange{ans: withField(overloadedAnswer(c, fault), base)}
 	}
 	if k == nil {
@@ -361,25 +460,29 @@ func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, 
 	}
 	if now.Before(k.lockedUntil) {
 		s.noteRefusal(k, now, true)
+		k.announce(waitAll(policyLockout), now, s.cfg.latency, k.lockedUntil.Sub(now))
 		return exchange{ans: s.lockoutAnswer(c, k)}
 	}
-	rt := s.lookup(r.Method, r.URL)
 	if rt == nil {
 		return exchange{ans: withField(c.notFound(), base)}
 	}
 
-	d, pre, idemKey, fp, parts := s.plan(c, rt, bodyErr)
 	s.advance(k, now)
 	if ref := s.admit(k, now, d); ref != nil {
 		a := s.refusalAnswer(c, ref)
 		if ref.status != http.StatusTooManyRequests {
 			return exchange{ans: withField(a, d)}
 		}
-		a.header.Set("RateLimit", s.refusedField(k, now, ref))
+		a.header.Set("RateLimit", s.refusedField(k, now, d, ref))
 		s.noteRefusal(k, now, false)
+		if ref.policy == policyParallel {
+			k.announce(waitAll(policyParallel), now, s.cfg.latency, ref.wait)
+		} else {
+			k.announce(waitID(ref.policy, ref.part), now, s.cfg.latency, ref.wait)
+		}
 		return exchange{ans: a}
 	}
-	s.charge(k, d)
+	s.charge(k, now, d)
 	k.stats.PointsAccepted += int(d.points)
 	x := exchange{admitted: true}
 	switch {
@@ -397,7 +500,7 @@ func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, 
 			x.ans = s.dispatch(c, r.URL)
 		}
 	}
-	k.egress.used += x.ans.records
+	k.egress.take(float64(x.ans.records))
 	k.stats.Writes += x.ans.writes
 	x.ans = withField(x.ans, d)
 	return x
@@ -439,6 +542,13 @@ func (s *Server) plan(c *call, rt *route, bodyErr error) (d demand, pre *answer,
 		d = s.batchDemand(c.key, c.now, parts)
 	}
 	return d, nil, idemKey, fp, parts
+}
+
+// withExtra adds what the call c of op takes from the enforced extra
+// policies to d (a batch's parts were added by batchDemand).
+func (s *Server) withExtra(d demand, c *call, op *ops.Operation) demand {
+	s.extraTakes(&d, op, c.query.Get, c.path, d.points)
+	return d
 }
 
 // recordReads are the operations whose answers count records against the

@@ -1,0 +1,97 @@
+package sandbox
+
+import "time"
+
+// waitAll names a wait announced for every request of a key.
+func waitAll(policy string) waitKey { return waitKey{all: true, policy: policy} }
+
+// waitID names a wait announced for the requests that take from a level
+// (and, for a partitioned extra policy, from a partition of it).
+func waitID(policy, part string) waitKey { return waitKey{policy: policy, part: part} }
+
+type waitKey struct {
+	all          bool
+	policy, part string
+}
+
+func (w waitKey) id() string { return w.policy + "\x00" + w.part }
+
+// announced is a wait an answer asked for: it binds the requests that
+// arrive from when the answer reached the client (from) until it is over
+// (end). A request already on its way when the answer left is not early: no
+// client could have held it.
+type announced struct{ from, end time.Time }
+
+// announce notes that an answer to k, delivered latency after now, asked it
+// to wait: until now plus the wait rounded up to a millisecond, the
+// answer's retryAfterMs.
+func (k *apiKey) announce(w waitKey, now time.Time, latency, wait time.Duration) {
+	end := now.Add(time.Duration(ceilDiv(wait, time.Millisecond)) * time.Millisecond)
+	m, id := k.waitLevel, w.id()
+	if w.all {
+		m, id = k.waitAll, w.policy
+	}
+	if cur, ok := m[id]; !ok || end.After(cur.end) {
+		from := now.Add(latency)
+		if ok && now.Before(cur.end) && cur.from.Before(from) {
+			from = cur.from
+		}
+		m[id] = announced{from: from, end: end}
+	}
+}
+
+// noteEarly counts a request of k that arrives at now before a wait
+// announced to k is over: one for every request, or, when the request was
+// routed (d is what it takes), one for a level d takes from. Waits that
+// are over are forgotten.
+func (s *Server) noteEarly(k *apiKey, now time.Time, routed bool, d demand) {
+	var early []string
+	for policy, w := range k.waitAll {
+		switch {
+		case !now.Before(w.end):
+			delete(k.waitAll, policy)
+		case !now.Before(w.from):
+			early = append(early, policy)
+		}
+	}
+	if routed && len(k.waitLevel) > 0 {
+		for id, w := range k.waitLevel {
+			if !now.Before(w.end) {
+				delete(k.waitLevel, id)
+			}
+		}
+		for _, w := range s.takesFrom(d) {
+			if a, ok := k.waitLevel[w.id()]; ok && !now.Before(a.from) {
+				early = append(early, w.policy)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, policy := range early {
+		if !seen[policy] {
+			seen[policy] = true
+			k.stats.EarlyByPolicy[policy]++
+		}
+	}
+	if len(early) > 0 {
+		k.stats.EarlyRequests++
+	}
+}
+
+// takesFrom are the levels a call of demand d takes from, parallel aside.
+func (s *Server) takesFrom(d demand) []waitKey {
+	ws := []waitKey{waitID(policyKey, ""), waitID(policyPrincipal, ""), waitID(policyOrg, "")}
+	if d.writes > 0 {
+		ws = append(ws, waitID(policyWrite, ""))
+	}
+	if d.deletes > 0 {
+		ws = append(ws, waitID(policyDelete, ""), waitID(policyDeleteDay, ""))
+	}
+	if d.egress {
+		ws = append(ws, waitID(policyEgress, ""))
+	}
+	for _, t := range d.extra {
+		ws = append(ws, waitID(s.extras[t.pol].Name, t.part))
+	}
+	return ws
+}

@@ -1,0 +1,151 @@
+package sandbox
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Profile is a server that differs from the documented one where
+// bodo-api.md leaves room: other plans, other limiter shapes, noisier
+// headers, policies of its own, overload, another key eating the org.
+type Profile struct {
+	Name    string   // short and lower case, e.g. "sliding-log"
+	Summary string   // one line on what differs from "documented"
+	Limits  Limits   // given to WithLimits
+	Options []Option // applied after WithLimits
+	Foreign float64  // WithForeignLoad's rate in points per second; 0 for none
+}
+
+// The seeds of the profiles that draw pseudo-random numbers.
+const (
+	noisySeed    = 20261101
+	overloadSeed = 20261102
+)
+
+// bigPlan is the limits of the "big-plan" profile.
+func bigPlan() Limits {
+	return Limits{Window: time.Minute, KeyQuota: 600, KeyCapacity: 1200, WriteQuota: 120, PrincipalQuota: 2400,
+		OrgQuota: 6000, DeleteQuota: 20, DeleteDayQuota: 1000, EgressQuota: 20000}
+}
+
+// Profiles returns the named server profiles, a fresh slice on every call.
+// The levels of each are chosen so that, for the workload of
+// internal/agents (about 4 points a call, 40 % writes, 4 % deletes, 1.4
+// records read and 10 % searches), the key level binds (the org for
+// "foreign-90"): every other level allows at least 1.3 times what the
+// profile's Allowance implies for the mix over runs of 1 to 60 minutes.
+//
+//	documented     the limits of bodo-api.md (DefaultLimits)
+//	small-plan     key 150 points/min, capacity 300; write 30/min, principal 600, org 1500,
+//	               delete 5/min, delete-day 150, egress 5,000 records/h
+//	big-plan       key 600 points/min, capacity 1200; write 120/min, principal 2400, org 6000,
+//	               delete 20/min, delete-day 1000, egress 20,000 records/h
+//	sliding-log    documented quotas; key, write, principal, org and delete are sliding logs
+//	fixed-window   documented quotas; key, write, principal, org and delete are fixed windows
+//	noisy-headers  documented limits, WithNoisyHeaders, and two announced policies that are not
+//	               enforced: "bodo-burst" (20 points/s) and "bodo-money" (100 pay or refund calls/min)
+//	search-policy  documented limits and the enforced "bodo-search": 30 requests per 60 s, a
+//	               sliding log, over listContacts and countContacts when q is given
+//	overloaded     documented limits; 5 % of requests answer 503 OVERLOADED with retryAfterMs
+//	               of 300 ms to 3 s in the body and no Retry-After
+//	foreign-90     the big plan's key, write, principal, delete and egress levels with the
+//	               documented org (3000/min); ForeignKey takes 90 % of the org (45 points/s),
+//	               leaving 5 points/s
+func Profiles() []Profile {
+	def := DefaultLimits()
+	withShape := func(sh Shape) Limits {
+		l := DefaultLimits()
+		l.Shape = sh
+		return l
+	}
+	foreign := bigPlan()
+	foreign.OrgQuota = def.OrgQuota
+	return []Profile{
+		{Name: "documented", Summary: "the limits of bodo-api.md", Limits: def},
+		{Name: "small-plan", Summary: "a smaller plan: key 150 points/min, capacity 300, the other quotas halved",
+			Limits: Limits{Window: time.Minute, KeyQuota: 150, KeyCapacity: 300, WriteQuota: 30, PrincipalQuota: 600,
+				OrgQuota: 1500, DeleteQuota: 5, DeleteDayQuota: 150, EgressQuota: 5000}},
+		{Name: "big-plan", Summary: "a bigger plan: key 600 points/min, capacity 1200, other levels doubled or more",
+			Limits: bigPlan()},
+		{Name: "sliding-log", Summary: "every per-minute level is a sliding log", Limits: withShape(SlidingLog)},
+		{Name: "fixed-window", Summary: "every per-minute level is a fixed window", Limits: withShape(FixedWindow)},
+		{Name: "noisy-headers", Summary: "legal but varying rate-limit headers and announced policies that are not enforced",
+			Limits: def, Options: []Option{
+				WithNoisyHeaders(noisySeed),
+				WithExtraPolicies(
+					ExtraPolicy{Name: "bodo-burst", Quota: 20, Window: time.Second, Unit: unitPoints},
+					ExtraPolicy{Name: "bodo-money", Quota: 100, Window: time.Minute, Operations: []string{"payInvoice", "refundInvoice"}},
+				),
+			}},
+		{Name: "search-policy", Summary: `an enforced "bodo-search" policy: 30 searches per 60 s`,
+			Limits: def, Options: []Option{WithExtraPolicies(ExtraPolicy{
+				Name: "bodo-search", Quota: 30, Window: time.Minute, Unit: unitRequests, Shape: SlidingLog, Enforced: true,
+				Operations: []string{"listContacts", "countContacts"}, Query: "q",
+			})}},
+		{Name: "overloaded", Summary: "5 % of requests are 503 OVERLOADED with the wait only in the body",
+			Limits: def, Options: []Option{randomOverload(0.05, 300*time.Millisecond, 3*time.Second, overloadSeed)}},
+		{Name: "foreign-90", Summary: "another key of the org takes 90 % of the org's quota",
+			Limits: foreign, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds()},
+	}
+}
+
+// ProfileByName returns the profile of Profiles named name.
+func ProfileByName(name string) (Profile, bool) {
+	ps := Profiles()
+	if i := slices.IndexFunc(ps, func(p Profile) bool { return p.Name == name }); i >= 0 {
+		return ps[i], true
+	}
+	return Profile{}, false
+}
+
+// New returns a sandbox playing the profile: WithLimits(p.Limits), then
+// p.Options, then WithForeignLoad(p.Foreign) when it is positive, then
+// extra.
+func (p Profile) New(extra ...Option) *Server {
+	opts := make([]Option, 0, 2+len(p.Options)+len(extra))
+	opts = append(opts, WithLimits(p.Limits))
+	opts = append(opts, p.Options...)
+	if p.Foreign > 0 {
+		opts = append(opts, WithForeignLoad(p.Foreign))
+	}
+	return New(append(opts, extra...)...)
+}
+
+// Allowance is the points one key (TestKey) may have accepted over a run
+// of length d that starts with the server, as the profile's key level
+// allows: for a token bucket its capacity plus its quota over d; for a
+// fixed window the quota times the windows that start within d; for a
+// sliding log or sliding-window counter the quota times ceil(d/window)
+// (windows counted as if the server started on a whole second, as it does
+// in a synctest bubble). When Foreign is positive it is the lesser of that
+// and what the org leaves: for a token-bucket org its capacity plus its
+// refill less the foreign load over d, for a window-shaped org the quota
+// less the foreign load of a window, times the windows.
+func (p Profile) Allowance(d time.Duration) int {
+	lim := p.Limits.withDefaults()
+	key := levelAllowance(lim.shapeOf(policyKey), float64(lim.KeyQuota), float64(lim.KeyCapacity), lim.Window, d)
+	if p.Foreign > 0 {
+		org := float64(lim.OrgQuota)
+		if lim.shapeOf(policyOrg) == TokenBucket {
+			org += (org/lim.Window.Seconds() - p.Foreign) * d.Seconds()
+		} else {
+			org = max(org-p.Foreign*lim.Window.Seconds(), 0) * float64(windowsWithin(d, lim.Window))
+		}
+		key = min(key, max(org, 0))
+	}
+	return int(math.Floor(key + 1e-6))
+}
+
+// levelAllowance is what a level of the shape lets through over a run of
+// d that starts with it.
+func levelAllowance(sh Shape, quota, capacity float64, window, d time.Duration) float64 {
+	if sh == TokenBucket || sh == "" {
+		return capacity + quota*d.Seconds()/window.Seconds()
+	}
+	return quota * float64(windowsWithin(d, window))
+}
+
+// windowsWithin is how many windows of length w start within d of the
+// first one's start.
+func windowsWithin(d, w time.Duration) int64 { return ceilDiv(d, w) }

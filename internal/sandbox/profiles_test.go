@@ -1,0 +1,255 @@
+package sandbox
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/bodo-app/bodo-go/internal/ops"
+	"github.com/dunglas/httpsfv"
+)
+
+func TestProfilesServe(t *testing.T) {
+	var names []string
+	for _, p := range Profiles() {
+		names = append(names, p.Name)
+		if p.Summary == "" {
+			t.Errorf("%s has no summary", p.Name)
+		}
+		if got, ok := ProfileByName(p.Name); !ok || got.Name != p.Name {
+			t.Errorf("ProfileByName(%q)", p.Name)
+		}
+		t.Run(p.Name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newTester(t, p.New())
+				r := c.do("GET", "/v1/me", nil)
+				for r.status == http.StatusServiceUnavailable { // the overloaded profile
+					r = c.do("GET", "/v1/me", nil)
+				}
+				r.want(t, http.StatusOK)
+				pol, err := httpsfv.UnmarshalList(r.header.Values("RateLimit-Policy"))
+				if err != nil {
+					t.Fatalf("RateLimit-Policy %q: %v", r.header.Values("RateLimit-Policy"), err)
+				}
+				lim := p.Limits.withDefaults()
+				for _, m := range pol {
+					if it := m.(httpsfv.Item); it.Value == "key" {
+						if q, _ := it.Params.Get("q"); q != int64(lim.KeyQuota) {
+							t.Errorf("key q=%v, want %d", q, lim.KeyQuota)
+						}
+					}
+				}
+				if _, err := httpsfv.UnmarshalList(r.header.Values("RateLimit")); err != nil {
+					t.Errorf("RateLimit %q: %v", r.header.Values("RateLimit"), err)
+				}
+			})
+		})
+	}
+	for _, want := range []string{"documented", "small-plan", "big-plan", "sliding-log", "fixed-window", "noisy-headers",
+		"search-policy", "overloaded", "foreign-90"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("no profile %q", want)
+		}
+	}
+	if _, ok := ProfileByName("nope"); ok {
+		t.Error("ProfileByName found nope")
+	}
+}
+
+func TestProfileAllowance(t *testing.T) {
+	for _, tc := range []struct {
+		profile string
+		d       time.Duration
+		want    int
+	}{
+		{"documented", time.Hour, 600 + 300*60},
+		{"documented", 90 * time.Second, 600 + 450},
+		{"small-plan", time.Hour, 300 + 150*60},
+		{"big-plan", 10 * time.Minute, 1200 + 6000},
+		{"sliding-log", 90 * time.Second, 600},
+		{"fixed-window", time.Hour, 300 * 60},
+		{"fixed-window", time.Minute + time.Millisecond, 600},
+		{"foreign-90", time.Minute, 1200 + 600},        // the key binds at first
+		{"foreign-90", time.Hour, 3000 + (50-45)*3600}, // then the org
+	} {
+		p, _ := ProfileByName(tc.profile)
+		if got := p.Allowance(tc.d); got != tc.want {
+			t.Errorf("%s.Allowance(%v) = %d, want %d", tc.profile, tc.d, got, tc.want)
+		}
+	}
+	p := Profile{Limits: Limits{Shape: SlidingLog}, Foreign: 25}
+	if got := p.Allowance(2 * time.Minute); got != 600 {
+		t.Errorf("a sliding-log org with half its quota foreign: %d, want min(600, 1500×2)", got)
+	}
+	p.Foreign = 45
+	if got := p.Allowance(2 * time.Minute); got != 600 {
+		t.Errorf("a sliding-log org with 90 %% foreign: %d, want 300×2", got)
+	}
+}
+
+// TestProfilesAllowanceIsWhatAGreedyKeyGets: a key that calls whenever
+// WouldAccept says yes gets its Allowance, never more.
+func TestProfilesAllowanceIsWhatAGreedyKeyGets(t *testing.T) {
+	const d = 20 * time.Minute
+	for _, p := range Profiles() {
+		t.Run(p.Name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := p.New()
+				c := newTester(t, s)
+				end := time.Now().Add(d)
+				for time.Now().Before(end) {
+					for s.WouldAccept(TestKey, "getMe", nil) {
+						if r := c.do("GET", "/v1/me", nil); r.status != http.StatusOK {
+							r.wantProblem(t, http.StatusServiceUnavailable, codeOverloaded)
+							break
+						}
+					}
+					time.Sleep(time.Second)
+				}
+				got, want := s.Stats(TestKey).PointsAccepted, p.Allowance(d)
+				if got > want || float64(got) < 0.99*float64(want) {
+					t.Errorf("a greedy key got %d points in %v, Allowance says %d", got, d, want)
+				}
+			})
+		})
+	}
+}
+
+// benchmarkMix mirrors Mix of internal/agents: the share of each kind of
+// call, its operation, whether it searches (q) and the records it reads.
+var benchmarkMix = []struct {
+	share   float64
+	op      string
+	q       bool
+	records float64
+}{
+	{0.30, "getContact", false, 1},
+	{0.10, "listContacts", false, 5},
+	{0.10, "listContacts", true, 5},
+	{0.10, "countContacts", false, 1},
+	{0.12, "createContact", false, 0},
+	{0.08, "updateContact", false, 0},
+	{0.04, "deleteContact", false, 0},
+	{0.08, "createInvoice", false, 0},
+	{0.08, "payInvoice", false, 0},
+}
+
+// TestProfilesKeyLevelBinds: for the benchmark mix, every level other than
+// the key (and the org for foreign-90) allows at least 1.3 times what the
+// profile's Allowance implies, over runs of 1, 10 and 60 minutes.
+func TestProfilesKeyLevelBinds(t *testing.T) {
+	const margin = 1.3
+	var points, writes, deletes, records float64
+	for _, m := range benchmarkMix {
+		op, _ := ops.ByID(m.op)
+		q := url.Values{}
+		if m.q {
+			q.Set("q", "agent-01")
+		}
+		d := opDemand(op, q.Get)
+		points += m.share * d.points
+		writes += m.share * float64(d.writes)
+		deletes += m.share * float64(d.deletes)
+		records += m.share * m.records
+	}
+	if points < 3.9 || points > 4.1 || writes != 0.4 || deletes != 0.04 || records < 1.39 || records > 1.41 {
+		t.Fatalf("the mix is %.2f points, %.2f writes, %.2f deletes, %.2f records a call", points, writes, deletes, records)
+	}
+	for _, p := range Profiles() {
+		s := p.New()
+		lim := s.lim
+		for _, d := range []time.Duration{time.Minute, 10 * time.Minute, time.Hour} {
+			allowed := float64(p.Allowance(d))
+			calls := allowed / points
+			level := func(name string, quota, capacity float64, window time.Duration, sh Shape, need float64) {
+				if got := levelAllowance(sh, quota, capacity, window, d); got < margin*need {
+					t.Errorf("%s over %v: %s allows %.0f, the mix needs %.0f (×%.1f)", p.Name, d, name, got, need, margin)
+				}
+			}
+			level("write", float64(lim.WriteQuota), float64(lim.WriteQuota), lim.Window, lim.shapeOf(policyWrite), calls*writes)
+			level("delete", float64(lim.DeleteQuota), float64(lim.DeleteQuota), lim.Window, lim.shapeOf(policyDelete), calls*deletes)
+			level("delete-day", float64(lim.DeleteDayQuota), 0, lim.DayLength, FixedWindow, calls*deletes)
+			level("egress", float64(lim.EgressQuota), 0, lim.EgressWindow, FixedWindow, calls*records)
+			level("principal", float64(lim.PrincipalQuota), float64(lim.PrincipalQuota), lim.Window, lim.shapeOf(policyPrincipal), allowed)
+			share := lim.OrgKeyShare * float64(lim.OrgQuota)
+			level("org share", share, share, lim.Window, lim.shapeOf(policyOrg), allowed)
+			if p.Foreign == 0 {
+				level("org", float64(lim.OrgQuota), float64(lim.OrgQuota), lim.Window, lim.shapeOf(policyOrg), allowed)
+			}
+			for i := range s.extras {
+				x := &s.extras[i]
+				if !x.Enforced {
+					continue
+				}
+				var need float64
+				for _, m := range benchmarkMix {
+					op, _ := ops.ByID(m.op)
+					query := func(string) string { return map[bool]string{true: "agent-01"}[m.q] }
+					if x.covers(op, query) {
+						n := 1.0
+						if x.Unit == unitPoints {
+							n = float64(op.CostFor(query))
+						}
+						need += calls * m.share * n
+					}
+				}
+				if need == 0 {
+					t.Errorf("%s: %s covers nothing of the mix", p.Name, x.Name)
+				}
+				level(x.Name, float64(x.Quota), float64(x.Quota), x.Window, x.Shape, need)
+			}
+		}
+		if p.Foreign > 0 {
+			key := Profile{Limits: p.Limits}
+			if p.Allowance(time.Hour) >= key.Allowance(time.Hour) {
+				t.Errorf("%s: over an hour the org does not bind: %d, the key alone %d", p.Name, p.Allowance(time.Hour), key.Allowance(time.Hour))
+			}
+		}
+	}
+}
+
+func TestOverloadedProfile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := ProfileByName("overloaded")
+		var seqs [2][]int
+		for i := range seqs {
+			s := p.New(WithLimits(Limits{KeyQuota: 1 << 20, KeyCapacity: 1 << 20, PrincipalQuota: 1 << 20, OrgQuota: 1 << 21}))
+			c := newTester(t, s)
+			for range 2000 {
+				r := c.do("GET", "/v1/me", nil)
+				seqs[i] = append(seqs[i], r.status)
+				if r.status == http.StatusOK {
+					continue
+				}
+				pr := r.wantProblem(t, http.StatusServiceUnavailable, codeOverloaded)
+				if ms, _ := pr["retryAfterMs"].(float64); ms < 300 || ms > 3000 || r.header.Values("Retry-After") != nil {
+					t.Fatalf("retryAfterMs %v, Retry-After %q", pr["retryAfterMs"], r.header.Values("Retry-After"))
+				}
+			}
+			if n := s.Stats(TestKey).Refusals[codeOverloaded]; n < 60 || n > 140 {
+				t.Errorf("%d of 2000 requests overloaded, want about 5 %%", n)
+			}
+		}
+		if !slices.Equal(seqs[0], seqs[1]) {
+			t.Error("two servers of the profile overload different requests")
+		}
+	})
+}
+
+func TestSearchPolicyProfile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := ProfileByName("search-policy")
+		c := newTester(t, p.New())
+		time.Sleep(10 * time.Second)
+		for range 30 {
+			c.do("GET", "/v1/contacts?q=x", nil).want(t, http.StatusOK)
+		}
+		wantWait(t, c.do("GET", "/v1/contacts/count?q=x", nil), "bodo-search", 60000)
+		c.do("GET", "/v1/contacts/count", nil).want(t, http.StatusOK)
+		time.Sleep(time.Minute)
+		c.do("GET", "/v1/contacts/count?q=x", nil).want(t, http.StatusOK)
+	})
+}

@@ -1,0 +1,215 @@
+package sandbox
+
+import (
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// wantRL checks the RateLimit field of r: one member, name, r and t.
+func wantRL(t *testing.T, r *reply, name string, rem, reset int64) {
+	t.Helper()
+	if n, got, gotT := r.rateLimit(t); n != name || got != rem || gotT != reset {
+		t.Errorf("RateLimit %s r=%d t=%d, want %s r=%d t=%d", n, got, gotT, name, rem, reset)
+	}
+}
+
+// wantWait checks that r is refused by policy with retryAfterMs ms.
+func wantWait(t *testing.T, r *reply, policy string, ms int64) {
+	t.Helper()
+	if _, got := r.wantRefusal(t, codeRateLimited, policy); got != ms {
+		t.Errorf("retryAfterMs %d, want %d", got, ms)
+	}
+}
+
+func TestShapeTokenBucketCapacityNotTwiceTheQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTester(t, New(WithLimits(Limits{KeyQuota: 60, KeyCapacity: 5, Shape: TokenBucket})))
+		var last *reply
+		for range 5 {
+			last = c.do("GET", "/v1/me", nil).want(t, http.StatusOK)
+		}
+		wantRL(t, last, "key", 0, 5)
+		wantWait(t, c.do("GET", "/v1/me", nil), "key", 1000)
+		time.Sleep(999 * time.Millisecond)
+		wantWait(t, c.do("GET", "/v1/me", nil), "key", 1)
+		time.Sleep(time.Millisecond)
+		wantRL(t, c.do("GET", "/v1/me", nil).want(t, http.StatusOK), "key", 0, 5)
+	})
+}
+
+func TestShapeFixedWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTester(t, New(WithLimits(Limits{KeyQuota: 10, Shape: FixedWindow})))
+		var st rateLimitJSON
+		c.do("GET", "/v1/rate_limit", nil).want(t, http.StatusOK).decode(t, &st)
+		if k, w := st.Policies[0], st.Policies[1]; k.Remaining != 9 || k.ResetSeconds != 60 || *k.Capacity != 10 ||
+			w.Remaining != 60 || w.ResetSeconds != 0 {
+			t.Errorf("key %+v, write %+v: want r=9 t=60 capacity 10, and an unused window with t=0", k, w)
+		}
+		time.Sleep(20 * time.Second)
+		wantRL(t, c.do("GET", "/v1/me", nil).want(t, http.StatusOK), "key", 8, 40)
+		var last *reply
+		for range 8 {
+			last = c.do("GET", "/v1/me", nil).want(t, http.StatusOK)
+		}
+		wantRL(t, last, "key", 0, 40)
+		r := c.do("GET", "/v1/me", nil)
+		wantWait(t, r, "key", 40000)
+		wantRL(t, r, "key", 0, 40)
+		time.Sleep(40*time.Second - time.Millisecond)
+		wantWait(t, c.do("GET", "/v1/me", nil), "key", 1)
+		time.Sleep(time.Millisecond)
+		wantRL(t, c.do("GET", "/v1/contacts", nil).want(t, http.StatusOK), "key", 8, 60)
+	})
+}
+
+func TestShapeSlidingLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTester(t, New(WithLimits(Limits{KeyQuota: 10, KeyCapacity: 1000, Shapes: map[string]Shape{policyKey: SlidingLog}})))
+		r := c.do("GET", "/v1/me", nil).want(t, http.StatusOK) // 1 unit at 0s
+		wantRL(t, r, "key", 9, 60)
+		time.Sleep(10 * time.Second)
+		c.do("GET", "/v1/me", nil).want(t, http.StatusOK) // 1 unit at 10s
+		time.Sleep(10 * time.Second)
+		var last *reply
+		for range 8 { // 8 units at 20s
+			last = c.do("GET", "/v1/me", nil).want(t, http.StatusOK)
+		}
+		wantRL(t, last, "key", 0, 40) // the unit of 0s leaves at 60s
+		r = c.do("GET", "/v1/me", nil)
+		wantWait(t, r, "key", 40000)
+		wantRL(t, r, "key", 0, 40)
+		wantWait(t, c.do("GET", "/v1/contacts", nil), "key", 50000) // 2 points: the unit of 10s must leave too
+		time.Sleep(40*time.Second - time.Millisecond)
+		wantWait(t, c.do("GET", "/v1/me", nil), "key", 1)
+		time.Sleep(time.Millisecond)
+		wantRL(t, c.do("GET", "/v1/me", nil).want(t, http.StatusOK), "key", 0, 10) // at 60s; next out: 10s's at 70s
+		// 2 points at 60s: counted are 10s (1), 20s (8), 60s (1); the 20s units leave at 80s.
+		wantWait(t, c.do("GET", "/v1/contacts", nil), "key", 20000)
+		time.Sleep(20*time.Second - time.Millisecond)
+		wantWait(t, c.do("GET", "/v1/contacts", nil), "key", 1)
+		time.Sleep(time.Millisecond)
+		wantRL(t, c.do("GET", "/v1/contacts", nil).want(t, http.StatusOK), "key", 7, 40) // 60s's unit leaves at 120s
+	})
+}
+
+func TestShapeSlidingWindowCounter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTester(t, New(WithLimits(Limits{KeyQuota: 10, Shape: SlidingWindow})))
+		time.Sleep(30 * time.Second)
+		var last *reply
+		for range 10 {
+			last = c.do("GET", "/v1/me", nil).want(t, http.StatusOK)
+		}
+		// Estimate 10 in window [0,60). One more unit fits when
+		// 10×(1−x) ≤ 9 in the next window: x = 0.1, at 66s.
+		wantRL(t, last, "key", 0, 36)
+		wantWait(t, c.do("GET", "/v1/me", nil), "key", 36000)
+		time.Sleep(36*time.Second - time.Millisecond)
+		wantWait(t, c.do("GET", "/v1/me", nil), "key", 1)
+		time.Sleep(time.Millisecond)
+		// At 66s: 10×0.9 + 1 = 10; one more unit when 10×(1−x) + 1 ≤ 9, x = 0.2, at 72s.
+		wantRL(t, c.do("GET", "/v1/me", nil).want(t, http.StatusOK), "key", 0, 6)
+		// 2 points need 10×(1−x) + 1 ≤ 8: x = 0.3, at 78s.
+		wantWait(t, c.do("GET", "/v1/contacts", nil), "key", 12000)
+		time.Sleep(12*time.Second - time.Millisecond)
+		wantWait(t, c.do("GET", "/v1/contacts", nil), "key", 1)
+		time.Sleep(time.Millisecond)
+		// At 78s: 10×0.7 + 3 = 10; one more when 10×(1−x) + 3 ≤ 9, x = 0.4, at 84s.
+		wantRL(t, c.do("GET", "/v1/contacts", nil).want(t, http.StatusOK), "key", 0, 6)
+		var st rateLimitJSON
+		time.Sleep(60 * time.Second)
+		// At 138s: window [120,180) is empty, [60,120) held 3: estimate 3×(1−18/60) = 2.1.
+		c.do("GET", "/v1/rate_limit", nil).want(t, http.StatusOK).decode(t, &st)
+		// After this call (1 unit): 2.1 + 1 = 3.1, r = 6; one more when 3×(1−x) + 1 ≤ 3.0, x = 1/3, at 140s.
+		if k := st.Policies[0]; k.Remaining != 6 || k.ResetSeconds != 2 {
+			t.Errorf("key %+v, want r=6 t=2", k)
+		}
+	})
+}
+
+// TestShapesOfOtherLevels: write, delete, principal and org take their
+// shape from Shapes.
+func TestShapesOfOtherLevels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := Limits{WriteQuota: 2, PrincipalQuota: 30, DeleteQuota: 1, Shapes: map[string]Shape{
+			policyWrite: FixedWindow, policyPrincipal: SlidingLog, policyDelete: SlidingWindow, policyOrg: FixedWindow}}
+		c := newTester(t, New(WithLimits(lim)))
+		time.Sleep(45 * time.Second)
+		id := c.createContact("S")
+		wantRL(t, c.do("POST", "/v1/contacts", `{"name":"S"}`).want(t, http.StatusCreated), "write", 0, 15)
+		wantWait(t, c.do("POST", "/v1/contacts", `{"name":"S"}`), "write", 15000)
+		// One delete in [0,60): at 60s+x the estimate is 1−x; it is 0 at 120s.
+		second := c.as(SecondKey) // a delete is a write too; SecondKey has writes left
+		wantRL(t, second.do("DELETE", "/v1/contacts/"+id, nil).want(t, http.StatusNoContent), "delete", 0, 75)
+		wantWait(t, second.do("DELETE", "/v1/contacts/"+id, nil), "delete", 75000)
+		for range 9 { // principal 30 points: 5+5+10+9 = 29
+			c.as(SecondKey).do("GET", "/v1/me", nil).want(t, http.StatusOK)
+		}
+		c.do("GET", "/v1/me", nil).want(t, http.StatusOK)
+		wantWait(t, c.do("GET", "/v1/me", nil), "principal", 60000)
+	})
+}
+
+// TestForeignLoadOnWindowShapes: a window-shaped org leaves the key its
+// quota less the foreign load of a window.
+func TestForeignLoadOnWindowShapes(t *testing.T) {
+	for _, sh := range []Shape{FixedWindow, SlidingLog, SlidingWindow} {
+		t.Run(string(sh), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lim := Limits{OrgQuota: 60, OrgKeyShare: 1, Shape: sh}
+				c := newTester(t, New(WithLimits(lim), WithForeignLoad(0.5)))
+				time.Sleep(30 * time.Second)
+				var last *reply
+				for range 30 {
+					last = c.do("GET", "/v1/me", nil).want(t, http.StatusOK)
+				}
+				if name, rem, _ := last.rateLimit(t); name != "org" || rem != 0 {
+					t.Errorf("RateLimit %s r=%d, want org r=0", name, rem)
+				}
+				want := map[Shape]int64{FixedWindow: 30000, SlidingLog: 60000, SlidingWindow: 32000}[sh]
+				r := c.do("GET", "/v1/me", nil)
+				wantWait(t, r, "org", want)
+				time.Sleep(time.Duration(want-1) * time.Millisecond)
+				wantWait(t, c.do("GET", "/v1/me", nil), "org", 1)
+				time.Sleep(time.Millisecond)
+				c.do("GET", "/v1/me", nil).want(t, http.StatusOK)
+
+				// A foreign load of the whole quota leaves nothing, ever.
+				c = newTester(t, New(WithLimits(lim), WithForeignLoad(1)))
+				wantWait(t, c.do("GET", "/v1/me", nil), "org", 60000)
+			})
+		})
+	}
+}
+
+func TestKeyCapacityAndBigQuotas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := Limits{KeyQuota: 600, KeyCapacity: 900, PrincipalQuota: 500_000, OrgQuota: 1_000_000, EgressQuota: 1_000_000,
+			WriteQuota: 100_000, DeleteDayQuota: 1_000_000}
+		c := newTester(t, New(WithLimits(lim)))
+		r := c.do("GET", "/v1/me", nil).want(t, http.StatusOK)
+		wantRL(t, r, "key", 899, 1)
+		items, err := parseSFList(r.header.Values("RateLimit-Policy"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int64{"key": 600, "write": 100_000, "principal": 500_000, "org": 1_000_000, "delete-day": 1_000_000, "egress": 1_000_000}
+		for _, it := range items {
+			if q, ok := want[it.name]; ok && it.params["q"] != q {
+				t.Errorf("%s q=%v, want %d", it.name, it.params["q"], q)
+			}
+		}
+		var st rateLimitJSON
+		c.do("GET", "/v1/rate_limit", nil).want(t, http.StatusOK).decode(t, &st)
+		if k := st.Policies[0]; k.Quota != 600 || *k.Capacity != 900 || k.Remaining != 898 {
+			t.Errorf("key %+v", k)
+		}
+		for range 898 {
+			c.do("GET", "/v1/me", nil).want(t, http.StatusOK)
+		}
+		wantWait(t, c.do("GET", "/v1/me", nil), "key", 100)
+	})
+}
