@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bodo-app/bodo-go/internal/budget"
 	"github.com/bodo-app/bodo-go/internal/ops"
 	"github.com/google/uuid"
 )
@@ -45,7 +46,7 @@ type Client struct {
 	onWait     func(WaitEvent)
 	budgeted   bool
 	defaults   callSettings
-	state      *keyState
+	state      *budget.State
 	cache      *etagCache
 }
 
@@ -323,10 +324,10 @@ func NewClient(opts ...Option) (*Client, error) {
 		budgeted:   !s.noBudget,
 		defaults:   s.call,
 		cache:      newETagCache(s.cacheSize),
-		state:      stateFor(u.Host, s.apiKey),
+		state:      budget.For(u.Host, s.apiKey),
 	}
 	if s.shared != nil {
-		c.state.useShared(s.shared, sharedKey(u.Host, s.apiKey), s.logger)
+		c.state.UseStore(sharedStore{s.shared}, sharedKey(u.Host, s.apiKey), s.logger)
 	}
 	c.initServices()
 	return c, nil
@@ -414,17 +415,8 @@ type call struct {
 	op       *ops.Operation
 	settings callSettings
 	req      *http.Request
-	body     []byte   // the request body, replayed byte for byte on each attempt
-	cost     int      // points, from the operation table (and the batch parts)
-	demand   []demand // what the call takes from each level
-
-	waiter       waiter      // its place in the key's queue, while it waits
-	ticket       ticket      // its admitted attempt, made anew for each attempt
-	takes        []levelTake // what it takes from each level, see keyState.takesLocked
-	takesVersion int
-	taken        []levelTake // what the admitted attempt took
-
-	egressReported bool // the answer's RateLimit named the egress level
+	body     []byte      // the request body, replayed byte for byte on each attempt
+	bc       budget.Call // the call as the key's budget sees it: cost, demand, its place in the queues
 }
 
 // do runs one call of op: builds the request, sends it through the retry
@@ -504,12 +496,12 @@ func notModified(operation string, resp *http.Response) *Error {
 // settleEgress gives back the egress records a read reserved beyond the
 // records it got: a list returns fewer than its limit, a 304 none.
 func (c *Client) settleEgress(cl *call, records int) {
-	if !c.budgeted || cl.egressReported {
-		return // nothing was taken, or the server's RateLimit already said what is left
+	if !c.budgeted {
+		return
 	}
-	for _, d := range cl.demand {
-		if d.level == levelEgress {
-			c.state.refund(levelEgress, d.amount-float64(records))
+	for _, d := range cl.bc.Demand {
+		if d.Level == budget.Egress {
+			c.state.Settle(&cl.bc, budget.Egress, d.Amount-float64(records))
 		}
 	}
 }
@@ -580,6 +572,7 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 		}
 	}
 	cl := &call{op: op, settings: s, req: req, body: body}
+	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted}
 	if op == ops.Batch {
 		if err := prepareBatch(cl); err != nil {
 			return nil, fmt.Errorf("bodo: batch: %w", err)
@@ -589,8 +582,8 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 		if req.URL.RawQuery != "" {
 			q = req.URL.Query()
 		}
-		cl.cost = op.CostFor(q.Get)
-		cl.demand = demandOf(op, q)
+		cl.bc.Cost = float64(op.CostFor(q.Get))
+		cl.bc.Demand = budget.DemandOf(op, q)
 	}
 	return cl, nil
 }
@@ -603,7 +596,7 @@ func prepareBatch(cl *call) error {
 	if err := json.Unmarshal(cl.body, &br); err != nil {
 		return err
 	}
-	cl.cost, cl.demand = 0, nil
+	cl.bc.Cost, cl.bc.Demand = 0, nil
 	for i := range br.Requests {
 		part := &br.Requests[i]
 		method := string(part.Method)
@@ -622,8 +615,8 @@ func prepareBatch(cl *call) error {
 		if op == ops.Batch {
 			return fmt.Errorf("part %d: a batch cannot contain a batch", i)
 		}
-		cl.cost += op.CostFor(u.Query().Get)
-		cl.demand = addDemand(cl.demand, demandOf(op, u.Query()))
+		cl.bc.Cost += float64(op.CostFor(u.Query().Get))
+		cl.bc.Demand = budget.AddDemand(cl.bc.Demand, budget.DemandOf(op, u.Query()))
 	}
 	body, err := json.Marshal(br)
 	if err != nil {

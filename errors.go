@@ -180,6 +180,12 @@ func (e *Error) advice() string {
 	if e.Code == "" && e.Status >= 500 {
 		return "the server or a proxy failed; retry later"
 	}
+	if retryable(e) {
+		if e.RetryAfter > 0 {
+			return fmt.Sprintf("retry after %v", e.RetryAfter)
+		}
+		return "retry later"
+	}
 	return ""
 }
 
@@ -204,8 +210,8 @@ func (e *Error) Is(target error) bool {
 func (e *Error) Unwrap() error { return e.cause }
 
 // Temporary reports whether the same call may succeed later without
-// change: exactly the answers the client retries (RATE_LIMITED, OVERLOADED,
-// IDEMPOTENCY_KEY_IN_USE, and a 429 or 503 without a problem body).
+// change: exactly the answers the client retries (every 429 and 503 but
+// QUOTA_EXHAUSTED, whatever its code, and IDEMPOTENCY_KEY_IN_USE).
 func (e *Error) Temporary() bool { return !e.permanent && retryable(e) }
 
 // maxProblemBody caps how much of an error answer is read.

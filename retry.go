@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bodo-app/bodo-go/internal/budget"
 )
 
 // ErrOutcomeUnknown marks a write whose connection failed after the request
@@ -60,15 +62,15 @@ func (e *RetryError) Unwrap() error { return e.Err }
 func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, error) {
 	// An attempt that never finishes normally (a panicking RoundTripper or
 	// callback) still frees its slot; finishing twice does nothing.
-	var open *ticket
+	var open *budget.Ticket
 	defer func() {
 		if open != nil {
-			open.finishUnanswered(true)
+			open.Unanswered(true)
 		}
 	}()
 	hintless := 0
 	for attempt := 1; ; attempt++ {
-		ticket, waited, err := c.state.admit(ctx, cl, c.budgeted)
+		ticket, waited, err := c.admit(ctx, cl)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -82,7 +84,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			wait time.Duration
 		)
 		if cut := (*cutBody)(nil); errors.As(err, &cut) {
-			ticket.finish(resp, nil)
+			ticket.Finish(answerOf(resp, nil))
 			lost := invalidResponse(cl.op.ID, resp, body, cut.err)
 			if ctx.Err() != nil || !retrySafe(cl, err) {
 				return nil, nil, lost // a write without a key took effect: never repeat it
@@ -96,7 +98,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 		} else if err != nil {
 			// An attempt the caller's context ended is no refusal; one that
 			// failed otherwise after it left may have been refused unseen.
-			ticket.finishUnanswered(!notSent(err) && ctx.Err() == nil)
+			ticket.Unanswered(!notSent(err) && ctx.Err() == nil)
 			if !retrySafe(cl, err) {
 				if ctx.Err() != nil {
 					err = ctxErr(ctx)
@@ -114,14 +116,14 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			hintless++
 		} else {
 			if resp.StatusCode < 300 || resp.StatusCode == http.StatusNotModified {
-				ticket.finish(resp, nil)
+				ticket.Finish(answerOf(resp, nil))
 				if len(body) > maxSuccessBody {
 					return nil, nil, invalidResponse(cl.op.ID, resp, nil, fmt.Errorf("the body exceeds %d bytes", maxSuccessBody))
 				}
 				return resp, body, nil
 			}
 			apiErr := newError(cl.op.ID, resp, time.Now())
-			ticket.finish(resp, apiErr)
+			ticket.Finish(answerOf(resp, apiErr))
 			if apiErr.Code == "" && apiErr.Status == http.StatusServiceUnavailable && !retrySafe(cl, nil) {
 				// A 503 from a proxy does not say the write was not done.
 				return nil, nil, fmt.Errorf("bodo: %s: a 503 without the API's problem came back for a request without an Idempotency-Key, so it was not retried: %w: %w", cl.op.ID, ErrOutcomeUnknown, apiErr)
@@ -209,17 +211,23 @@ type cutBody struct{ err error }
 func (e *cutBody) Error() string { return "the body broke off: " + e.err.Error() }
 func (e *cutBody) Unwrap() error { return e.err }
 
-// retryable reports whether an answer may be retried: RATE_LIMITED, OVERLOADED
-// (429 or 503, also without a problem body) and IDEMPOTENCY_KEY_IN_USE.
-// QUOTA_EXHAUSTED never is.
+// retryable reports whether an answer may be retried: every 429 and 503
+// (RATE_LIMITED, OVERLOADED, a code the client does not know, or no problem
+// body at all) but QUOTA_EXHAUSTED, and IDEMPOTENCY_KEY_IN_USE.
 func retryable(e *Error) bool {
-	switch e.Code {
-	case CodeRateLimited, CodeOverloaded, CodeIdempotencyKeyInUse:
+	switch {
+	case e.Code == CodeQuotaExhausted:
+		return false
+	case e.Code == CodeIdempotencyKeyInUse:
 		return true
-	case "":
-		return e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable
 	}
-	return false
+	return e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable
+}
+
+// overloadLike reports whether e asks for the spacing of OVERLOADED: it is
+// one, or a 503 that is not RATE_LIMITED.
+func overloadLike(e *Error) bool {
+	return e.Code == CodeOverloaded || e.Status == http.StatusServiceUnavailable && e.Code != CodeRateLimited
 }
 
 // retrySafe reports whether a failed attempt may be sent again: when the
@@ -253,7 +261,7 @@ func retryWait(e *Error, hintless int) (time.Duration, bool) {
 	} else {
 		wait = backoff(hintless)
 	}
-	if e.Code == CodeOverloaded || e.Code == "" && e.Status == http.StatusServiceUnavailable {
+	if overloadLike(e) {
 		wait += overloadSpacing()
 	}
 	return wait, hinted

@@ -200,6 +200,8 @@ func TestRetryWaitsWhatTheServerAsked(t *testing.T) {
 		{"date in the past", func(now time.Time) string { return now.Add(-time.Hour).UTC().Format(http.TimeFormat) }, nil, CodeRateLimited, 0, 0},
 		{"OVERLOADED spacing", func(time.Time) string { return "2" }, nil, CodeOverloaded, 2 * time.Second, 3 * time.Second},
 		{"IDEMPOTENCY_KEY_IN_USE", func(time.Time) string { return "1" }, nil, CodeIdempotencyKeyInUse, time.Second, 0},
+		{"an unknown 429 code", func(time.Time) string { return "2" }, nil, "CONCURRENCY_LIMITED", 2 * time.Second, 0},
+		{"an unknown 503 code, like OVERLOADED", func(time.Time) string { return "2" }, map[string]any{"retryAfterMs": 1500}, "MAINTENANCE", 1500 * time.Millisecond, 3 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -207,8 +209,11 @@ func TestRetryWaitsWhatTheServerAsked(t *testing.T) {
 				c, mt := mockClient(t)
 				var rec recorder
 				status := 429
-				if tc.code == CodeIdempotencyKeyInUse {
+				switch tc.code {
+				case CodeIdempotencyKeyInUse:
 					status = 409
+				case "MAINTENANCE":
+					status = 503
 				}
 				first := true
 				mt.RegisterResponder("POST", "=~/v1/contacts", rec.wrap(func(r *http.Request) (*http.Response, error) {

@@ -192,14 +192,8 @@ func TestSecretNotInErrors(t *testing.T) {
 				// 20 × 7 points fit the key's 600; the egress of 20 × 100
 				// records fits too: shrink the key level to make it never
 				// fit.
-				c.state.mu.Lock()
-				c.state.levels[levelKey].quota, c.state.levels[levelKey].capacity = 100, 0
-				c.state.mu.Unlock()
-				defer func() {
-					c.state.mu.Lock()
-					c.state.levels[levelKey].quota, c.state.levels[levelKey].capacity = 300, 600
-					c.state.mu.Unlock()
-				}()
+				c.state.SetQuota("key", 100, 100)
+				defer c.state.SetQuota("key", 300, 600)
 				_, err := c.Batch(ctx, BatchRequest{Requests: parts})
 				return err
 			},

@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bodo-app/bodo-go/internal/budget"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 )
 
@@ -392,7 +393,7 @@ func TestLockoutNeverTriggered(t *testing.T) {
 			}
 			worst = max(worst, j-i)
 		}
-		if worst > refusalLimit {
+		if worst > budget.RefusalLimit {
 			t.Errorf("%d refusals in one 60 s window", worst)
 		}
 		if st.Accepted < 150 {

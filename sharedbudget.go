@@ -2,10 +2,11 @@ package bodo
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"time"
+
+	"github.com/bodo-app/bodo-go/internal/budget"
 )
 
 // SharedBudget keeps the changing state of a key's budget (what each level
@@ -108,9 +109,37 @@ func sharedKey(host, apiKey string) string {
 	return host + ":" + hex.EncodeToString(sum[:16])
 }
 
-// leaseID is a random id for a lease in a shared store.
-func leaseID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// sharedStore adapts a SharedBudget to the budget's Store.
+type sharedStore struct{ b SharedBudget }
+
+func (s sharedStore) Acquire(ctx context.Context, key string, req budget.StoreAcquire) (budget.StoreGrant, error) {
+	g, err := s.b.Acquire(ctx, key, SharedAcquire{
+		Lease: req.Lease, LeaseTTL: req.LeaseTTL, Levels: sharedLevels(req.Levels), Cost: req.Cost, KeyRate: req.KeyRate,
+		MaxInFlight: req.MaxInFlight, RefusalLimit: req.RefusalLimit, RefusalWindow: req.RefusalWindow, Unbudgeted: req.Unbudgeted,
+	})
+	return budget.StoreGrant(g), err
+}
+
+func (s sharedStore) Release(ctx context.Context, key string, rel budget.StoreRelease) error {
+	return s.b.Release(ctx, key, SharedRelease{
+		Lease: rel.Lease, Refused: rel.Refused, Cut: rel.Cut, CutFactor: rel.CutFactor,
+		Refund: sharedLevels(rel.Refund), Left: sharedLevels(rel.Left), Owe: sharedLevels(rel.Owe),
+		PausedUntil: rel.PausedUntil, RefusalLimit: rel.RefusalLimit, RefusalWindow: rel.RefusalWindow,
+		MaxInFlight: rel.MaxInFlight, Block: rel.Block, BlockUntil: rel.BlockUntil,
+	})
+}
+
+func (s sharedStore) Refund(ctx context.Context, key string, levels []budget.StoreLevel) error {
+	return s.b.Refund(ctx, key, sharedLevels(levels))
+}
+
+func sharedLevels(ls []budget.StoreLevel) []SharedLevel {
+	if ls == nil {
+		return nil
+	}
+	out := make([]SharedLevel, len(ls))
+	for i, l := range ls {
+		out[i] = SharedLevel(l)
+	}
+	return out
 }

@@ -1,8 +1,7 @@
-package bodo
+package budget
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/base64"
 	"math"
 	"net/http"
 	"net/url"
@@ -175,6 +174,13 @@ func FuzzParseLimitHeader(f *testing.F) {
 			if l.reset >= 0 {
 				params.Add("t", l.reset)
 			}
+			if l.partition != "" {
+				pk, err := base64.StdEncoding.DecodeString(l.partition)
+				if err != nil {
+					t.Fatalf("partition %q is no base64: %v", l.partition, err)
+				}
+				params.Add("pk", pk)
+			}
 			list = append(list, httpsfv.Item{Value: l.name, Params: params})
 		}
 		canon, err := httpsfv.Marshal(list)
@@ -193,29 +199,13 @@ func FuzzParseLimitHeader(f *testing.F) {
 	})
 }
 
-// freshState is a keyState of its own (stateFor(uniqueBaseURL(), testKey)),
-// taken out of the process-wide map again when the test ends so that a long
-// fuzz run does not grow the map.
-func freshState(t *testing.T) *keyState {
-	host := uniqueBaseURL()
-	s := stateFor(host, testKey)
-	sum := sha256.Sum256([]byte(testKey))
-	id := host + "/" + hex.EncodeToString(sum[:])
-	t.Cleanup(func() {
-		keyStates.Lock()
-		delete(keyStates.m, id)
-		keyStates.Unlock()
-	})
-	return s
-}
-
 // fuzzCalls are calls of every shape the budget knows, for the wait
 // computation: a cheap read, a search, a list page, a write, a delete.
-func fuzzCalls() []*call {
-	mk := func(op *ops.Operation, q url.Values) *call {
-		return &call{op: op, cost: op.CostFor(q.Get), demand: demandOf(op, q)}
+func fuzzCalls() []*Call {
+	mk := func(op *ops.Operation, q url.Values) *Call {
+		return &Call{Op: op.ID, Cost: float64(op.CostFor(q.Get)), Demand: DemandOf(op, q), Target: op.Method + " " + op.Path, Budgeted: true}
 	}
-	return []*call{
+	return []*Call{
 		mk(ops.GetMe, url.Values{}),
 		mk(ops.CountContacts, url.Values{"q": {"ada"}}),
 		mk(ops.ListContacts, url.Values{"limit": {"100"}}),
@@ -228,30 +218,30 @@ func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // checkModel fails t when the model of s is not sane at now: every number
 // finite, sizes, quotas, rates and windows non-negative (windows whole
-// seconds: w is), no bucket holding more than it can, the AIMD cap and pace
-// in range.
-func checkModel(t *testing.T, s *keyState, now time.Time, what string) {
+// seconds: w is), no level believed to hold more than it can, the AIMD cap
+// and pace in range.
+func checkModel(t *testing.T, s *State, now time.Time, what string) {
 	t.Helper()
 	for name, l := range s.levels {
 		vals := map[string]float64{
 			"tokens": l.tokens, "quota": l.quota, "capacity": l.capacity, "share": l.share,
 			"seenMax": l.seenMax, "observedRate": l.observedRate, "rate": l.rate(now),
-			"grossRate": l.grossRate(), "size": l.size(),
+			"grossRate": l.grossRate(), "size": l.size(), "log": l.log.sum, "inflight": l.inflight,
 		}
 		for k, v := range vals {
 			if !finite(v) {
 				t.Fatalf("%s: level %q: %s is %v", what, name, k, v)
 			}
 		}
-		if l.size() < 0 || l.quota < 0 || l.rate(now) < 0 || l.grossRate() < 0 || l.observedRate < 0 || l.seenMax < 0 {
-			t.Fatalf("%s: level %q negative: size %v quota %v rate %v gross %v observed %v seenMax %v",
-				what, name, l.size(), l.quota, l.rate(now), l.grossRate(), l.observedRate, l.seenMax)
+		if l.size() < 0 || l.quota < 0 || l.rate(now) < 0 || l.grossRate() < 0 || l.observedRate < 0 || l.seenMax < 0 || l.log.sum < -1e-6 {
+			t.Fatalf("%s: level %q negative: size %v quota %v rate %v gross %v observed %v seenMax %v log %v",
+				what, name, l.size(), l.quota, l.rate(now), l.grossRate(), l.observedRate, l.seenMax, l.log.sum)
 		}
 		if l.window < 0 || l.window%time.Second != 0 {
 			t.Fatalf("%s: level %q has a window of %v (w is whole seconds: the conversion overflowed)", what, name, l.window)
 		}
-		if l.tokens > l.size()+1e-6 {
-			t.Fatalf("%s: level %q holds %v tokens, more than its size %v", what, name, l.tokens, l.size())
+		if a := l.available(now); a > l.size()+1e-6 {
+			t.Fatalf("%s: level %q holds %v, more than its size %v", what, name, a, l.size())
 		}
 	}
 	if !finite(s.capLimit) || s.capLimit < 1 || s.parallel < 1 || !finite(s.pace) || s.pace <= 0 || s.pace > 1 {
@@ -260,10 +250,10 @@ func checkModel(t *testing.T, s *keyState, now time.Time, what string) {
 }
 
 // FuzzObserveHeaders feeds arbitrary RateLimit-Policy and RateLimit values
-// to keyState.observeLocked, twice, some time apart, with a call in flight,
-// and then asks the model how long each kind of call would wait: no panic,
-// the model stays sane (checkModel), so does what a shared store would be
-// told, and no wait is negative.
+// to the model, twice, some time apart, with a call in flight, and then asks
+// it how long each kind of call would wait: no panic, the model stays sane
+// (checkModel), so does what a shared store would be told, and no wait is
+// negative.
 func FuzzObserveHeaders(f *testing.F) {
 	for i, p := range policySeeds {
 		f.Add(p, limitSeeds[i%len(limitSeeds)], uint32(1500))
@@ -274,8 +264,9 @@ func FuzzObserveHeaders(f *testing.F) {
 	f.Add(`"hourly";q=5`, `"hourly";r=0;t=3600`, uint32(60000))
 	f.Add(`"key";q=0;w=60`, `"key";r=0;t=0`, uint32(1))
 	f.Add(`"key";q=30;w=60`, `"key";r=500;t=20`, uint32(10000))
+	f.Add(`"p";q=3;w=60`, `"p";r=1;t=20;pk=:AQ==:`, uint32(100))
 	f.Fuzz(func(t *testing.T, policy, limit string, gapMs uint32) {
-		s := freshState(t)
+		s := New()
 		now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 		h := http.Header{}
 		h.Set("RateLimit-Policy", policy)
@@ -286,12 +277,12 @@ func FuzzObserveHeaders(f *testing.F) {
 		defer s.mu.Unlock()
 		checkModel(t, s, now, "documented")
 		// One create in flight, so that what is left is less than r.
-		s.takeLocked(&waiter{}, calls[3], true)
-		rel := &SharedRelease{}
-		s.observeLocked(h, now, rel)
+		s.takeLocked(calls[3])
+		rel := &release{}
+		s.observeLocked(calls[3], h, now, rel, true)
 		checkModel(t, s, now, "after the first answer")
 		later := now.Add(time.Duration(gapMs) * time.Millisecond)
-		s.observeLocked(h, later, rel)
+		s.observeLocked(calls[1], h, later, rel, true)
 		checkModel(t, s, later, "after the second answer")
 		// What would go to a shared store is as sane as the model.
 		for _, l := range rel.Left {
@@ -299,13 +290,10 @@ func FuzzObserveHeaders(f *testing.F) {
 				t.Fatalf("shared release level %+v", l)
 			}
 		}
-		for _, cl := range calls {
-			w := &waiter{}
-			s.queue = append(s.queue, w)
-			d, why := s.waitLocked(w, cl, true, true, later)
-			s.leaveLocked(w)
-			if d < 0 || why == "" && d != 0 {
-				t.Fatalf("%s would wait %v (%q)", cl.op.ID, d, why)
+		for _, c := range calls[:3] {
+			g, d, why := s.holdLocked(c, later)
+			if d < 0 || g == nil && (why != "" || d != 0) {
+				t.Fatalf("%s would wait %v (%q)", c.Op, d, why)
 			}
 		}
 		checkModel(t, s, later, "after the waits")

@@ -1,6 +1,7 @@
-package bodo
+package budget
 
 import (
+	"encoding/base64"
 	"net/http"
 
 	"github.com/dunglas/httpsfv"
@@ -17,12 +18,13 @@ type policyHeader struct {
 }
 
 // limitHeader is one member of a RateLimit field: the policy's name, what
-// remains of it (r) and the seconds until it is full again (t, -1 when
-// absent).
+// remains of it (r), the seconds until more is available (t, -1 when
+// absent) and the partition key (pk, base64 of its bytes; "" when absent).
 type limitHeader struct {
 	name      string
 	remaining int64
 	reset     int64
+	partition string
 }
 
 // parsePolicyHeader parses every RateLimit-Policy line of h as one
@@ -61,7 +63,8 @@ func parsePolicyHeader(h http.Header) []policyHeader {
 }
 
 // parseLimitHeader parses the RateLimit field like parsePolicyHeader: each
-// member needs a non-negative integer r; t is optional.
+// member needs a non-negative integer r; t is optional; a pk that is not a
+// Byte Sequence skips the member.
 func parseLimitHeader(h http.Header) []limitHeader {
 	list, ok := parseList(h, "RateLimit")
 	if !ok {
@@ -81,6 +84,13 @@ func parseLimitHeader(h http.Header) []limitHeader {
 			if l.reset, ok = intParam(params, "t", true); !ok {
 				continue
 			}
+		}
+		if v, has := params.Get("pk"); has {
+			b, isBytes := v.([]byte)
+			if !isBytes {
+				continue
+			}
+			l.partition = base64.StdEncoding.EncodeToString(b)
 		}
 		out = append(out, l)
 	}

@@ -1,4 +1,4 @@
-package bodo
+package budget
 
 import (
 	"net/http"
@@ -46,11 +46,12 @@ func TestParseLimitHeader(t *testing.T) {
 		line string
 		want []limitHeader
 	}{
-		{"bodo's example", `"key";r=12;t=41`, []limitHeader{{"key", 12, 41}}},
-		{"draft example", `"default";r=50;t=30`, []limitHeader{{"default", 50, 30}}},
-		{"no t", `"key";r=0`, []limitHeader{{"key", 0, -1}}},
-		{"several", `"key";r=1;t=2, "org";r=3;t=4;pk=:AQ==:`, []limitHeader{{"key", 1, 2}, {"org", 3, 4}}},
-		{"bad members skipped", `"a";r=-1, "b";t=3, "c";r=1;t=-2, "d";r=2.0, "e";r=5;t=1`, []limitHeader{{"e", 5, 1}}},
+		{"bodo's example", `"key";r=12;t=41`, []limitHeader{{"key", 12, 41, ""}}},
+		{"draft example", `"default";r=50;t=30`, []limitHeader{{"default", 50, 30, ""}}},
+		{"no t", `"key";r=0`, []limitHeader{{"key", 0, -1, ""}}},
+		{"several", `"key";r=1;t=2, "org";r=3;t=4;pk=:AQ==:`, []limitHeader{{"key", 1, 2, ""}, {"org", 3, 4, "AQ=="}}},
+		{"bad members skipped", `"a";r=-1, "b";t=3, "c";r=1;t=-2, "d";r=2.0, "e";r=5;t=1`, []limitHeader{{"e", 5, 1, ""}}},
+		{"a pk that is no byte sequence", `"p";r=1;t=2;pk="x", "q";r=1`, []limitHeader{{"q", 1, -1, ""}}},
 		{"not a list", `"key";r=`, nil},
 	}
 	for _, tc := range cases {

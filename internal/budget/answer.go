@@ -1,0 +1,337 @@
+package budget
+
+import (
+	"net/http"
+	"slices"
+	"time"
+)
+
+// Codes of the problems the budget learns from.
+const (
+	codeRateLimited    = "RATE_LIMITED"
+	codeOverloaded     = "OVERLOADED"
+	codeQuotaExhausted = "QUOTA_EXHAUSTED"
+)
+
+// maxHold is the longest wait the budget takes from one answer: a reset
+// further away is held this long, and the first call after asks again.
+const maxHold = 24 * time.Hour
+
+// Answer is what the server said to an attempt.
+type Answer struct {
+	Status int
+	Header http.Header
+	// Problem is the refusal or error of a non-2xx answer; nil otherwise.
+	Problem *Problem
+}
+
+// Problem is what the budget reads of a problem answer.
+type Problem struct {
+	Code       string
+	Policy     string
+	RetryAfter time.Duration // the server's wait, when Hinted
+	Hinted     bool
+	ResetsAt   time.Time
+}
+
+// Finish ends an admitted attempt with its answer: it frees the slot, counts
+// a refusal, gives back what a refused call was not charged, follows the
+// RateLimit headers, holds the calls a refusal's wait concerns and cuts the
+// AIMD state on a refusal that speaks of the key's rate.
+func (t *Ticket) Finish(a Answer) { t.end(&a, false) }
+
+// Unanswered ends an attempt that got no answer. One that may have reached
+// the server counts for the lockout guard as a refusal: the server may have
+// refused it without the client ever reading that.
+func (t *Ticket) Unanswered(mayHaveArrived bool) { t.end(nil, mayHaveArrived) }
+
+func (t *Ticket) end(a *Answer, unknown bool) {
+	t.once.Do(func() {
+		s, c := t.s, t.c
+		s.mu.Lock()
+		now := time.Now()
+		rel := s.releaseFor(t)
+		s.reserved--
+		refused := a != nil && a.Status == http.StatusTooManyRequests
+		if refused || unknown {
+			s.refusals = append(s.refusals, now)
+		}
+		if t.budgeted {
+			s.inflight--
+			uncharged := refused || a != nil && a.Status == http.StatusServiceUnavailable
+			for _, tk := range t.taken {
+				l := tk.l
+				l.inflight -= tk.amount
+				if uncharged {
+					l.tokens += tk.amount
+					l.admitted -= tk.amount
+					rel.refund(l, tk.amount, now)
+				} else {
+					l.log.add(now, tk.amount)
+				}
+				l.gate.wakeHead()
+			}
+			s.slotGate.wakeHead()
+		}
+		s.guardGate.wakeHead()
+		if a != nil {
+			s.observeLocked(c, a.Header, now, rel, !(refused || a.Status == http.StatusServiceUnavailable))
+			if a.Problem != nil {
+				s.refusedLocked(c, a.Status, a.Problem, now, rel)
+			}
+		}
+		s.releaseSharedLocked(rel, refused || unknown, now) // unlocks
+	})
+}
+
+// observeLocked follows the server's RateLimit-Policy (quota, window and
+// unit of each policy; an unknown policy becomes a level of its own that
+// binds no call yet) and RateLimit (what remains of the levels it names: the
+// server's word, less what is still in flight; a member naming a learned
+// policy ties it to the call's operation, or with a pk to the call's
+// target). A missing or malformed field changes nothing.
+func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *release, charged bool) {
+	s.learned = true
+	if h == nil {
+		return
+	}
+	if lines := h.Values("RateLimit-Policy"); !slices.Equal(lines, s.lastPolicy) {
+		// Servers send the same policies on every answer: parse them
+		// only when they change.
+		s.lastPolicy = slices.Clone(lines)
+		s.applyPoliciesLocked(parsePolicyHeader(h), now)
+	}
+	for _, r := range parseLimitHeader(h) {
+		l := s.levels[r.name]
+		if r.partition != "" && (l == nil || !l.known) {
+			l = s.partitionLocked(r.name, r.partition, c.Target)
+		}
+		if l == nil {
+			continue
+		}
+		if !l.known && !l.ops[c.Op] {
+			if l.ops == nil {
+				l.ops = map[string]bool{}
+			}
+			l.ops[c.Op] = true
+			s.version++
+		}
+		if l.name == Egress {
+			c.reported = l
+		}
+		remaining := float64(r.remaining)
+		l.refill(now)
+		l.seenMax = max(l.seenMax, remaining)
+		if l.quota > 0 && remaining > l.quota*l.share+0.5 {
+			l.bucket = true // it holds more than its quota: a bucket that refills as it goes
+		}
+		// What the server had not counted yet: the attempts in flight, or
+		// more, every attempt admitted after this one (answers to calls
+		// sent at once may arrive in another order than the server
+		// counted them).
+		pending := l.inflight
+		for _, t := range c.takes {
+			if t.l == l {
+				after := l.admitted - t.mark
+				if charged {
+					after -= t.amount
+				}
+				pending = max(pending, after)
+			}
+		}
+		l.tokens = remaining - pending
+		l.at = now
+		if foreign := l.logAvailable(now) - (remaining - l.inflight); foreign > 0 {
+			// Others take from it too (another process on the key, or a
+			// level counted more widely than thought): what they took
+			// counts as taken now, so the log bound never says more than
+			// the server just did.
+			l.log.add(now, foreign)
+		}
+		rel.left(l, remaining, now)
+		l.learnShape(remaining, r.reset, now)
+		if r.reset >= minObservedReset && remaining < l.size() && l.refills() {
+			// What others take shows as a slower refill than the quota's:
+			// never assume a faster one. t is whole seconds, rounded up,
+			// so a short one says little.
+			l.observedRate = min((l.size()-remaining)/float64(r.reset), l.grossRate())
+			l.observedUntil = now.Add(ObservedRateTTL)
+		}
+		l.gate.wakeHead()
+	}
+}
+
+// applyPoliciesLocked takes the quotas, windows and units a RateLimit-Policy
+// announced. parallel (or any concurrent-requests policy of that name) sets
+// the in-flight limit; a quota of 0, or a new policy without a window, is
+// not modelled: it would hold its calls forever.
+func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
+	for _, p := range policies {
+		if p.name == Parallel || p.unit == "concurrent-requests" {
+			if p.name == Parallel && p.quota > 0 {
+				// An uncut cap follows the quota up and down; a cut one
+				// stays below it.
+				if s.capLimit >= float64(s.parallel) {
+					s.capLimit = float64(p.quota)
+				}
+				s.parallel = int(min(p.quota, 1<<20))
+				s.capLimit = min(s.capLimit, float64(s.parallel))
+				s.slotGate.wakeHead()
+			}
+			continue
+		}
+		if p.quota <= 0 {
+			continue
+		}
+		l := s.levels[p.name]
+		if l == nil {
+			if p.window <= 0 {
+				continue
+			}
+			l = newLevel(p.name)
+			l.shared = true // nothing says whose calls it counts
+			l.tokens, l.at = float64(p.quota), now
+			s.addLevelLocked(p.name, l)
+		}
+		l.refill(now)
+		l.quota = float64(p.quota)
+		if !l.known || p.unit != "requests" {
+			l.unit = p.unit // a level of the API keeps its unit unless a header names another than the default
+		}
+		if p.window > 0 {
+			l.window = time.Duration(min(p.window, maxWindowSeconds)) * time.Second
+		}
+		l.tokens = min(l.tokens, l.size())
+		l.gate.wakeHead()
+	}
+}
+
+func (s *State) addLevelLocked(id string, l *level) {
+	s.levels[id] = l
+	s.order = append(s.order, l)
+	s.version++
+}
+
+// partitionLocked returns the level of one partition of a learned policy,
+// made from the announced policy when it is new: it holds the calls to
+// target only.
+func (s *State) partitionLocked(name, pk, target string) *level {
+	id := name + "\x00" + pk
+	if l := s.levels[id]; l != nil {
+		return l
+	}
+	base := s.levels[name]
+	if base == nil || base.window <= 0 {
+		return nil
+	}
+	l := newLevel(name)
+	l.unit, l.quota, l.window, l.shared = base.unit, base.quota, base.window, true
+	l.partition, l.target = pk, target
+	l.tokens = l.quota
+	s.addLevelLocked(id, l)
+	return l
+}
+
+// refusedLocked learns from a refusal. Its wait binds every call it
+// concerns: a lockout, an OVERLOADED, a parallel refusal or a refusal that
+// names no level holds every call of the key; a refusal on a level holds the
+// calls that take from that level, and the level owes what the call lacked
+// until then. A RATE_LIMITED (or unknown 429) halves the AIMD state, an
+// OVERLOADED (or unknown 503) cuts it less. QUOTA_EXHAUSTED blocks its
+// policy until it resets: for a policy the client has no model of, the
+// refused operation only.
+func (s *State) refusedLocked(c *Call, status int, p *Problem, now time.Time, rel *release) {
+	if p.Code == codeQuotaExhausted {
+		s.blockLocked(c, p, now, rel)
+		return
+	}
+	if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
+		return
+	}
+	overload := p.Code == codeOverloaded || p.Code != codeRateLimited && status == http.StatusServiceUnavailable
+	wait := min(p.RetryAfter, maxHold)
+	switch {
+	case p.Policy == Lockout:
+		if p.Hinted {
+			s.lockedUntil = later(s.lockedUntil, now.Add(wait))
+			rel.pause(s.lockedUntil)
+		}
+	case !overload && p.Policy != "" && p.Policy != Parallel:
+		l := s.levels[p.Policy]
+		if l == nil {
+			l = newLevel(p.Policy) // a policy never announced: it holds this operation for the wait
+			l.shared = true
+			s.addLevelLocked(p.Policy, l)
+		}
+		if !l.known && !l.ops[c.Op] {
+			if l.ops == nil {
+				l.ops = map[string]bool{}
+			}
+			l.ops[c.Op] = true
+			s.version++
+		}
+		if p.Hinted {
+			l.refill(now)
+			l.holdUntil = later(l.holdUntil, now.Add(wait))
+			amount := 1.0
+			for _, t := range s.takesLocked(c) {
+				if t.l == l {
+					amount = t.amount
+				}
+			}
+			owe := l.need(amount)
+			if l.refills() {
+				owe -= l.rate(now) * wait.Seconds()
+			}
+			l.tokens = min(l.tokens, owe)
+			rel.owe(l, owe, now)
+		}
+	default:
+		if p.Hinted {
+			s.heldUntil = later(s.heldUntil, now.Add(wait))
+			s.heldWhy = ReasonServer
+			rel.pause(s.heldUntil)
+		}
+	}
+	if overload {
+		s.cutLocked(now, overloadCut)
+		rel.cut(overloadCut)
+	} else {
+		s.cutLocked(now, rateLimitCut)
+		rel.cut(rateLimitCut)
+	}
+}
+
+// blockLocked records an exhausted quota until its resetsAt (or, without
+// one, its Retry-After).
+func (s *State) blockLocked(c *Call, p *Problem, now time.Time, rel *release) {
+	until := p.ResetsAt
+	if until.IsZero() && p.Hinted {
+		until = now.Add(p.RetryAfter)
+	}
+	if until.IsZero() {
+		return
+	}
+	if limit := now.Add(maxHold); until.After(limit) {
+		until = limit
+	}
+	b := block{until: until, name: p.Policy}
+	policy := p.Policy
+	if l := s.levels[policy]; l == nil || !l.known && !l.ops[c.Op] {
+		b.op = c.Op // a policy without a model of its scope: the operation it refused
+		policy = policy + "\x00" + c.Op
+	}
+	if cur, ok := s.blocks[policy]; !ok || until.After(cur.until) {
+		s.blocks[policy] = b
+	}
+	if b.op == "" {
+		rel.block(policy, until)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

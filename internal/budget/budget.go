@@ -1,0 +1,553 @@
+// Package budget is the client's model of one API key's rate limits: every
+// level of the key (documented, announced or learned from refusals), the
+// calls in flight, the adaptive cap and pace (AIMD), the server's waits and
+// the lockout guard. A call is admitted with State.Admit and settled with
+// the answer through Ticket.Finish; package bodo keeps the public surface.
+//
+// Calls queue per gate: a call waits only for the levels it takes from, in
+// arrival order among the calls that wait for the same level, and admitting
+// one costs O(log n) in the number of waiting calls.
+package budget
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+)
+
+// The lockout guard. The server locks a key for 5 minutes after more than 50
+// refusals in 60 s; the client keeps the key's refusals, plus the attempts in
+// flight that could still be refused, at or below half of that in any 60 s
+// window, and holds further attempts on the key until the window clears.
+const (
+	RefusalLimit  = 25
+	RefusalWindow = 60 * time.Second
+)
+
+// AIMD: each RATE_LIMITED halves the in-flight cap and the pacing rate,
+// each OVERLOADED cuts them to overloadCut of what they were (at most one
+// cut per cutSpacing); each quietInterval without one raises the cap by one
+// call and the pace by paceStep of the key's rate. OVERLOADED cuts less: it
+// speaks of the instance, not of the key's limits.
+const (
+	cutSpacing    = time.Second
+	rateLimitCut  = 0.5
+	overloadCut   = 0.8
+	quietInterval = 2 * time.Second
+	paceStep      = 0.1
+	minPace       = 0.05
+	paceBurst     = 2 * time.Second
+)
+
+// Reasons a call waits, as WaitEvent and the hold errors name them (besides
+// a level's name).
+const (
+	ReasonInFlight = "in-flight"
+	ReasonPace     = "pace"
+	ReasonGuard    = "refusal-guard"
+	ReasonLockout  = Lockout
+	ReasonServer   = "server-wait" // a wait the server asked of every call of the key
+	ReasonStore    = "shared-store"
+)
+
+// Demand is what a call takes from one documented level.
+type Demand struct {
+	Level  string
+	Amount float64
+}
+
+// Call is one call as the budget sees it. The caller fills the exported
+// fields and passes the same Call to every Admit of the call's attempts.
+type Call struct {
+	Op       string   // operationId: learned policies are tied to operations
+	Cost     float64  // points
+	Demand   []Demand // what it takes from the documented levels
+	Target   string   // method and path: a partitioned policy holds one target
+	Budgeted bool     // false: only the lockout and the guard apply
+
+	w            waiter
+	reported     *level // the egress level, when the last answer's RateLimit named it
+	takes        []take
+	takesVersion int
+	ticket       Ticket
+}
+
+type take struct {
+	l      *level
+	amount float64
+	mark   float64 // the level's admitted count before this take
+}
+
+// State is the model of one API key on one host. Every client of the
+// process with the same key and host shares it (see For).
+type State struct {
+	mu sync.Mutex
+
+	levels   map[string]*level
+	order    []*level // levels in the order they were made, for stable iteration
+	version  int      // counts the levels added
+	parallel int      // the server's parallel quota
+	inflight int      // budgeted attempts in flight
+
+	capLimit   float64 // AIMD cap on budgeted attempts in flight
+	pace       float64 // AIMD share of the key's rate the client allows itself
+	paceTokens float64
+	paceAt     time.Time
+	lastChange time.Time
+	lastCut    time.Time
+	cuts       int
+
+	seq                    uint64
+	waiting                int
+	pauseGate, guardGate   gate
+	paceGate, slotGate     gate
+	storeGate              gate
+	lockedUntil, heldUntil time.Time // a lockout (every call); the server's wait for the key (budgeted calls)
+	heldWhy                string
+
+	refusals []time.Time // 429 answers in the last RefusalWindow, oldest first
+	reserved int         // attempts in flight, each a possible refusal
+	blocks   map[string]block
+
+	waits  int64
+	waited time.Duration
+
+	learned    bool
+	lastPolicy []string
+
+	store
+}
+
+// block is an exhausted quota: until when, and for a policy the client has
+// no model of, the one operation it refused.
+type block struct {
+	until time.Time
+	op    string
+	name  string
+}
+
+var states = struct {
+	sync.Mutex
+	m map[string]*State
+}{m: map[string]*State{}}
+
+// For returns the shared state of apiKey on host. The map is keyed by a hash
+// of the key, never the key itself.
+func For(host, apiKey string) *State {
+	sum := sha256.Sum256([]byte(apiKey))
+	id := host + "/" + hex.EncodeToString(sum[:])
+	states.Lock()
+	defer states.Unlock()
+	s := states.m[id]
+	if s == nil {
+		s = New()
+		states.m[id] = s
+	}
+	return s
+}
+
+// New returns a state of its own, with the documented levels.
+func New() *State {
+	s := &State{
+		levels:   documentedLevels(),
+		parallel: 6,
+		capLimit: 6,
+		pace:     1,
+		blocks:   map[string]block{},
+	}
+	for _, name := range []string{Key, Write, Principal, Org, Delete, DeleteDay, Egress} {
+		s.order = append(s.order, s.levels[name])
+	}
+	s.pauseGate.name, s.guardGate.name = ReasonServer, ReasonGuard
+	s.paceGate.name, s.slotGate.name, s.storeGate.name = ReasonPace, ReasonInFlight, ReasonStore
+	return s
+}
+
+// Event says how long an admitted attempt waited and what held it last.
+type Event struct {
+	Wait   time.Duration
+	Reason string
+}
+
+// Ticket is an admitted attempt; end it with Finish or Unanswered.
+type Ticket struct {
+	s        *State
+	c        *Call
+	taken    []take
+	budgeted bool
+	lease    string
+	once     sync.Once
+}
+
+// HoldError is a call that was still held when its context ended or whose
+// deadline falls before the earliest moment it could go.
+type HoldError struct {
+	Reason string        // what held it: a level, or one of the Reason constants
+	Wait   time.Duration // the least it still had to wait; 0 when unknown
+	Err    error         // the context's error
+}
+
+func (e *HoldError) Error() string { return "held by " + e.Reason + ": " + e.Err.Error() }
+func (e *HoldError) Unwrap() error { return e.Err }
+
+// NeverFitsError is a call bigger than a documented level can ever hold.
+type NeverFitsError struct {
+	Level, Unit  string
+	Amount, Size float64
+}
+
+func (e *NeverFitsError) Error() string { return "the call can never fit the " + e.Level + " level" }
+
+// ExhaustedError is a call that an exhausted quota would refuse.
+type ExhaustedError struct {
+	Policy string // "" when the server named none the client knows
+	Until  time.Time
+}
+
+func (e *ExhaustedError) Error() string { return "quota " + e.Policy + " exhausted" }
+
+// takesLocked returns the levels c takes from and how much: its documented
+// demand, and the learned policies the server tied to its operation. It is
+// worked out once per call, again only when a level was added since.
+func (s *State) takesLocked(c *Call) []take {
+	if c.takes != nil && c.takesVersion == s.version {
+		return c.takes
+	}
+	takes := c.takes[:0]
+	for _, d := range c.Demand {
+		if l := s.levels[d.Level]; l != nil && d.Amount > 0 {
+			takes = append(takes, take{l: l, amount: d.Amount})
+		}
+	}
+	for _, l := range s.order {
+		if l.applies(c.Op, c.Target) {
+			if a := l.amountFor(c.Cost); a > 0 {
+				takes = append(takes, take{l: l, amount: a})
+			}
+		}
+	}
+	if takes == nil {
+		takes = []take{}
+	}
+	c.takes, c.takesVersion = takes, s.version
+	return takes
+}
+
+// Admit lets one attempt of c go. It refuses at once, without sending, a
+// call that a known exhausted quota would refuse or that can never fit a
+// documented level; otherwise it waits until every gate of the call lets it
+// go: the server's waits, the lockout guard, and for a budgeted call each
+// level it takes from, the pace and the in-flight cap (or the shared
+// store). When ctx's deadline falls before the earliest moment it could go,
+// it fails at once.
+func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
+	s.mu.Lock()
+	now := time.Now()
+	start := now
+	if c.Budgeted {
+		for _, t := range s.takesLocked(c) {
+			if t.l.documented() && t.amount > t.l.fitSize() {
+				s.mu.Unlock()
+				return nil, Event{}, &NeverFitsError{Level: t.l.name, Unit: t.l.unit, Amount: t.amount, Size: t.l.fitSize()}
+			}
+		}
+	}
+	w := &c.w
+	s.seq++
+	w.seq, w.at, w.c = s.seq, nil, c
+	s.waiting++
+	fail := func(err error) (*Ticket, Event, error) {
+		w.leave()
+		s.waiting--
+		s.mu.Unlock()
+		return nil, Event{}, err
+	}
+	var reason string
+	var wait time.Duration
+	for {
+		if ctx.Err() != nil {
+			return fail(&HoldError{Reason: reason, Err: ctxErr(ctx)})
+		}
+		if err := s.blockedLocked(c, now); err != nil {
+			return fail(err)
+		}
+		g, d, why := s.holdLocked(c, now)
+		lease := ""
+		if g == nil && s.sharedActiveLocked(now) {
+			var err error
+			lease, d, why, err = s.acquireSharedLocked(ctx, c, now)
+			now = time.Now()
+			if err != nil {
+				return fail(err)
+			}
+			if why == "" && lease == "" {
+				continue // the store failed: the local budget decides
+			}
+			if why != "" {
+				g = &s.storeGate
+			}
+		}
+		if g == nil {
+			s.takeLocked(c)
+			var waited time.Duration
+			if reason != "" { // held at least once, not merely slowed by a store's round trip
+				waited = now.Sub(start)
+				s.waits++
+				s.waited += waited
+			}
+			c.ticket = Ticket{s: s, c: c, taken: c.takes, budgeted: c.Budgeted, lease: lease}
+			s.mu.Unlock()
+			return &c.ticket, Event{Wait: waited, Reason: reason}, nil
+		}
+		reason, wait = why, d
+		if deadline, ok := ctx.Deadline(); ok && wait != forever && deadline.Sub(now) < wait {
+			return fail(&HoldError{Reason: why, Wait: wait, Err: context.DeadlineExceeded})
+		}
+		if w.wake == nil {
+			w.wake = make(chan struct{}, 1)
+		}
+		select {
+		case <-w.wake: // what it said is in the state just read
+		default:
+		}
+		w.enter(g)
+		head := g.head() == w
+		s.mu.Unlock()
+
+		var timer *time.Timer
+		var timeout <-chan time.Time
+		if head && wait > 0 && wait != forever {
+			timer = time.NewTimer(wait)
+			timeout = timer.C
+		}
+		select {
+		case <-w.wake:
+		case <-timeout:
+		case <-ctx.Done():
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		s.mu.Lock()
+		now = time.Now()
+	}
+}
+
+// holdLocked returns the first gate that holds c now, how long at least it
+// must wait there (forever when only a release or an answer can help) and
+// why; nil when c may go (or, with the shared store active, may ask it).
+func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string) {
+	w := &c.w
+	pausedUntil := s.lockedUntil
+	why := ReasonLockout
+	if c.Budgeted && s.heldUntil.After(pausedUntil) {
+		pausedUntil, why = s.heldUntil, s.heldWhy
+	}
+	if now.Before(pausedUntil) || s.pauseGate.ahead(w) {
+		return &s.pauseGate, max(pausedUntil.Sub(now), 0), why
+	}
+	s.pruneRefusalsLocked(now)
+	if len(s.refusals)+s.reserved >= RefusalLimit || s.guardGate.ahead(w) {
+		d := forever
+		if len(s.refusals)+s.reserved < RefusalLimit {
+			d = 0
+		} else if len(s.refusals) > 0 {
+			d = s.refusals[0].Add(RefusalWindow).Sub(now)
+		}
+		return &s.guardGate, d, ReasonGuard
+	}
+	if !c.Budgeted {
+		return nil, 0, ""
+	}
+	if s.sharedActiveLocked(now) {
+		if s.storeGate.ahead(w) {
+			return &s.storeGate, 0, ReasonStore
+		}
+		if !s.learned && s.inflight > 0 || s.slotGate.ahead(w) {
+			return &s.slotGate, forever, ReasonInFlight
+		}
+		return nil, 0, ""
+	}
+	s.adaptLocked(now)
+	for _, t := range s.takesLocked(c) {
+		l := t.l
+		l.refill(now)
+		d := max(l.holdUntil.Sub(now), 0)
+		if d == 0 {
+			d = l.wait(l.need(t.amount), now)
+		}
+		if d > 0 || l.gate.ahead(w) && !l.backfills(l.gate.head(), t.amount, now) {
+			return &l.gate, d, l.name
+		}
+	}
+	if s.pace < 1 {
+		s.refillPaceLocked(now)
+		// A call needs its cost, or a full burst when it costs more: the
+		// pace then runs into debt, so an expensive call is never starved.
+		d := time.Duration(0)
+		if deficit := min(c.Cost, s.paceBurstLocked(now)) - s.paceTokens; deficit > 1e-9 {
+			d = durationOf(deficit / s.paceRateLocked(now))
+		}
+		if d > 0 || s.paceGate.ahead(w) {
+			return &s.paceGate, d, ReasonPace
+		}
+	}
+	limit := int(s.capLimit)
+	if !s.learned {
+		limit = 1 // slow start: one call until an answer has shown the server's policies
+	}
+	if s.inflight >= limit || s.slotGate.ahead(w) {
+		return &s.slotGate, forever, ReasonInFlight
+	}
+	return nil, 0, ""
+}
+
+// takeLocked admits c: it leaves its queue and takes its demand.
+func (s *State) takeLocked(c *Call) {
+	c.w.leave()
+	s.waiting--
+	s.reserved++
+	if !c.Budgeted {
+		return
+	}
+	s.inflight++
+	c.reported = nil
+	takes := s.takesLocked(c)
+	for i := range takes {
+		t := &takes[i]
+		t.mark = t.l.admitted
+		t.l.admitted += t.amount
+		t.l.tokens -= t.amount
+		t.l.inflight += t.amount
+	}
+	if s.pace < 1 {
+		s.paceTokens -= c.Cost
+	}
+}
+
+// pruneRefusalsLocked drops the refusals older than the guard's window.
+func (s *State) pruneRefusalsLocked(now time.Time) {
+	cut := 0
+	for cut < len(s.refusals) && now.Sub(s.refusals[cut]) >= RefusalWindow {
+		cut++
+	}
+	if cut > 0 {
+		s.refusals = s.refusals[cut:]
+	}
+}
+
+// blockedLocked returns the local refusal of a call that would hit an
+// exhausted quota.
+func (s *State) blockedLocked(c *Call, now time.Time) error {
+	for id, b := range s.blocks {
+		if !now.Before(b.until) {
+			delete(s.blocks, id)
+			continue
+		}
+		if b.op != "" {
+			if b.op != c.Op {
+				continue
+			}
+		} else if !slices.ContainsFunc(s.takesLocked(c), func(t take) bool { return t.l.name == b.name }) {
+			continue
+		}
+		return &ExhaustedError{Policy: b.name, Until: b.until}
+	}
+	return nil
+}
+
+// Settle gives back amount of a level that c's answered attempt reserved
+// but did not use (the records a list did not return). When the answer's
+// RateLimit named the level, what is left is the server's word already and
+// only the key's own log is corrected.
+func (s *State) Settle(c *Call, name string, amount float64) {
+	if amount <= 0 {
+		return
+	}
+	s.mu.Lock()
+	now := time.Now()
+	l := s.levels[name]
+	if l == nil {
+		s.mu.Unlock()
+		return
+	}
+	l.refill(now)
+	l.log.refund(amount)
+	if c.reported == l {
+		s.mu.Unlock()
+		return
+	}
+	l.tokens = min(max(l.size(), l.tokens), l.tokens+amount)
+	l.gate.wakeHead()
+	s.refundSharedLocked(l, amount, now) // unlocks
+}
+
+// ctxErr is why ctx ended: ctx.Err(), and its cause as well when that is
+// another error (context.WithTimeoutCause), so that errors.Is finds both.
+func ctxErr(ctx context.Context) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause == nil || cause == err {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, cause)
+}
+
+// cutLocked multiplies the in-flight cap and the pace by factor, at most
+// once per cutSpacing so that one burst of refusals counts once.
+func (s *State) cutLocked(now time.Time, factor float64) {
+	if now.Sub(s.lastCut) < cutSpacing && !s.lastCut.IsZero() {
+		return
+	}
+	s.adaptLocked(now)
+	wasFull := s.pace >= 1
+	s.capLimit = max(1, math.Floor(s.capLimit*factor))
+	s.pace = max(minPace, s.pace*factor)
+	if wasFull {
+		s.paceTokens, s.paceAt = s.paceBurstLocked(now), now
+	}
+	s.lastCut, s.lastChange = now, now
+	s.cuts++
+}
+
+// adaptLocked raises the cap and the pace by one step per quiet interval
+// since the last change, up to the model's limits.
+func (s *State) adaptLocked(now time.Time) {
+	if s.lastChange.IsZero() {
+		s.lastChange = now
+		return
+	}
+	steps := int(now.Sub(s.lastChange) / quietInterval)
+	if steps <= 0 {
+		return
+	}
+	s.refillPaceLocked(now)
+	before := s.capLimit
+	s.capLimit = min(float64(s.parallel), s.capLimit+float64(steps))
+	s.pace = min(1, s.pace+paceStep*float64(steps))
+	s.lastChange = s.lastChange.Add(time.Duration(steps) * quietInterval)
+	if s.capLimit > before {
+		s.slotGate.wakeHead()
+	}
+}
+
+func (s *State) paceRateLocked(now time.Time) float64 {
+	return s.pace * s.levels[Key].rate(now)
+}
+
+// paceBurstLocked is what the pace lets through at once: paceBurst's worth
+// of the paced rate, and at least one point.
+func (s *State) paceBurstLocked(now time.Time) float64 {
+	return max(s.paceRateLocked(now)*paceBurst.Seconds(), 1)
+}
+
+func (s *State) refillPaceLocked(now time.Time) {
+	if now.After(s.paceAt) {
+		s.paceTokens = min(s.paceBurstLocked(now), s.paceTokens+s.paceRateLocked(now)*now.Sub(s.paceAt).Seconds())
+		s.paceAt = now
+	}
+}

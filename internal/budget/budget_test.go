@@ -1,0 +1,513 @@
+package budget
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/bodo-app/bodo-go/internal/ops"
+)
+
+func call(op *ops.Operation, query string) *Call {
+	q, _ := url.ParseQuery(query)
+	return &Call{Op: op.ID, Cost: float64(op.CostFor(q.Get)), Demand: DemandOf(op, q), Target: op.Method + " " + op.Path, Budgeted: true}
+}
+
+// answer is a 200 with the given RateLimit-Policy and RateLimit lines ("" for none).
+func answer(policy, limit string) Answer {
+	h := http.Header{}
+	if policy != "" {
+		h.Set("RateLimit-Policy", policy)
+	}
+	if limit != "" {
+		h.Set("RateLimit", limit)
+	}
+	return Answer{Status: http.StatusOK, Header: h}
+}
+
+func refusal(status int, code, policy string, wait time.Duration) Answer {
+	return Answer{Status: status, Header: http.Header{}, Problem: &Problem{Code: code, Policy: policy, RetryAfter: wait, Hinted: wait > 0}}
+}
+
+// admitNow admits c at once or fails t.
+func admitNow(t testing.TB, s *State, c *Call) *Ticket {
+	t.Helper()
+	if why := held(s, c); why != "" {
+		t.Fatalf("%s was not admitted at once: held by %s", c.Op, why)
+	}
+	tk, _, err := s.Admit(context.Background(), c)
+	if err != nil {
+		t.Fatalf("%s: %v", c.Op, err)
+	}
+	return tk
+}
+
+// held reports why c would be held now, "" when it would go.
+func held(s *State, c *Call) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, _, why := s.holdLocked(c, time.Now())
+	return why
+}
+
+// TestDemandOfEveryClass checks the cost accounting of every class against
+// bodo-api.md: points to key, principal and org; writes, deletes, money and
+// long runs to write; deletes to delete and delete-day; reads to egress.
+func TestDemandOfEveryClass(t *testing.T) {
+	pts := func(n float64, extra map[string]float64) map[string]float64 {
+		m := map[string]float64{"key": n, "principal": n, "org": n}
+		maps.Copy(m, extra)
+		return m
+	}
+	cases := []struct {
+		op    *ops.Operation
+		query string
+		want  map[string]float64
+	}{
+		{ops.ListContacts, "", pts(2, map[string]float64{"egress": 20})},
+		{ops.ListContacts, "limit=5&q=ada", pts(7, map[string]float64{"egress": 5})},
+		{ops.ListContacts, "limit=500", pts(2, map[string]float64{"egress": 100})},
+		{ops.CountContacts, "q=x", pts(7, map[string]float64{"egress": 1})},
+		{ops.GetContact, "", pts(1, map[string]float64{"egress": 1})},
+		{ops.CreateContact, "", pts(5, map[string]float64{"write": 1})},
+		{ops.UpdateContact, "", pts(5, map[string]float64{"write": 1})},
+		{ops.DeleteContact, "", pts(10, map[string]float64{"write": 1, "delete": 1, "delete-day": 1})},
+		{ops.ListInvoices, "limit=3", pts(2, map[string]float64{"egress": 3})},
+		{ops.PayInvoice, "", pts(10, map[string]float64{"write": 1})},
+		{ops.RefundInvoice, "", pts(10, map[string]float64{"write": 1})},
+		{ops.CreateExport, "", pts(10, map[string]float64{"write": 1})},
+		{ops.GetOperation, "", pts(1, map[string]float64{"egress": 1})},
+		{ops.ListEvents, "limit=50", pts(1, map[string]float64{"egress": 50})},
+		{ops.GetMe, "", pts(1, nil)},
+		{ops.GetRateLimit, "", pts(1, nil)},
+		{ops.GetOpenAPI, "", pts(1, nil)},
+	}
+	for _, tc := range cases {
+		q, _ := url.ParseQuery(tc.query)
+		got := map[string]float64{}
+		for _, d := range DemandOf(tc.op, q) {
+			got[d.Level] = d.Amount
+		}
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("%s?%s: %v, want %v", tc.op.ID, tc.query, got, tc.want)
+		}
+	}
+}
+
+// TestFollowsRateLimitHeaders: the policy field sets quota, window and unit
+// (an unknown policy becomes a level that holds no call), RateLimit is the
+// server's word on what is left, both ways, and malformed fields change
+// nothing.
+func TestFollowsRateLimitHeaders(t *testing.T) {
+	s := New()
+	now := time.Now()
+	key := s.levels["key"]
+	c := call(ops.GetMe, "")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.observeLocked(c, http.Header{"Ratelimit-Policy": {`"key";q=300;w=60;qu="points", "burst";q=50;w=10;qu="points", "parallel";q=4;qu="concurrent-requests"`}}, now, nil, true)
+	burst := s.levels["burst"]
+	if burst == nil || burst.quota != 50 || burst.window != 10*time.Second || burst.unit != "points" || s.parallel != 4 || s.capLimit != 4 {
+		t.Fatalf("burst %+v, parallel %d, cap %v", burst, s.parallel, s.capLimit)
+	}
+	if takes := s.takesLocked(c); slices.ContainsFunc(takes, func(t take) bool { return t.l == burst }) {
+		t.Errorf("an announced policy the server tied to no call holds a call")
+	}
+	s.observeLocked(c, http.Header{"Ratelimit": {`"key";r=12;t=118`}}, now, nil, true)
+	if key.available(now) != 12 {
+		t.Errorf("available = %v after r=12", key.available(now))
+	}
+	s.observeLocked(c, http.Header{"Ratelimit": {`"key";r=500;t=20`}}, now, nil, true)
+	if key.available(now) != 500 || !key.bucket || key.size() != 500 {
+		t.Errorf("r=500 above the quota of 300: available %v, bucket %v, size %v", key.available(now), key.bucket, key.size())
+	}
+	before := key.tokens
+	for _, h := range []http.Header{
+		{"Ratelimit": {`"key";r=-1`}}, {"Ratelimit": {`key r=1`}}, {"Ratelimit-Policy": {`"key";q=x`}}, {},
+	} {
+		s.observeLocked(c, h, now, nil, true)
+	}
+	if key.tokens != before || key.quota != 300 {
+		t.Errorf("a malformed field changed the model: %v %v", key.tokens, key.quota)
+	}
+	s.observeLocked(c, http.Header{"Ratelimit": {`"org";r=100;t=100`}}, now, nil, true)
+	if r := s.levels["org"].rate(now); r < 13.9 || r > 14 {
+		t.Errorf("org rate = %v, want (1500-100)/100 = 14/s", r)
+	}
+	s.observeLocked(c, http.Header{"Ratelimit": {`"org";r=0;t=5`}}, now, nil, true)
+	if r := s.levels["org"].rate(now); r != 25 {
+		t.Errorf("org rate = %v, never above the quota's 25/s", r)
+	}
+}
+
+func TestAIMDSteps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		now := time.Now()
+		s.cutLocked(now, rateLimitCut)
+		if s.capLimit != 3 || s.pace != 0.5 {
+			t.Fatalf("after a cut: cap %v pace %v", s.capLimit, s.pace)
+		}
+		s.cutLocked(now.Add(500*time.Millisecond), rateLimitCut)
+		if s.capLimit != 3 || s.cuts != 1 {
+			t.Errorf("a second refusal within a second cut again: cap %v", s.capLimit)
+		}
+		s.cutLocked(now.Add(time.Second), rateLimitCut)
+		if s.capLimit != 1 || s.pace != 0.25 {
+			t.Errorf("after two cuts: cap %v pace %v", s.capLimit, s.pace)
+		}
+		for range 5 {
+			s.cutLocked(s.lastCut.Add(time.Second), rateLimitCut)
+		}
+		if s.capLimit != 1 || s.pace != minPace {
+			t.Errorf("floors: cap %v pace %v", s.capLimit, s.pace)
+		}
+		last := s.lastCut
+		s.adaptLocked(last.Add(quietInterval - time.Millisecond))
+		if s.capLimit != 1 {
+			t.Errorf("raised before a quiet interval")
+		}
+		s.adaptLocked(last.Add(quietInterval))
+		if s.capLimit != 2 || math.Abs(s.pace-(minPace+paceStep)) > 1e-9 {
+			t.Errorf("one quiet interval: cap %v pace %v", s.capLimit, s.pace)
+		}
+		s.adaptLocked(last.Add(20 * quietInterval))
+		if s.capLimit != 6 || s.pace != 1 {
+			t.Errorf("back to the model: cap %v pace %v", s.capLimit, s.pace)
+		}
+		s.cutLocked(last.Add(21*quietInterval), overloadCut)
+		if s.capLimit != 4 || s.pace != 0.8 {
+			t.Errorf("an OVERLOADED cut: cap %v pace %v", s.capLimit, s.pace)
+		}
+	})
+}
+
+// learn gives s its first answer, so that slow start ends.
+func learn(t *testing.T, s *State) {
+	t.Helper()
+	admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", ""))
+}
+
+// TestNoHeadOfLineBlocking: a write held by the write level does not hold
+// a read, however many writes wait; the writes go in the order they came.
+func TestNoHeadOfLineBlocking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		s.Spend(Write, 0)
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Go(func() {
+				tk, _, err := s.Admit(context.Background(), call(ops.CreateContact, ""))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				tk.Finish(answer("", ""))
+			})
+			synctest.Wait()
+		}
+		if b := s.Snapshot(); b.Waiting != 3 {
+			t.Fatalf("%d waiting, want the 3 writes", b.Waiting)
+		}
+		start := time.Now()
+		for range 20 {
+			admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+		}
+		if time.Since(start) != 0 {
+			t.Errorf("reads waited %v behind writes", time.Since(start))
+		}
+		wg.Wait()
+		if !slices.Equal(order, []int{0, 1, 2}) {
+			t.Errorf("writes went in the order %v", order)
+		}
+		// The writes waited for their level: the key's log frees the write
+		// level a window after the takes.
+		if el := time.Since(start); el < time.Minute || el > time.Minute+time.Second {
+			t.Errorf("the writes waited %v, want the write window", el)
+		}
+	})
+}
+
+// TestCostlyCallHoldsItsPlace: a 10-point call waiting for the key level
+// is not overtaken by 1-point calls that came after it.
+func TestCostlyCallHoldsItsPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=605;t=1`)) // a bucket: it refills
+		s.Spend(Key, 5)
+		var order []string
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, c := range []*Call{call(ops.DeleteContact, ""), call(ops.GetContact, ""), call(ops.GetContact, "")} {
+			wg.Go(func() {
+				tk, _, err := s.Admit(context.Background(), c)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, c.Op)
+				mu.Unlock()
+				tk.Finish(answer("", ""))
+			})
+			synctest.Wait()
+		}
+		wg.Wait()
+		if !slices.Equal(order, []string{"deleteContact", "getContact", "getContact"}) {
+			t.Errorf("order %v: cheap calls overtook the costly one", order)
+		}
+	})
+}
+
+// TestLimiterShapes: after a burst has used a level up, the model lets the
+// next call go no sooner than every shape of limiter would (a sliding log
+// frees a take a window after it), and a level that showed it holds more
+// than its quota refills continuously.
+func TestLimiterShapes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+		// A sliding log or fixed window never says r > q: 60 writes use
+		// the write level up until the first of them leaves the window.
+		for range 59 {
+			admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=30;t=60`))
+		}
+		first := time.Now()
+		w := call(ops.CreateContact, "")
+		if why := held(s, w); why != "" {
+			t.Fatalf("the 60th write is held by %q, though r said 30 left", why)
+		}
+		time.Sleep(time.Second)
+		admitNow(t, s, w).Finish(answer("", `"write";r=0;t=59`))
+		if why := held(s, call(ops.CreateContact, "")); why != Write {
+			t.Fatalf("after r=0 a write is held by %q", why)
+		}
+		tk, _, err := s.Admit(context.Background(), call(ops.CreateContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(first); el != time.Minute {
+			t.Errorf("the next write went %v after the first take, want a window", el)
+		}
+		tk.Finish(answer("", ""))
+
+		// The key level shows 600 left of a quota of 300: a bucket, which
+		// refills at 5 points a second.
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+		s.Spend(Key, 0)
+		start := time.Now()
+		tk, _, err = s.Admit(context.Background(), call(ops.DeleteContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(start); el != 2*time.Second {
+			t.Errorf("a 10-point call on an empty bucket waited %v, want 2s", el)
+		}
+		tk.Finish(answer("", ""))
+	})
+}
+
+// TestUnknownPolicyIsInformativeUntilTied: an announced policy holds no
+// call; a RateLimit member naming it ties it to that operation only; a
+// refusal naming an unannounced one holds that operation only for its wait;
+// a QUOTA_EXHAUSTED naming an unknown policy blocks that operation only.
+func TestUnknownPolicyIsInformativeUntilTied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "bodo-export";q=12;w=3600, "bodo-search";q=2;w=60`, ""))
+		for range 20 {
+			admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", ""))
+		}
+		search := call(ops.CountContacts, "q=a")
+		admitNow(t, s, search).Finish(answer("", `"bodo-search";r=0;t=60`))
+		if why := held(s, call(ops.CountContacts, "q=b")); why != "bodo-search" {
+			t.Errorf("a search after r=0 of bodo-search is held by %q", why)
+		}
+		if why := held(s, call(ops.GetMe, "")); why != "" {
+			t.Errorf("getMe is held by %q: the search policy was tied to searches only", why)
+		}
+		snap := s.Snapshot()
+		scopes := map[string]string{}
+		for _, l := range snap.Levels {
+			scopes[l.Name] = l.Scope
+		}
+		if scopes["bodo-export"] != "none" || scopes["bodo-search"] != "countContacts" || scopes["key"] != "" {
+			t.Errorf("scopes %v", scopes)
+		}
+
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "concurrency-x", 3*time.Second))
+		if why := held(s, call(ops.CreateContact, "")); why != "concurrency-x" {
+			t.Errorf("a create after a refusal on an unknown policy is held by %q", why)
+		}
+		if why := held(s, call(ops.GetContact, "")); why != "" {
+			t.Errorf("a read is held by %q after a refusal on a policy tied to creates", why)
+		}
+
+		admitNow(t, s, call(ops.GetContact, "")).Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{},
+			Problem: &Problem{Code: codeQuotaExhausted, Policy: "monthly-reads", ResetsAt: time.Now().Add(time.Hour)}})
+		s.mu.Lock()
+		errGet := s.blockedLocked(call(ops.GetContact, ""), time.Now())
+		errList := s.blockedLocked(call(ops.ListContacts, ""), time.Now())
+		s.mu.Unlock()
+		var ex *ExhaustedError
+		if !errors.As(errGet, &ex) || ex.Policy != "monthly-reads" || errList != nil {
+			t.Errorf("the exhausted unknown policy: get %v, list %v", errGet, errList)
+		}
+	})
+}
+
+// TestPartitionedPolicy: a policy with a pk holds only the calls of its
+// partition's target.
+func TestPartitionedPolicy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		one, two := call(ops.UpdateContact, ""), call(ops.UpdateContact, "")
+		one.Target, two.Target = "PATCH /v1/contacts/con_1", "PATCH /v1/contacts/con_2"
+		admitNow(t, s, one).Finish(answer(`"per-contact";q=2;w=60`, `"per-contact";r=0;t=60;pk=:AQ==:`))
+		again := call(ops.UpdateContact, "")
+		again.Target = one.Target
+		if why := held(s, again); why != "per-contact" {
+			t.Errorf("the same contact is held by %q", why)
+		}
+		if why := held(s, two); why != "" {
+			t.Errorf("another contact is held by %q", why)
+		}
+	})
+}
+
+// TestServerWaitBindsEveryone: OVERLOADED holds every budgeted call of the
+// key until its wait is over; a refusal on a level holds the calls that
+// take from it, and no other.
+func TestServerWaitBindsEveryone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		admitNow(t, s, call(ops.GetMe, "")).Finish(refusal(http.StatusServiceUnavailable, codeOverloaded, "", 1500*time.Millisecond))
+		start := time.Now()
+		tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(start); el != 1500*time.Millisecond {
+			t.Errorf("a read after OVERLOADED went after %v, want the announced 1.5s", el)
+		}
+		tk.Finish(answer("", ""))
+
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Write, 4*time.Second))
+		if why := held(s, call(ops.UpdateContact, "")); why != Write {
+			t.Errorf("an update after a refusal on write is held by %q", why)
+		}
+		if why := held(s, call(ops.GetMe, "")); why != "" {
+			t.Errorf("a read is held by %q after a refusal on write", why)
+		}
+		start = time.Now()
+		tk, _, err = s.Admit(context.Background(), call(ops.UpdateContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(start); el < 4*time.Second || el > 5*time.Second {
+			t.Errorf("the update went after %v, want 4s (and the halved pace)", el)
+		}
+		tk.Finish(answer("", ""))
+		time.Sleep(time.Minute) // the pace recovers
+
+		// An unknown 503 code with a wait holds everyone like OVERLOADED.
+		admitNow(t, s, call(ops.GetMe, "")).Finish(refusal(http.StatusServiceUnavailable, "MAINTENANCE", "", 2*time.Second))
+		if why := held(s, call(ops.GetMe, "")); why != ReasonServer {
+			t.Errorf("after MAINTENANCE a call is held by %q", why)
+		}
+	})
+}
+
+// TestReleaseWakesOneWaiter: with every call outside the budget held by the
+// lockout guard, a release wakes the first waiter only.
+func TestReleaseWakesOneWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		var tickets []*Ticket
+		for range RefusalLimit {
+			c := call(ops.GetMe, "")
+			c.Budgeted = false
+			tickets = append(tickets, admitNow(t, s, c))
+		}
+		var wg sync.WaitGroup
+		admitted := make(chan *Ticket, 100)
+		for range 100 {
+			wg.Go(func() {
+				c := call(ops.GetMe, "")
+				c.Budgeted = false
+				tk, _, err := s.Admit(context.Background(), c)
+				if err != nil {
+					t.Error(err)
+				}
+				admitted <- tk
+			})
+		}
+		synctest.Wait()
+		tickets[0].Finish(answer("", ""))
+		synctest.Wait()
+		if len(admitted) != 1 {
+			t.Errorf("one release admitted %d", len(admitted))
+		}
+		for _, tk := range tickets[1:] {
+			tk.Finish(answer("", ""))
+		}
+		for range 100 {
+			(<-admitted).Finish(answer("", ""))
+		}
+		wg.Wait()
+	})
+}
+
+// BenchmarkAdmitWithWaiters: admitting and finishing one call costs the
+// same whether 64 or 10,000 calls wait for a level the call does not take.
+func BenchmarkAdmitWithWaiters(b *testing.B) {
+	for _, n := range []int{64, 10000} {
+		b.Run(map[int]string{64: "64", 10000: "10000"}[n], func(b *testing.B) {
+			s := New()
+			admitNow(b, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+			s.Spend(Write, 0)
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			for range n {
+				wg.Go(func() { _, _, _ = s.Admit(ctx, call(ops.CreateContact, "")) })
+			}
+			for s.Snapshot().Waiting < n {
+				time.Sleep(time.Millisecond)
+			}
+			c := call(ops.GetMe, "")
+			a := answer("", "")
+			b.ResetTimer()
+			for range b.N {
+				s.mu.Lock()
+				for _, name := range []string{Key, Principal, Org} {
+					s.levels[name].tokens = 600 // the benchmark measures the queue, not the levels
+				}
+				s.mu.Unlock()
+				tk, _, err := s.Admit(context.Background(), c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tk.Finish(a)
+			}
+			b.StopTimer()
+			cancel()
+			wg.Wait()
+		})
+	}
+}

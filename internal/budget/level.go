@@ -1,0 +1,417 @@
+package budget
+
+import (
+	"math"
+	"time"
+)
+
+// The level names of the API.
+const (
+	Key       = "key"
+	Write     = "write"
+	Parallel  = "parallel"
+	Principal = "principal"
+	Org       = "org"
+	Delete    = "delete"
+	DeleteDay = "delete-day"
+	Egress    = "egress"
+	Lockout   = "lockout"
+)
+
+// maxWindowSeconds bounds a policy's window (w), so that no conversion to a
+// time.Duration overflows: ten years, longer than any quota resets.
+const maxWindowSeconds = 10 * 366 * 24 * 3600
+
+// ObservedRateTTL is how long a refill rate read off a RateLimit header of a
+// level others share (principal, org, a learned policy) overrides its quota's
+// rate: what the other keys take shows as a slower refill.
+const ObservedRateTTL = 10 * time.Second
+
+// minObservedReset is the shortest t a refill rate is read off: with t in
+// whole seconds rounded up, the rate read off t >= 5 is at least 80 % of
+// the true one.
+const minObservedReset = 5
+
+const forever = time.Duration(math.MaxInt64)
+
+func durationOf(seconds float64) time.Duration {
+	if seconds >= forever.Seconds() {
+		return forever
+	}
+	return time.Duration(math.Ceil(seconds * 1e9))
+}
+
+// level is the client's model of one server level. How the server counts
+// it (a token bucket, a sliding log, a sliding-window counter or a fixed
+// window) is not known in advance, so the model keeps two lower bounds of
+// what is left and believes the larger:
+//
+//   - the server's word: r of the last RateLimit member that named the
+//     level, less what was taken since (and less what was still in flight
+//     when it was said), refilled continuously only once the level has shown
+//     that it is a bucket (r above its quota) or is shared with others;
+//   - for a level of this key alone, its own log: the quota less what this
+//     key took within the last window. Every shape of limiter grants at
+//     least that: a sliding log exactly, a fixed window and a token bucket
+//     that holds at least its quota more.
+//
+// A refusal on the level holds every call that takes from it until the
+// moment the server named.
+type level struct {
+	name     string
+	unit     string // points, requests, records
+	quota    float64
+	window   time.Duration
+	share    float64 // the part of the quota this key may use
+	capacity float64 // the documented size, used only to refuse a call that can never fit
+	docQuota float64
+	known    bool // a level of the API, whose scope the contract gives
+	own      bool // counted for this key alone: its own log bounds it
+	seenMax  float64
+
+	// bucket: the server showed more left than the quota (r > q), so the
+	// level refills continuously; shared: other keys take from it too.
+	bucket bool
+	shared bool
+
+	tokens float64 // the server's word, brought forward; negative after a refusal
+	at     time.Time
+
+	observedRate  float64
+	observedUntil time.Time
+
+	holdUntil time.Time // a refusal's wait: no call that takes from the level goes before
+
+	// Shape evidence from t: a t that matches a bucket refilling at the
+	// quota's rate and not this key's log counts for a bucket; a t well
+	// before the log frees anything says the level resets then (a fixed
+	// window), to its size less what was taken since (resetMark).
+	bucketEvidence int
+	resetAt        time.Time
+	resetMark      float64
+	resetSeen      time.Time // the reset moment the last answer named
+	resetSeenMark  float64
+
+	log      takeLog
+	inflight float64 // taken by attempts still in flight
+	admitted float64 // taken by every attempt so far, less what refusals gave back
+
+	// Scope of a learned policy: the operations the server tied it to
+	// (RateLimit naming it, or a refusal), and for a partitioned one the
+	// request target of its partition. A learned policy tied to nothing is
+	// informative only.
+	ops       map[string]bool
+	partition string // pk, base64
+	target    string
+
+	gate gate
+}
+
+func newLevel(name string) *level {
+	l := &level{name: name, share: 1}
+	l.gate.name = name
+	return l
+}
+
+// size is what the level holds when full, as far as the server has shown.
+func (l *level) size() float64 {
+	return max(l.quota*l.share, l.seenMax)
+}
+
+// documented reports whether the level is the API's own, with the
+// documented quota: only then is its capacity certain enough to refuse a
+// call that can never fit it. Against a size learned from a header, a bigger
+// call waits for a full level and then goes, so an odd header never wedges a
+// key.
+func (l *level) documented() bool { return l.known && l.quota == l.docQuota }
+
+// fitSize is the most a call may need of the level.
+func (l *level) fitSize() float64 {
+	if l.documented() && l.capacity > 0 {
+		return max(l.capacity, l.size())
+	}
+	return l.size()
+}
+
+// need is what the call must find in the level before it goes.
+func (l *level) need(amount float64) float64 {
+	if l.documented() {
+		return amount
+	}
+	return min(amount, l.size())
+}
+
+// refills reports whether the server's word is brought forward by a
+// continuous refill.
+func (l *level) refills() bool { return l.bucket || l.shared }
+
+func (l *level) rate(now time.Time) float64 {
+	if now.Before(l.observedUntil) {
+		return l.observedRate
+	}
+	return l.grossRate()
+}
+
+// grossRate is the refill the quota grants, before what others take.
+func (l *level) grossRate() float64 {
+	if l.window <= 0 {
+		return 0
+	}
+	return l.quota * l.share / l.window.Seconds()
+}
+
+// refill brings the tokens up to now.
+func (l *level) refill(now time.Time) {
+	if l.at.IsZero() {
+		l.at = now
+	}
+	if !now.After(l.at) {
+		return
+	}
+	if l.refills() {
+		gained := 0.0
+		if l.at.Before(l.observedUntil) {
+			until := l.observedUntil
+			if now.Before(until) {
+				until = now
+			}
+			gained += l.observedRate * until.Sub(l.at).Seconds()
+			l.at = until
+		}
+		gained += l.grossRate() * now.Sub(l.at).Seconds()
+		l.tokens = min(max(l.size(), l.tokens), l.tokens+gained)
+	}
+	l.at = now
+}
+
+// logAvailable is the quota less what this key took within the last window
+// and what it has in flight; -Inf for a level others share.
+func (l *level) logAvailable(now time.Time) float64 {
+	if !l.own || l.window <= 0 || l.quota <= 0 {
+		return math.Inf(-1)
+	}
+	l.log.prune(now.Add(-l.window))
+	return l.quota*l.share - l.log.sum - l.inflight
+}
+
+// available is what the model believes is left now; refill first.
+func (l *level) available(now time.Time) float64 {
+	return max(l.tokens, l.logAvailable(now), l.afterReset(now))
+}
+
+// afterReset is what a level that said it resets at resetAt holds from
+// then on: its size less what was taken since it said so.
+func (l *level) afterReset(now time.Time) float64 {
+	if l.resetAt.IsZero() || now.Before(l.resetAt) {
+		return math.Inf(-1)
+	}
+	return l.size() - (l.admitted - l.resetMark)
+}
+
+// learnShape reads the t of a RateLimit member naming the level (r left,
+// t seconds) against what a bucket refilling at the quota's rate and what
+// this key's own log would say.
+func (l *level) learnShape(remaining float64, t int64, now time.Time) {
+	if !l.own || t <= 0 || remaining >= l.size() || l.grossRate() <= 0 {
+		return
+	}
+	const slack = 1.5 // t is whole seconds, rounded up; the log's times are the answers', a little late
+	secs := float64(t)
+	logFree := l.oldestFree(now)
+	nearLog := logFree >= 0 && math.Abs(secs-logFree) <= slack
+	bucketT := (l.size() - remaining) / l.grossRate()
+	nearBucket := math.Abs(secs-bucketT) <= max(slack, bucketT/10)
+	switch {
+	case nearBucket && !nearLog:
+		l.bucketEvidence++
+		if l.bucketEvidence >= 2 {
+			l.bucket = true
+		}
+	case nearLog && !nearBucket:
+		l.bucketEvidence = 0
+	}
+	if l.bucket || logFree < 0 || secs >= logFree-slack || nearBucket {
+		return
+	}
+	// A fixed window names the same reset moment answer after answer,
+	// however much is taken meanwhile: believe it once two answers agree.
+	at := now.Add(time.Duration(t) * time.Second)
+	if d := at.Sub(l.resetSeen); d > -time.Duration(slack*float64(time.Second)) && d < time.Duration(slack*float64(time.Second)) && l.admitted > l.resetSeenMark {
+		l.resetAt, l.resetMark = at, l.admitted
+	}
+	l.resetSeen, l.resetSeenMark = at, l.admitted
+}
+
+// oldestFree is the seconds until the oldest take of the key's log leaves
+// the window; -1 when the log is empty.
+func (l *level) oldestFree(now time.Time) float64 {
+	l.log.prune(now.Add(-l.window))
+	if l.log.head >= len(l.log.entries) {
+		return -1
+	}
+	return l.log.entries[l.log.head].at.Add(l.window).Sub(now).Seconds()
+}
+
+// wait is how long until n is available: zero when it is, forever when
+// only an answer or a release can help.
+func (l *level) wait(n float64, now time.Time) time.Duration {
+	if l.available(now) >= n-1e-9 {
+		return 0
+	}
+	d := forever
+	if l.refills() {
+		if r := l.rate(now); r > 0 {
+			d = durationOf((n - l.tokens) / r)
+		}
+		if now.Before(l.observedUntil) {
+			d = min(d, l.observedUntil.Sub(now))
+		}
+	}
+	if now.Before(l.resetAt) && l.size()-(l.admitted-l.resetMark) >= n-1e-9 {
+		d = min(d, l.resetAt.Sub(now))
+	}
+	if l.own && l.window > 0 {
+		// The takes that must leave the window first, oldest first.
+		missing := n - l.logAvailable(now)
+		for i := l.log.head; i < len(l.log.entries) && missing > 1e-9; i++ {
+			e := l.log.entries[i]
+			missing -= e.amount
+			if missing <= 1e-9 {
+				d = min(d, e.at.Add(l.window).Sub(now))
+			}
+		}
+	}
+	return d
+}
+
+// backfills reports whether a call may take amount of the level now,
+// ahead of the first call that waits for it, because that does not delay
+// the first: what frees the level for the first call frees enough for both
+// (a log or a window frees whole takes at once). A level that refills
+// continuously never lets a call pass: every point taken delays the first.
+func (l *level) backfills(first *waiter, amount float64, now time.Time) bool {
+	if first == nil || first.c == nil {
+		return false
+	}
+	need := 0.0
+	for _, t := range first.c.takes {
+		if t.l == l {
+			need = l.need(t.amount)
+		}
+	}
+	if need == 0 || l.refills() {
+		return false
+	}
+	return l.wait(need+amount, now) <= l.wait(need, now)
+}
+
+// fullIn is how long until the level is full again; 0 when it never is.
+func (l *level) fullIn(now time.Time) time.Duration {
+	d := l.wait(l.size(), now)
+	if d == forever {
+		return 0
+	}
+	return d
+}
+
+// applies reports whether a call of op to target takes from the level.
+func (l *level) applies(op, target string) bool {
+	if l.known {
+		return false // the documented levels come from the call's demand
+	}
+	if l.partition != "" && l.target != target {
+		return false
+	}
+	return l.ops[op]
+}
+
+// amountFor is what a call of cost points takes from a learned level, by its
+// unit.
+func (l *level) amountFor(cost float64) float64 {
+	switch l.unit {
+	case "points":
+		return cost
+	case "requests", "":
+		return 1
+	}
+	return 0
+}
+
+// takeLog is a level's own takes within its window, oldest first, with
+// their sum.
+type takeLog struct {
+	entries []logEntry
+	head    int
+	sum     float64
+}
+
+type logEntry struct {
+	at     time.Time
+	amount float64
+}
+
+func (g *takeLog) add(at time.Time, amount float64) {
+	if amount <= 0 {
+		return
+	}
+	g.entries = append(g.entries, logEntry{at, amount})
+	g.sum += amount
+}
+
+// prune drops the takes at or before cut.
+func (g *takeLog) prune(cut time.Time) {
+	for g.head < len(g.entries) && !g.entries[g.head].at.After(cut) {
+		g.sum -= g.entries[g.head].amount
+		g.head++
+	}
+	if g.head == len(g.entries) {
+		g.entries, g.head, g.sum = g.entries[:0], 0, 0
+	} else if g.head > 64 && g.head*2 > len(g.entries) {
+		n := copy(g.entries, g.entries[g.head:])
+		g.entries, g.head = g.entries[:n], 0
+	}
+}
+
+// refund takes amount back off the newest takes (a list that returned
+// fewer records than it reserved).
+func (g *takeLog) refund(amount float64) {
+	for i := len(g.entries) - 1; i >= g.head && amount > 0; i-- {
+		d := min(amount, g.entries[i].amount)
+		g.entries[i].amount -= d
+		g.sum -= d
+		amount -= d
+	}
+}
+
+// documentedLevels are the levels of the API before any header says
+// otherwise.
+func documentedLevels() map[string]*level {
+	minute, hour := time.Minute, time.Hour
+	type doc struct {
+		name     string
+		unit     string
+		quota    float64
+		window   time.Duration
+		capacity float64
+		share    float64
+		shared   bool
+	}
+	docs := []doc{
+		{Key, "points", 300, minute, 600, 1, false},
+		{Write, "requests", 60, minute, 0, 1, false},
+		{Principal, "points", 1200, minute, 0, 1, true},
+		{Org, "points", 3000, minute, 0, 0.5, true},
+		{Delete, "requests", 10, minute, 0, 1, false},
+		{DeleteDay, "requests", 300, 24 * hour, 0, 1, false},
+		{Egress, "records", 10000, hour, 0, 1, false},
+	}
+	m := make(map[string]*level, len(docs))
+	for _, d := range docs {
+		l := newLevel(d.name)
+		l.unit, l.quota, l.window, l.capacity, l.share = d.unit, d.quota, d.window, d.capacity, d.share
+		l.known, l.docQuota, l.shared, l.own = true, d.quota, d.shared, !d.shared
+		l.tokens = l.quota * l.share
+		m[d.name] = l
+	}
+	return m
+}

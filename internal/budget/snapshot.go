@@ -1,0 +1,84 @@
+package budget
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Snapshot is the local view of the key's budget.
+type Snapshot struct {
+	Levels      []LevelSnapshot
+	InFlight    int
+	InFlightCap int
+	Pace        float64
+	Cuts        int
+	Waiting     int
+	Waits       int64
+	Waited      time.Duration
+	Refusals    int
+	PausedUntil time.Time // the later of a lockout and a wait the server asked of every call
+}
+
+// LevelSnapshot is the model of one level.
+type LevelSnapshot struct {
+	Name      string
+	Unit      string
+	Quota     int
+	Window    time.Duration
+	Capacity  int
+	Remaining float64
+	FullIn    time.Duration
+	HeldUntil time.Time
+	Waiting   int
+	// Scope says which calls the level holds: "" for the documented scope,
+	// else the operations the server tied it to, "none" for a policy that is
+	// only announced, and "partition PK of TARGET" for one partition.
+	Scope string
+}
+
+// Snapshot returns the local view of the key's budget.
+func (s *State) Snapshot() Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	s.adaptLocked(now)
+	s.pruneRefusalsLocked(now)
+	b := Snapshot{
+		InFlight:    s.inflight,
+		InFlightCap: int(s.capLimit),
+		Pace:        s.pace,
+		Cuts:        s.cuts,
+		Waiting:     s.waiting,
+		Waits:       s.waits,
+		Waited:      s.waited,
+		Refusals:    len(s.refusals),
+		PausedUntil: later(s.lockedUntil, s.heldUntil),
+	}
+	for _, l := range s.order {
+		l.refill(now)
+		ls := LevelSnapshot{
+			Name: l.name, Unit: l.unit, Quota: int(l.quota * l.share), Window: l.window,
+			Capacity: int(l.size()), Remaining: l.available(now), FullIn: l.fullIn(now),
+			Waiting: len(l.gate.q),
+		}
+		if now.Before(l.holdUntil) {
+			ls.HeldUntil = l.holdUntil
+		}
+		if !l.known {
+			ops := slices.Sorted(maps.Keys(l.ops))
+			switch {
+			case len(ops) == 0:
+				ls.Scope = "none"
+			case l.partition != "":
+				ls.Scope = "partition " + l.partition + " of " + l.target
+			default:
+				ls.Scope = strings.Join(ops, ",")
+			}
+		}
+		b.Levels = append(b.Levels, ls)
+	}
+	slices.SortStableFunc(b.Levels, func(x, y LevelSnapshot) int { return strings.Compare(x.Name, y.Name) })
+	return b
+}
