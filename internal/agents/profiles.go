@@ -1,0 +1,296 @@
+package agents
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/internal/sandbox"
+)
+
+// stallWindow is how long calls may wait, while the server would accept one
+// of them and none is sent, before the run counts a stall.
+const stallWindow = 10 * time.Second
+
+// ProfileResult is one run of the workload against a server profile.
+type ProfileResult struct {
+	Profile   string
+	Client    string
+	Agents    int
+	Duration  time.Duration
+	Requests  int
+	Points    int            // points the server accepted
+	Allowance int            // points the profile allows the key over the run
+	Refused   int            // 429 answers
+	RefusedBy map[string]int // 429 answers by code and policy
+	Lockouts  int
+	Early     int            // requests sent before a wait the server announced was over
+	EarlyBy   map[string]int // by what announced the wait
+	Stalls    int            // windows of stallWindow in which calls waited, the server would have accepted one, and none was sent
+	MaxFlight int
+	GaveUp    int
+}
+
+// Goodput is the share of the allowance the server accepted.
+func (r ProfileResult) Goodput() float64 { return float64(r.Points) / float64(max(r.Allowance, 1)) }
+
+// Rate429 is the share of requests answered 429.
+func (r ProfileResult) Rate429() float64 { return float64(r.Refused) / float64(max(r.Requests, 1)) }
+
+// Targets are what every profile must meet: goodput at least 97 % of the
+// allowance over 60 minutes and 90 % over the first 2, 429s at most 0.5 %
+// of requests, no lockout, no early request, no stall.
+func (r ProfileResult) Targets() []string {
+	var miss []string
+	floor := 0.97
+	if r.Duration < 10*time.Minute {
+		floor = 0.90
+	}
+	if r.Goodput() < floor {
+		miss = append(miss, fmt.Sprintf("goodput %.1f %% < %.0f %%", 100*r.Goodput(), 100*floor))
+	}
+	if r.Rate429() > 0.005 {
+		miss = append(miss, fmt.Sprintf("429s %.2f %% > 0.5 %%", 100*r.Rate429()))
+	}
+	if r.Lockouts > 0 {
+		miss = append(miss, fmt.Sprintf("%d lockouts", r.Lockouts))
+	}
+	if r.Early > 0 {
+		miss = append(miss, fmt.Sprintf("%d early requests %v", r.Early, r.EarlyBy))
+	}
+	if r.Stalls > 0 {
+		miss = append(miss, fmt.Sprintf("%d stalls", r.Stalls))
+	}
+	return miss
+}
+
+// NewAPI builds the client under test for one run: rt reaches the sandbox,
+// baseURL is the run's own.
+type NewAPI func(rt http.RoundTripper, baseURL string) (API, error)
+
+// SDKClient is NewAPI for bodo-go with the given options.
+func SDKClient(opts ...bodo.Option) NewAPI {
+	return func(rt http.RoundTripper, baseURL string) (API, error) {
+		c, err := bodo.NewClient(append([]bodo.Option{
+			bodo.WithAPIKey(sandbox.TestKey),
+			bodo.WithBaseURL(baseURL),
+			bodo.WithHTTPClient(&http.Client{Transport: rt}),
+		}, opts...)...)
+		if err != nil {
+			return nil, err
+		}
+		return SDK{Client: c}, nil
+	}
+}
+
+var profileRunSeq atomic.Int64
+
+// RunProfile runs n agents on the API newAPI builds against a server of
+// profile p for d, and reports what the server saw. It must run inside a
+// testing/synctest bubble: it waits on virtual time.
+func RunProfile(p sandbox.Profile, client string, newAPI NewAPI, n int, d time.Duration, seed uint64) (ProfileResult, error) {
+	srv := p.New(sandbox.WithLatency(30 * time.Millisecond))
+	stats := NewStats()
+	refusals := &refusalCounter{by: map[string]int{}}
+	api, err := newAPI(refusals.transport(stats.Transport(srv.Transport())), fmt.Sprintf("https://profile%d.test", profileRunSeq.Add(1)))
+	if err != nil {
+		return ProfileResult{}, err
+	}
+	tracked := &trackedAPI{API: api, calls: map[string]int{}}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	stalls := make(chan int, 1)
+	go func() { stalls <- watchStalls(ctx, srv, tracked) }()
+	RunAPI(ctx, n, tracked, stats, seed)
+	st := srv.Stats(sandbox.TestKey)
+	counts := stats.Snapshot()
+	r := ProfileResult{
+		Profile: p.Name, Client: client, Agents: n, Duration: d,
+		Requests: st.Requests, Points: st.PointsAccepted, Allowance: p.Allowance(d),
+		Refused: counts.Status429, RefusedBy: refusals.snapshot(),
+		Lockouts: st.Lockouts, Early: st.EarlyRequests, EarlyBy: maps.Clone(st.EarlyByPolicy),
+		Stalls: <-stalls, MaxFlight: st.MaxInFlight, GaveUp: counts.GaveUp,
+	}
+	time.Sleep(time.Minute) // the sandbox finishes what callers gave up on
+	return r, nil
+}
+
+// watchStalls samples the run every second until ctx ends and counts the
+// windows of stallWindow in which no request reached the server while a
+// call was in progress that the server would have accepted.
+func watchStalls(ctx context.Context, srv *sandbox.Server, api *trackedAPI) int {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last := srv.Stats(sandbox.TestKey).Requests
+	idle, stalls := time.Duration(0), 0
+	for {
+		select {
+		case <-ctx.Done():
+			return stalls
+		case <-tick.C:
+		}
+		now := srv.Stats(sandbox.TestKey).Requests
+		sent := now != last
+		last = now
+		if sent || !api.acceptable(srv) {
+			idle = 0
+			continue
+		}
+		idle += time.Second
+		if idle == stallWindow {
+			stalls++
+		}
+	}
+}
+
+// trackedAPI records the calls in progress, by operation and query.
+type trackedAPI struct {
+	API
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (t *trackedAPI) track(op string, q url.Values) func() {
+	k := op + "?" + q.Encode()
+	t.mu.Lock()
+	t.calls[k]++
+	t.mu.Unlock()
+	return func() {
+		t.mu.Lock()
+		t.calls[k]--
+		t.mu.Unlock()
+	}
+}
+
+// acceptable reports whether the server would accept one of the calls in
+// progress now.
+func (t *trackedAPI) acceptable(srv *sandbox.Server) bool {
+	t.mu.Lock()
+	keys := slices.Collect(maps.Keys(t.calls))
+	counts := maps.Clone(t.calls)
+	t.mu.Unlock()
+	for _, k := range keys {
+		if counts[k] <= 0 {
+			continue
+		}
+		op, raw, _ := strings.Cut(k, "?")
+		q, _ := url.ParseQuery(raw)
+		if srv.WouldAccept(sandbox.TestKey, op, q) {
+			return true
+		}
+	}
+	return false
+}
+
+func listQuery(p *bodo.ListContactsParams) url.Values {
+	q := url.Values{}
+	if p != nil && p.Limit != nil {
+		q.Set("limit", fmt.Sprint(*p.Limit))
+	}
+	if p != nil && p.Q != nil {
+		q.Set("q", *p.Q)
+	}
+	return q
+}
+
+func (t *trackedAPI) GetContact(ctx context.Context, id string) (*bodo.Contact, error) {
+	defer t.track("getContact", nil)()
+	return t.API.GetContact(ctx, id)
+}
+
+func (t *trackedAPI) ListContacts(ctx context.Context, p *bodo.ListContactsParams) (*bodo.ContactList, error) {
+	defer t.track("listContacts", listQuery(p))()
+	return t.API.ListContacts(ctx, p)
+}
+
+func (t *trackedAPI) CountContacts(ctx context.Context, p *bodo.CountContactsParams) (*bodo.ContactCount, error) {
+	q := url.Values{}
+	if p != nil && p.Q != nil {
+		q.Set("q", *p.Q)
+	}
+	defer t.track("countContacts", q)()
+	return t.API.CountContacts(ctx, p)
+}
+
+func (t *trackedAPI) CreateContact(ctx context.Context, body bodo.ContactCreate) (*bodo.Contact, error) {
+	defer t.track("createContact", nil)()
+	return t.API.CreateContact(ctx, body)
+}
+
+func (t *trackedAPI) UpdateContact(ctx context.Context, id string, body bodo.ContactUpdate) (*bodo.Contact, error) {
+	defer t.track("updateContact", nil)()
+	return t.API.UpdateContact(ctx, id, body)
+}
+
+func (t *trackedAPI) DeleteContact(ctx context.Context, id string) error {
+	defer t.track("deleteContact", nil)()
+	return t.API.DeleteContact(ctx, id)
+}
+
+func (t *trackedAPI) CreateInvoice(ctx context.Context, body bodo.InvoiceCreate) (*bodo.Invoice, error) {
+	defer t.track("createInvoice", nil)()
+	return t.API.CreateInvoice(ctx, body)
+}
+
+func (t *trackedAPI) PayInvoice(ctx context.Context, id string) (*bodo.Invoice, error) {
+	defer t.track("payInvoice", nil)()
+	return t.API.PayInvoice(ctx, id)
+}
+
+// refusalCounter counts 429 answers by their problem's code and policy.
+type refusalCounter struct {
+	mu sync.Mutex
+	by map[string]int
+}
+
+func (c *refusalCounter) transport(next http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		resp, err := next.RoundTrip(r)
+		if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+			return resp, err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		var p struct{ Code, Policy string }
+		_ = json.Unmarshal(body, &p)
+		c.mu.Lock()
+		c.by[p.Code+" "+p.Policy]++
+		c.mu.Unlock()
+		return resp, nil
+	})
+}
+
+func (c *refusalCounter) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.by)
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// ProfileTable renders results as a markdown table.
+func ProfileTable(results []ProfileResult) string {
+	var b strings.Builder
+	b.WriteString("| profile | client | agents | run | goodput | 429s | lockouts | early | stalls | max in flight | gave up |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "| %s | %s | %d | %v | %.1f %% | %d (%.2f %%) | %d | %d | %d | %d | %d |\n",
+			r.Profile, r.Client, r.Agents, r.Duration, 100*r.Goodput(), r.Refused, 100*r.Rate429(),
+			r.Lockouts, r.Early, r.Stalls, r.MaxFlight, r.GaveUp)
+	}
+	return b.String()
+}
