@@ -82,6 +82,17 @@ var Contenders = []Contender{
 		New: newFailsafe,
 	},
 	{
+		Name: "careful engineer",
+		Notes: "what a careful engineer writes by hand from bodo-api.md over gen.ClientWithResponses (carefulTransport in " +
+			"careful.go): before every attempt a golang.org/x/time/rate " + xtimeVersion + " limiter of the documented key level " +
+			"(5 points/s, burst 600) takes the call's cost in points (from the operation table), a second one (1/s, burst 60) " +
+			"one write for the write classes, and a semaphore one of 6 slots (the parallel level); a 429 or 503 is retried up " +
+			"to 2 times after retryAfterMs, else Retry-After, else 1, 2 s, plus 0–250 ms of jitter (QUOTA_EXHAUSTED and " +
+			"connection errors are not retried), and every POST and PATCH carries an Idempotency-Key (a UUID) reused on " +
+			"its retries. The limits are the documented ones, fixed: nothing adapts to the server.",
+		New: newCareful,
+	},
+	{
 		Name: "naive",
 		Notes: "a transport that resends a 429 or 503 at once, up to 2 times, without waiting, and returns connection errors " +
 			"as they are (so it never repeats a write whose answer was lost), under gen.ClientWithResponses; no Idempotency-Key " +
@@ -96,6 +107,7 @@ var Contenders = []Contender{
 const (
 	retryablehttpVersion = "v0.7.8"
 	failsafeVersion      = "v0.9.8"
+	xtimeVersion         = "v0.16.0"
 )
 
 func newBodo(env Env, opts ...bodo.Option) (agents.API, error) {

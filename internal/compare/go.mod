@@ -5,7 +5,9 @@ go 1.26.0
 require (
 	github.com/bodo-app/bodo-go v0.0.0-00010101000000-000000000000
 	github.com/failsafe-go/failsafe-go v0.9.8
+	github.com/google/uuid v1.6.0
 	github.com/hashicorp/go-retryablehttp v0.7.8
+	golang.org/x/time v0.16.0
 	gonum.org/v1/plot v0.17.0
 )
 
@@ -20,7 +22,6 @@ require (
 	github.com/dunglas/httpsfv v1.1.2 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/google/go-cmp v0.6.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
 	github.com/oapi-codegen/nullable v1.2.0 // indirect

@@ -68,9 +68,9 @@ func Report(results []Result) string {
 	for _, c := range Contenders {
 		fmt.Fprintf(&b, "- **%s**: %s\n", c.Name, c.Notes)
 	}
-	b.WriteString("\nThe three raw contenders share one adapter (agents.Raw): gen.ClientWithResponses, a non-2xx answer " +
-		"becomes an error with its status, problem code and retryAfterMs. The naive client and failsafe-go (ReturnLastFailure) " +
-		"hand the last 429 or 503 to the caller; go-retryablehttp, when its retries run out, drains it and returns an error " +
+	b.WriteString("\nThe four raw contenders share one adapter (agents.Raw): gen.ClientWithResponses, a non-2xx answer " +
+		"becomes an error with its status, problem code and retryAfterMs. The naive client, the careful engineer's and " +
+		"failsafe-go (ReturnLastFailure) hand the last 429 or 503 to the caller; go-retryablehttp, when its retries run out, drains it and returns an error " +
 		"without the response (\"giving up after 5 attempt(s)\"; a *transport error* above), so its agents never see the " +
 		"server's hint and do not pause. A lockout answers every request 429 with Retry-After up to 300 s: go-retryablehttp " +
 		"sleeps that out inside the call, up to 4 times, which is where its p50 of minutes comes from.\n")
