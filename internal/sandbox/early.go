@@ -17,9 +17,9 @@ type waitKey struct {
 func (w waitKey) id() string { return w.policy + "\x00" + w.part }
 
 // announced is a wait an answer asked for: it binds the requests that
-// arrive from when the answer reached the client (from) until it is over
-// (end). A request already on its way when the answer left is not early: no
-// client could have held it.
+// arrive after the answer reached the client (from) until it is over (end).
+// A request already on its way when the answer arrived, or sent at that very
+// moment, is not early: no client could have held it.
 type announced struct{ from, end time.Time }
 
 // announce notes that an answer to k, delivered latency after now, asked it
@@ -50,7 +50,7 @@ func (s *Server) noteEarly(k *apiKey, now time.Time, routed bool, d demand) {
 		switch {
 		case !now.Before(w.end):
 			delete(k.waitAll, policy)
-		case !now.Before(w.from):
+		case now.After(w.from):
 			early = append(early, policy)
 		}
 	}
@@ -61,7 +61,7 @@ func (s *Server) noteEarly(k *apiKey, now time.Time, routed bool, d demand) {
 			}
 		}
 		for _, w := range s.takesFrom(d) {
-			if a, ok := k.waitLevel[w.id()]; ok && !now.Before(a.from) {
+			if a, ok := k.waitLevel[w.id()]; ok && now.After(a.from) {
 				early = append(early, w.policy)
 			}
 		}
