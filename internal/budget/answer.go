@@ -62,6 +62,7 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 			for _, tk := range t.taken {
 				l := tk.l
 				l.inflight -= tk.amount
+				l.land(tk.id)
 				if uncharged {
 					l.tokens += tk.amount
 					l.admitted -= tk.amount
@@ -125,9 +126,9 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		if l.quota > 0 && remaining > l.quota*l.share+0.5 {
 			l.bucket = true // it holds more than its quota: a bucket that refills as it goes
 		}
-		// What the server had not counted yet: the attempts in flight, or
-		// more, every attempt admitted after this one (answers to calls
-		// sent at once may arrive in another order than the server
+		// What the server may not have counted yet: the attempts in
+		// flight, and every attempt admitted after this one (answers to
+		// calls sent at once may arrive in another order than the server
 		// counted them).
 		pending := l.inflight
 		for _, t := range c.takes {
@@ -136,7 +137,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 				if charged {
 					after -= t.amount
 				}
-				pending = max(pending, after)
+				pending += max(0, after-l.inflightAfter(t.id))
 			}
 		}
 		l.tokens = remaining - pending
@@ -149,7 +150,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 			l.log.add(now, foreign)
 		}
 		rel.left(l, remaining, now)
-		l.learnShape(remaining, r.reset, now)
+		l.learnShape(remaining, r.reset, pending, now)
 		if r.reset >= minObservedReset && remaining < l.size() && l.refills() {
 			// What others take shows as a slower refill than the quota's:
 			// never assume a faster one. t is whole seconds, rounded up,

@@ -81,6 +81,7 @@ type take struct {
 	l      *level
 	amount float64
 	mark   float64 // the level's admitted count before this take
+	id     uint64  // its flight on the level
 }
 
 // State is the model of one API key on one host. Every client of the
@@ -293,7 +294,14 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			}
 		}
 		if g == nil {
+			passed := w.at
+			if passed != nil && passed.head() == w {
+				passed = nil
+			}
 			s.takeLocked(c)
+			if passed != nil {
+				passed.wakeHead() // it passed the first waiter, which looks again (and lets the next try)
+			}
 			var waited time.Duration
 			if reason != "" { // held at least once, not merely slowed by a store's round trip
 				waited = now.Sub(start)
@@ -317,12 +325,20 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 		}
 		w.enter(g)
 		head := g.head() == w
+		timerWait := wait
+		if head && g.level != nil && len(g.q) > 1 {
+			// A cheap call behind may fit before the first does: look
+			// again whenever the level frees something, and let the
+			// waiters behind try to pass (level.backfills).
+			timerWait = min(timerWait, g.level.nextFree(now))
+			g.wakeBehind()
+		}
 		s.mu.Unlock()
 
 		var timer *time.Timer
 		var timeout <-chan time.Time
-		if head && wait > 0 && wait != forever {
-			timer = time.NewTimer(wait)
+		if head && timerWait > 0 && timerWait != forever {
+			timer = time.NewTimer(timerWait)
 			timeout = timer.C
 		}
 		select {
@@ -424,6 +440,9 @@ func (s *State) takeLocked(c *Call) {
 		t.l.admitted += t.amount
 		t.l.tokens -= t.amount
 		t.l.inflight += t.amount
+		t.l.flightID++
+		t.id = t.l.flightID
+		t.l.flights = append(t.l.flights, flight{t.id, t.amount})
 	}
 	if s.pace < 1 {
 		s.paceTokens -= c.Cost

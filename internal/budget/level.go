@@ -87,14 +87,17 @@ type level struct {
 	// before the log frees anything says the level resets then (a fixed
 	// window), to its size less what was taken since (resetMark).
 	bucketEvidence int
+	steps          bool // the level kept its moment while much was taken: it frees in steps, not as a bucket
 	resetAt        time.Time
 	resetMark      float64
-	resetSeen      time.Time // the reset moment the last answer named
-	resetSeenMark  float64
+	shapeAt        time.Time // the moment the last answer's t named
+	shapeCounted   float64   // what the server had counted then
 
 	log      takeLog
 	inflight float64 // taken by attempts still in flight
 	admitted float64 // taken by every attempt so far, less what refusals gave back
+	flights  []flight
+	flightID uint64
 
 	// Scope of a learned policy: the operations the server tied it to
 	// (RateLimit naming it, or a refusal), and for a partitioned one the
@@ -109,7 +112,7 @@ type level struct {
 
 func newLevel(name string) *level {
 	l := &level{name: name, share: 1}
-	l.gate.name = name
+	l.gate.name, l.gate.level = name, l
 	return l
 }
 
@@ -209,37 +212,52 @@ func (l *level) afterReset(now time.Time) float64 {
 }
 
 // learnShape reads the t of a RateLimit member naming the level (r left,
-// t seconds) against what a bucket refilling at the quota's rate and what
-// this key's own log would say.
-func (l *level) learnShape(remaining float64, t int64, now time.Time) {
-	if !l.own || t <= 0 || remaining >= l.size() || l.grossRate() <= 0 {
+// t seconds; pending is what the server had not counted yet). The moment
+// it names, now+t, tells the shapes apart: a bucket's full moment moves
+// later by what is taken, at the quota's rate; a fixed window's reset (and
+// a sliding log's oldest take) stays put however much is taken. A moment
+// that stays put and comes well before the key's own log frees anything is
+// a fixed window, which comes back whole then.
+func (l *level) learnShape(remaining float64, t int64, pending float64, now time.Time) {
+	if !l.own || t < 0 || l.grossRate() <= 0 {
 		return
 	}
-	const slack = 1.5 // t is whole seconds, rounded up; the log's times are the answers', a little late
-	secs := float64(t)
-	logFree := l.oldestFree(now)
-	nearLog := logFree >= 0 && math.Abs(secs-logFree) <= slack
-	bucketT := (l.size() - remaining) / l.grossRate()
-	nearBucket := math.Abs(secs-bucketT) <= max(slack, bucketT/10)
-	switch {
-	case nearBucket && !nearLog:
-		l.bucketEvidence++
-		if l.bucketEvidence >= 2 {
-			l.bucket = true
-		}
-	case nearLog && !nearBucket:
-		l.bucketEvidence = 0
-	}
-	if l.bucket || logFree < 0 || secs >= logFree-slack || nearBucket {
-		return
-	}
-	// A fixed window names the same reset moment answer after answer,
-	// however much is taken meanwhile: believe it once two answers agree.
+	const slack = 1.5 // t is whole seconds, rounded up
 	at := now.Add(time.Duration(t) * time.Second)
-	if d := at.Sub(l.resetSeen); d > -time.Duration(slack*float64(time.Second)) && d < time.Duration(slack*float64(time.Second)) && l.admitted > l.resetSeenMark {
-		l.resetAt, l.resetMark = at, l.admitted
+	counted := l.admitted - pending
+	if !l.shapeAt.IsZero() {
+		moved := at.Sub(l.shapeAt).Seconds()
+		taken := (counted - l.shapeCounted) / l.grossRate() // how far a bucket's moment would move
+		switch {
+		case taken >= 2 && remaining < l.size() && math.Abs(moved-taken) <= slack+taken/10 && !l.steps:
+			l.bucketEvidence++
+			if l.bucketEvidence >= 2 {
+				l.bucket = true
+			}
+		case taken >= 3 && math.Abs(moved) <= slack:
+			// No bucket keeps its full moment while this much is taken: a
+			// later move of the moment is a sliding log's oldest take
+			// leaving, not a refill.
+			l.bucketEvidence, l.steps = 0, true
+			if free := l.oldestFree(now); !l.bucket && free >= 0 && float64(t) < free-slack {
+				l.resetAt, l.resetMark = at, l.admitted
+			}
+		}
 	}
-	l.resetSeen, l.resetSeenMark = at, l.admitted
+	l.shapeAt, l.shapeCounted = at, counted
+}
+
+// nextFree is how long until the key's log frees its oldest take, or the
+// level resets; forever when neither will.
+func (l *level) nextFree(now time.Time) time.Duration {
+	d := forever
+	if now.Before(l.resetAt) {
+		d = l.resetAt.Sub(now)
+	}
+	if secs := l.oldestFree(now); secs >= 0 {
+		d = min(d, durationOf(secs))
+	}
+	return d
 }
 
 // oldestFree is the seconds until the oldest take of the key's log leaves
@@ -284,13 +302,21 @@ func (l *level) wait(n float64, now time.Time) time.Duration {
 	return d
 }
 
-// backfills reports whether a call may take amount of the level now,
-// ahead of the first call that waits for it, because that does not delay
-// the first: what frees the level for the first call frees enough for both
-// (a log or a window frees whole takes at once). A level that refills
-// continuously never lets a call pass: every point taken delays the first.
+// backfillSlack is how much calls that pass the first waiter of a level
+// may delay it in all, over the moment the first could go when a call first
+// passed it: a second, or a quarter of the first's wait then. A sliding log
+// or a window frees whole takes at once, and a cheap call should not idle
+// for most of a minute to spare a costly one a few seconds; the bound keeps
+// the costly one from being starved.
+const backfillSlack = time.Second
+
+// backfills reports whether a call may take amount of the level now, ahead
+// of the first call that waits for it, because that delays the first by at
+// most backfillSlack over the moment it could go when the first call passed
+// it. A level that refills continuously never lets a call pass: every point
+// taken delays the first.
 func (l *level) backfills(first *waiter, amount float64, now time.Time) bool {
-	if first == nil || first.c == nil {
+	if first == nil || first.c == nil || l.refills() {
 		return false
 	}
 	need := 0.0
@@ -299,10 +325,18 @@ func (l *level) backfills(first *waiter, amount float64, now time.Time) bool {
 			need = l.need(t.amount)
 		}
 	}
-	if need == 0 || l.refills() {
+	if need == 0 {
 		return false
 	}
-	return l.wait(need+amount, now) <= l.wait(need, now)
+	if first.promisedBy != l {
+		d := l.wait(need, now)
+		if d == forever {
+			return false
+		}
+		first.promisedBy, first.promised, first.slack = l, now.Add(d), max(backfillSlack, d/4)
+	}
+	d := l.wait(need+amount, now)
+	return d != forever && !now.Add(d).After(first.promised.Add(first.slack))
 }
 
 // fullIn is how long until the level is full again; 0 when it never is.
@@ -335,6 +369,35 @@ func (l *level) amountFor(cost float64) float64 {
 		return 1
 	}
 	return 0
+}
+
+// flight is an attempt in flight on a level: its id (in admission order)
+// and amount.
+type flight struct {
+	id     uint64
+	amount float64
+}
+
+// land takes the attempt id out of the level's flights.
+func (l *level) land(id uint64) {
+	for i, f := range l.flights {
+		if f.id == id {
+			l.flights = append(l.flights[:i], l.flights[i+1:]...)
+			return
+		}
+	}
+}
+
+// inflightAfter is what the attempts admitted after id still have in
+// flight.
+func (l *level) inflightAfter(id uint64) float64 {
+	sum := 0.0
+	for _, f := range l.flights {
+		if f.id > id {
+			sum += f.amount
+		}
+	}
+	return sum
 }
 
 // takeLog is a level's own takes within its window, oldest first, with

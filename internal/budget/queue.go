@@ -1,6 +1,9 @@
 package budget
 
-import "container/heap"
+import (
+	"container/heap"
+	"time"
+)
 
 // gate is one thing a call may have to wait for: a level, the pace, the
 // slots in flight, a pause, the lockout guard or the shared store. Its
@@ -8,8 +11,9 @@ import "container/heap"
 // have opened, and it wakes the next when it moves on, so admitting a call
 // costs O(log n) in the number of waiting calls.
 type gate struct {
-	name string
-	q    waitHeap
+	name  string
+	level *level // the level it guards, if any
+	q     waitHeap
 }
 
 // waiter is a call's place in the key's queues: in at most one gate at a
@@ -20,6 +24,12 @@ type waiter struct {
 	wake  chan struct{}
 	at    *gate // the gate it waits in, nil when none
 	index int
+
+	// promised is when it could go when a later call first passed it in
+	// the level promisedBy (see level.backfills).
+	promisedBy *level
+	promised   time.Time
+	slack      time.Duration
 }
 
 func (w *waiter) notify() {
@@ -41,6 +51,19 @@ func (g *gate) head() *waiter {
 		return nil
 	}
 	return g.q[0]
+}
+
+// backfillReach is how many waiters behind the first are woken to try to
+// pass it (level.backfills): a bound, so that what a change costs does not
+// grow with the queue.
+const backfillReach = 8
+
+// wakeBehind wakes up to backfillReach waiters near the front of the queue
+// (the top of its heap), the first aside.
+func (g *gate) wakeBehind() {
+	for _, w := range g.q[1:min(len(g.q), backfillReach+1)] {
+		w.notify()
+	}
 }
 
 // wakeHead wakes the first waiter of g, if any.
@@ -69,7 +92,7 @@ func (w *waiter) leave() {
 	}
 	first := w.index == 0
 	heap.Remove(&g.q, w.index)
-	w.at = nil
+	w.at, w.promisedBy = nil, nil
 	if first {
 		g.wakeHead()
 	}
