@@ -511,3 +511,25 @@ func BenchmarkAdmitWithWaiters(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkUnbudgetedMany: 10,000 goroutines outside the budget, held in
+// turn by the lockout guard's 25 attempts in flight: each release wakes
+// one waiter, so throughput does not collapse with the number waiting.
+func BenchmarkUnbudgetedMany(b *testing.B) {
+	s := New()
+	a := answer("", "")
+	b.SetParallelism(5000) // × GOMAXPROCS goroutines
+	b.RunParallel(func(pb *testing.PB) {
+		c := call(ops.GetMe, "")
+		c.Budgeted = false
+		for pb.Next() {
+			tk, _, err := s.Admit(context.Background(), c)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			tk.Finish(a)
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+}
