@@ -116,10 +116,13 @@ func (s *State) sharedResultLocked(err error, now time.Time) {
 	}
 }
 
-// storeLevel is l's model for the store: a bucket of the level's size that
-// refills at its quota's rate (or the rate the server showed).
+// storeLevel is l's model for the store: a bucket that refills at its
+// quota's rate (or the rate the server showed) and holds the documented
+// capacity, or what the server showed it to hold. The store models every
+// level as a bucket; what is left is capped by the server's r (Left) and
+// by refusals (Owe) as answers come.
 func storeLevel(l *level, amount float64, now time.Time) StoreLevel {
-	return StoreLevel{Name: l.name, Amount: amount, Rate: l.rate(now), Size: l.size()}
+	return StoreLevel{Name: l.name, Amount: amount, Rate: l.rate(now), Size: l.fitSize()}
 }
 
 // acquireSharedLocked asks the store to admit c; s.mu is released during the
