@@ -62,13 +62,13 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 			for _, tk := range t.taken {
 				l := tk.l
 				l.inflight -= tk.amount
-				l.land(tk.id)
 				if uncharged {
 					l.tokens += tk.amount
 					l.admitted -= tk.amount
 					rel.refund(l, tk.amount, now)
 				} else {
 					l.log.add(now, tk.amount)
+					l.landed += tk.amount
 				}
 				l.gate.wakeHead()
 			}
@@ -127,26 +127,27 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 			l.bucket = true // it holds more than its quota: a bucket that refills as it goes
 		}
 		// What the server may not have counted yet: the attempts in
-		// flight, and every attempt admitted after this one (answers to
-		// calls sent at once may arrive in another order than the server
-		// counted them).
+		// flight, and those answered since this one was admitted (answers
+		// to calls sent at once arrive in any order, and a call admitted
+		// earlier may have reached the server later).
 		pending := l.inflight
 		for _, t := range c.takes {
 			if t.l == l {
-				after := l.admitted - t.mark
+				since := l.landed - t.landed
 				if charged {
-					after -= t.amount
+					since -= t.amount
 				}
-				pending += max(0, after-l.inflightAfter(t.id))
+				pending += max(0, since)
 			}
 		}
 		l.tokens = remaining - pending
 		l.at = now
-		if foreign := l.logAvailable(now) - (remaining - l.inflight); foreign > 0 {
+		if foreign := l.logAvailable(now) - remaining; foreign > 0 {
 			// Others take from it too (another process on the key, or a
 			// level counted more widely than thought): what they took
 			// counts as taken now, so the log bound never says more than
-			// the server just did.
+			// the server just did. Read as if every attempt in flight had
+			// been counted already, so that none is taken for another's.
 			l.log.add(now, foreign)
 		}
 		rel.left(l, remaining, now)

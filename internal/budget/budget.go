@@ -81,7 +81,7 @@ type take struct {
 	l      *level
 	amount float64
 	mark   float64 // the level's admitted count before this take
-	id     uint64  // its flight on the level
+	landed float64 // what had landed on the level when it was taken
 }
 
 // State is the model of one API key on one host. Every client of the
@@ -436,13 +436,10 @@ func (s *State) takeLocked(c *Call) {
 	takes := s.takesLocked(c)
 	for i := range takes {
 		t := &takes[i]
-		t.mark = t.l.admitted
+		t.mark, t.landed = t.l.admitted, t.l.landed
 		t.l.admitted += t.amount
 		t.l.tokens -= t.amount
 		t.l.inflight += t.amount
-		t.l.flightID++
-		t.id = t.l.flightID
-		t.l.flights = append(t.l.flights, flight{t.id, t.amount})
 	}
 	if s.pace < 1 {
 		s.paceTokens -= c.Cost

@@ -96,8 +96,7 @@ type level struct {
 	log      takeLog
 	inflight float64 // taken by attempts still in flight
 	admitted float64 // taken by every attempt so far, less what refusals gave back
-	flights  []flight
-	flightID uint64
+	landed   float64 // taken by attempts that were answered and charged, so far
 
 	// Scope of a learned policy: the operations the server tied it to
 	// (RateLimit naming it, or a refusal), and for a partitioned one the
@@ -369,35 +368,6 @@ func (l *level) amountFor(cost float64) float64 {
 		return 1
 	}
 	return 0
-}
-
-// flight is an attempt in flight on a level: its id (in admission order)
-// and amount.
-type flight struct {
-	id     uint64
-	amount float64
-}
-
-// land takes the attempt id out of the level's flights.
-func (l *level) land(id uint64) {
-	for i, f := range l.flights {
-		if f.id == id {
-			l.flights = append(l.flights[:i], l.flights[i+1:]...)
-			return
-		}
-	}
-}
-
-// inflightAfter is what the attempts admitted after id still have in
-// flight.
-func (l *level) inflightAfter(id uint64) float64 {
-	sum := 0.0
-	for _, f := range l.flights {
-		if f.id > id {
-			sum += f.amount
-		}
-	}
-	return sum
 }
 
 // takeLog is a level's own takes within its window, oldest first, with
