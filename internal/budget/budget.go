@@ -398,6 +398,9 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 			d = l.wait(l.need(t.amount), now)
 		}
 		if d > 0 || l.gate.ahead(w) && !l.backfills(l.gate.head(), t.amount, now) {
+			if w.at != &l.gate {
+				w.need = l.need(t.amount)
+			}
 			return &l.gate, d, l.name
 		}
 	}

@@ -224,23 +224,27 @@ func (l *level) learnShape(remaining float64, t int64, pending float64, now time
 	const slack = 1.5 // t is whole seconds, rounded up
 	at := now.Add(time.Duration(t) * time.Second)
 	counted := l.admitted - pending
-	if !l.shapeAt.IsZero() {
-		moved := at.Sub(l.shapeAt).Seconds()
-		taken := (counted - l.shapeCounted) / l.grossRate() // how far a bucket's moment would move
-		switch {
-		case taken >= 2 && remaining < l.size() && math.Abs(moved-taken) <= slack+taken/10 && !l.steps:
-			l.bucketEvidence++
-			if l.bucketEvidence >= 2 {
-				l.bucket = true
-			}
-		case taken >= 3 && math.Abs(moved) <= slack:
-			// No bucket keeps its full moment while this much is taken: a
-			// later move of the moment is a sliding log's oldest take
-			// leaving, not a refill.
-			l.bucketEvidence, l.steps = 0, true
-			if free := l.oldestFree(now); !l.bucket && free >= 0 && float64(t) < free-slack {
-				l.resetAt, l.resetMark = at, l.admitted
-			}
+	if l.shapeAt.IsZero() || at.Before(l.shapeAt.Add(-time.Hour)) {
+		l.shapeAt, l.shapeCounted = at, counted
+		return
+	}
+	moved := at.Sub(l.shapeAt).Seconds()
+	taken := (counted - l.shapeCounted) / l.grossRate() // how far a bucket's moment would have moved
+	switch {
+	case taken < 2:
+		return // too little taken since the anchor to tell: keep it
+	case remaining < l.size() && math.Abs(moved-taken) <= slack+taken/10 && !l.steps:
+		l.bucketEvidence++
+		if l.bucketEvidence >= 2 {
+			l.bucket = true
+		}
+	case taken >= 3 && math.Abs(moved) <= slack:
+		// No bucket keeps its full moment while this much is taken: a
+		// later move of the moment is a sliding log's oldest take
+		// leaving, not a refill.
+		l.bucketEvidence, l.steps = 0, true
+		if free := l.oldestFree(now); !l.bucket && free >= 0 && float64(t) < free-slack {
+			l.resetAt, l.resetMark = at, l.admitted
 		}
 	}
 	l.shapeAt, l.shapeCounted = at, counted

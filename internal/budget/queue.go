@@ -14,6 +14,11 @@ type gate struct {
 	name  string
 	level *level // the level it guards, if any
 	q     waitHeap
+
+	// byNeed queues the waiters of a level again by what they need of
+	// it, so that the first of each size can try to pass the first waiter
+	// (level.backfills): a handful of sizes, however long the queue.
+	byNeed map[float64]*needHeap
 }
 
 // waiter is a call's place in the key's queues: in at most one gate at a
@@ -24,6 +29,8 @@ type waiter struct {
 	wake  chan struct{}
 	at    *gate // the gate it waits in, nil when none
 	index int
+	need  float64 // what it needs of the level it waits for
+	nidx  int     // its place in that gate's byNeed heap
 
 	// promised is when it could go when a later call first passed it in
 	// the level promisedBy (see level.backfills).
@@ -53,16 +60,21 @@ func (g *gate) head() *waiter {
 	return g.q[0]
 }
 
-// backfillReach is how many waiters behind the first are woken to try to
-// pass it (level.backfills): a bound, so that what a change costs does not
-// grow with the queue.
-const backfillReach = 8
+// maxSizes bounds how many sizes of call are woken to try to pass the
+// first waiter of a level at once.
+const maxSizes = 16
 
-// wakeBehind wakes up to backfillReach waiters near the front of the queue
-// (the top of its heap), the first aside.
+// wakeBehind wakes the first waiter of each size (but the first waiter of
+// all), up to maxSizes of them.
 func (g *gate) wakeBehind() {
-	for _, w := range g.q[1:min(len(g.q), backfillReach+1)] {
-		w.notify()
+	n := 0
+	for _, h := range g.byNeed {
+		if len(*h) > 0 && (*h)[0] != g.head() {
+			(*h)[0].notify()
+			if n++; n == maxSizes {
+				return
+			}
+		}
 	}
 }
 
@@ -81,6 +93,17 @@ func (w *waiter) enter(g *gate) {
 	w.leave()
 	heap.Push(&g.q, w)
 	w.at = g
+	if g.level != nil {
+		if g.byNeed == nil {
+			g.byNeed = map[float64]*needHeap{}
+		}
+		h := g.byNeed[w.need]
+		if h == nil {
+			h = &needHeap{}
+			g.byNeed[w.need] = h
+		}
+		heap.Push(h, w)
+	}
 }
 
 // leave takes w out of its gate and wakes the gate's next waiter when w was
@@ -92,6 +115,12 @@ func (w *waiter) leave() {
 	}
 	first := w.index == 0
 	heap.Remove(&g.q, w.index)
+	if h := g.byNeed[w.need]; h != nil && w.nidx >= 0 && w.nidx < len(*h) && (*h)[w.nidx] == w {
+		heap.Remove(h, w.nidx)
+		if len(*h) == 0 {
+			delete(g.byNeed, w.need)
+		}
+	}
 	w.at, w.promisedBy = nil, nil
 	if first {
 		g.wakeHead()
@@ -119,5 +148,30 @@ func (h *waitHeap) Pop() any {
 	old[n-1] = nil
 	*h = old[:n-1]
 	w.index = -1
+	return w
+}
+
+// needHeap is a gate's waiters of one size, in arrival order.
+type needHeap []*waiter
+
+func (h needHeap) Len() int           { return len(h) }
+func (h needHeap) Less(i, j int) bool { return h[i].seq < h[j].seq }
+func (h needHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].nidx = i
+	h[j].nidx = j
+}
+func (h *needHeap) Push(x any) {
+	w := x.(*waiter)
+	w.nidx = len(*h)
+	*h = append(*h, w)
+}
+func (h *needHeap) Pop() any {
+	old := *h
+	n := len(old)
+	w := old[n-1]
+	old[n-1] = nil
+	*h = old[:n-1]
+	w.nidx = -1
 	return w
 }
