@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"net/http"
@@ -50,10 +51,12 @@ func admitNow(t testing.TB, s *State, c *Call) *Ticket {
 	return tk
 }
 
-// held reports why c would be held now, "" when it would go.
+// held reports why c would be held now, "" when it would go; c stands
+// where a call that arrives now would.
 func held(s *State, c *Call) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	c.w.seq, c.w.c = s.seq+1, c
 	_, _, why := s.holdLocked(c, time.Now())
 	return why
 }
@@ -539,4 +542,75 @@ func BenchmarkUnbudgetedMany(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+}
+
+// TestFixedWindowComesBackWhole: answers that name the same reset moment
+// while much is taken are a fixed window, which the model believes whole
+// again at that moment, long before the key's log would free its takes.
+func TestFixedWindowComesBackWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`)) // room for 60 writes
+		// The window resets 20 s from now; 60 writes are taken meanwhile,
+		// and every answer names the same moment.
+		reset := time.Now().Add(20 * time.Second)
+		for i := range 60 {
+			time.Sleep(100 * time.Millisecond)
+			secs := int64(math.Ceil(time.Until(reset).Seconds()))
+			admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", fmt.Sprintf(`"write";r=%d;t=%d`, 59-i, secs)))
+		}
+		start := time.Now()
+		tk, _, err := s.Admit(context.Background(), call(ops.CreateContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Finish(answer("", ""))
+		if el := time.Since(start); el > 15*time.Second {
+			t.Errorf("the next write waited %v: the window's reset (about 14 s) was not believed, only the log's minute", el)
+		}
+		if s.levels[Write].bucket {
+			t.Errorf("a window taken for a bucket")
+		}
+	})
+}
+
+// TestCheapCallPassesOnlyWhenItDelaysNoOne: on a level that frees whole
+// takes at once (the key's log), a 1-point call passes a 10-point call
+// that waits for the same takes to leave; on a bucket, which refills point
+// by point, it does not.
+func TestCheapCallPassesOnlyWhenItDelaysNoOne(t *testing.T) {
+	for _, bucket := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bucket=%v", bucket), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := New()
+				learn(t, s)
+				if bucket {
+					admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+				}
+				s.Spend(Key, 5)
+				costly := call(ops.DeleteContact, "") // 10 points
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					tk, _, err := s.Admit(context.Background(), costly)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					tk.Finish(answer("", ""))
+				})
+				synctest.Wait()
+				if b := s.Snapshot(); b.Waiting != 1 {
+					t.Fatalf("%d waiting, want the costly call", b.Waiting)
+				}
+				why := held(s, call(ops.GetContact, ""))
+				switch {
+				case bucket && why != Key:
+					t.Errorf("on a bucket a cheap call is held by %q, want the key level", why)
+				case !bucket && why != "":
+					t.Errorf("a cheap call that delays no one is held by %q", why)
+				}
+				wg.Wait()
+			})
+		})
+	}
 }

@@ -238,7 +238,9 @@ func (l *level) learnShape(remaining float64, t int64, pending float64, now time
 		if l.bucketEvidence >= 2 {
 			l.bucket = true
 		}
-	case taken >= 3 && math.Abs(moved) <= slack:
+	case taken < 3:
+		return // not a bucket's move; too little taken yet to call it a stand-still
+	case math.Abs(moved) <= slack:
 		// No bucket keeps its full moment while this much is taken: a
 		// later move of the moment is a sliding log's oldest take
 		// leaving, not a refill.
