@@ -96,13 +96,14 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 	if h == nil {
 		return
 	}
-	if lines := h.Values("RateLimit-Policy"); !slices.Equal(lines, s.lastPolicy) {
+	if lines := h[fieldRateLimitPolicy]; !slices.Equal(lines, s.lastPolicy) {
 		// Servers send the same policies on every answer: parse them
 		// only when they change.
 		s.lastPolicy = slices.Clone(lines)
 		s.applyPoliciesLocked(parsePolicyHeader(h), now)
 	}
-	for _, r := range parseLimitHeader(h) {
+	var buf [2]limitHeader
+	for _, r := range parseLimitInto(h, buf[:0]) {
 		l := s.levels[r.name]
 		if r.partition != "" && (l == nil || !l.known) {
 			l = s.partitionLocked(r.name, r.partition, c.Target)

@@ -73,6 +73,7 @@ type Call struct {
 	w            waiter
 	reported     *level // the egress level, when the last answer's RateLimit named it
 	takes        []take
+	takesBuf     [8]take // where takes live when they fit
 	takesVersion int
 	ticket       Ticket
 }
@@ -220,6 +221,9 @@ func (s *State) takesLocked(c *Call) []take {
 		return c.takes
 	}
 	takes := c.takes[:0]
+	if takes == nil {
+		takes = c.takesBuf[:0]
+	}
 	for _, d := range c.Demand {
 		if l := s.levels[d.Level]; l != nil && d.Amount > 0 {
 			takes = append(takes, take{l: l, amount: d.Amount})

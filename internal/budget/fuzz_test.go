@@ -299,3 +299,45 @@ func FuzzObserveHeaders(f *testing.F) {
 		checkModel(t, s, later, "after the waits")
 	})
 }
+
+// FuzzLimitFastPath: whatever the fast path accepts, httpsfv parses to the
+// same members.
+func FuzzLimitFastPath(f *testing.F) {
+	for _, s := range limitSeeds {
+		f.Add(s)
+	}
+	f.Add(`"key";r=12;t=41, "write";t=3;r=0`)
+	f.Add(`"a";r=1;r=2`)
+	f.Add(`  "x-y_z.1";r=007`)
+	f.Fuzz(func(t *testing.T, line string) {
+		fast, ok := parseLimitFast(line, nil)
+		if !ok {
+			return
+		}
+		list, err := httpsfv.UnmarshalList([]string{line})
+		if err != nil {
+			t.Fatalf("the fast path took %q, which is no Structured Field list: %v", line, err)
+		}
+		var slow []limitHeader
+		for _, m := range list {
+			name, params, ok := namedItem(m)
+			if !ok {
+				t.Fatalf("%q: a member httpsfv does not take", line)
+			}
+			l := limitHeader{name: name, reset: -1}
+			l.remaining, _ = intParam(params, "r", true)
+			if _, has := params.Get("t"); has {
+				l.reset, _ = intParam(params, "t", true)
+			}
+			slow = append(slow, l)
+		}
+		if len(slow) != len(fast) {
+			t.Fatalf("%q: fast %+v, httpsfv %+v", line, fast, slow)
+		}
+		for i := range slow {
+			if slow[i] != fast[i] {
+				t.Fatalf("%q: fast %+v, httpsfv %+v", line, fast, slow)
+			}
+		}
+	})
+}

@@ -33,7 +33,7 @@ type limitHeader struct {
 // is skipped; a w or qu of the wrong type skips the member too. Unknown
 // parameters (pk, and whatever later drafts add) are ignored.
 func parsePolicyHeader(h http.Header) []policyHeader {
-	list, ok := parseList(h, "RateLimit-Policy")
+	list, ok := parseList(h, fieldRateLimitPolicy)
 	if !ok {
 		return nil
 	}
@@ -62,15 +62,35 @@ func parsePolicyHeader(h http.Header) []policyHeader {
 	return out
 }
 
+// The canonical forms (textproto.CanonicalMIMEHeaderKey) of the fields'
+// names, looked up directly so that no lookup builds a key.
+const (
+	fieldRateLimit       = "Ratelimit"
+	fieldRateLimitPolicy = "Ratelimit-Policy"
+)
+
 // parseLimitHeader parses the RateLimit field like parsePolicyHeader: each
 // member needs a non-negative integer r; t is optional; a pk that is not a
-// Byte Sequence skips the member.
+// Byte Sequence skips the member. The common shapes (one field line of up
+// to two members, each a String with integer r and t) are parsed without
+// allocating into buf; everything else goes through httpsfv.
 func parseLimitHeader(h http.Header) []limitHeader {
-	list, ok := parseList(h, "RateLimit")
+	var buf [2]limitHeader
+	return parseLimitInto(h, buf[:0])
+}
+
+// parseLimitInto is parseLimitHeader, appending to out.
+func parseLimitInto(h http.Header, out []limitHeader) []limitHeader {
+	lines := h[fieldRateLimit]
+	if len(lines) == 1 {
+		if fast, ok := parseLimitFast(lines[0], out); ok {
+			return fast
+		}
+	}
+	list, ok := parseList(h, fieldRateLimit)
 	if !ok {
 		return nil
 	}
-	var out []limitHeader
 	for _, m := range list {
 		name, params, ok := namedItem(m)
 		if !ok {
@@ -98,7 +118,7 @@ func parseLimitHeader(h http.Header) []limitHeader {
 }
 
 func parseList(h http.Header, name string) (httpsfv.List, bool) {
-	lines := h.Values(name)
+	lines := h[name]
 	if len(lines) == 0 {
 		return nil, false
 	}
@@ -134,4 +154,72 @@ func intParam(p *httpsfv.Params, key string, required bool) (int64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// parseLimitFast parses the common shape of a RateLimit line: up to two
+// members separated by a comma and optional spaces, each a String of
+// letters, digits, '-', '_' and '.', with parameters r and t (in either
+// order, each at most once, t optional) holding integers of at most 15
+// digits, and nothing else. It reports false for anything else, which
+// httpsfv then parses; on what it accepts the two agree (FuzzLimitFastPath).
+func parseLimitFast(line string, out []limitHeader) ([]limitHeader, bool) {
+	i := 0
+	for i < len(line) && line[i] == ' ' {
+		i++
+	}
+	for n := 0; ; n++ {
+		if n == 2 || i >= len(line) || line[i] != '"' {
+			return nil, false
+		}
+		j := i + 1
+		for j < len(line) && (line[j] >= 'a' && line[j] <= 'z' || line[j] >= 'A' && line[j] <= 'Z' || line[j] >= '0' && line[j] <= '9' || line[j] == '-' || line[j] == '_' || line[j] == '.') {
+			j++
+		}
+		if j == i+1 || j >= len(line) || line[j] != '"' {
+			return nil, false
+		}
+		m := limitHeader{name: line[i+1 : j], remaining: -1, reset: -1}
+		i = j + 1
+		for i < len(line) && line[i] == ';' {
+			if i+2 >= len(line) || line[i+2] != '=' {
+				return nil, false
+			}
+			key := line[i+1]
+			i += 3
+			start := i
+			var v int64
+			for i < len(line) && line[i] >= '0' && line[i] <= '9' {
+				v = v*10 + int64(line[i]-'0')
+				i++
+			}
+			if i == start || i-start > 15 {
+				return nil, false
+			}
+			switch {
+			case key == 'r' && m.remaining < 0:
+				m.remaining = v
+			case key == 't' && m.reset < 0:
+				m.reset = v
+			default:
+				return nil, false
+			}
+		}
+		if m.remaining < 0 {
+			return nil, false
+		}
+		out = append(out, m)
+		for i < len(line) && line[i] == ' ' {
+			i++
+		}
+		if i == len(line) {
+			return out, true
+		}
+		if line[i] != ',' {
+			return nil, false
+		}
+		i++
+		for i < len(line) && line[i] == ' ' {
+			i++
+		}
+	}
 }
