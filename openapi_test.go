@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,8 +56,21 @@ func TestOpenAPIValidates(t *testing.T) {
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			n++
-			if _, ok := op.Extensions["x-bodo-cost"].(float64); !ok {
+			switch cost := op.Extensions["x-bodo-cost"].(type) {
+			case float64:
+			case map[string]any:
+				if len(cost) != 1 || cost["sum"] != "parts" || op.Extensions["x-bodo-class"] != "batch" {
+					t.Errorf("%s %s: x-bodo-cost %v: the only rule is {\"sum\": \"parts\"}, for a batch", method, path, cost)
+				}
+			default:
 				t.Errorf("%s %s: x-bodo-cost missing", method, path)
+			}
+			hasVersion := false
+			for _, p := range op.Parameters {
+				hasVersion = hasVersion || p.Ref == "#/components/parameters/BodoVersion"
+			}
+			if !hasVersion {
+				t.Errorf("%s %s: no Bodo-Version parameter", method, path)
 			}
 			if c, _ := op.Extensions["x-bodo-class"].(string); !classes[c] {
 				t.Errorf("%s %s: x-bodo-class %q", method, path, c)
@@ -66,17 +80,25 @@ func TestOpenAPIValidates(t *testing.T) {
 					continue
 				}
 				for _, h := range []string{"Request-Id", "RateLimit", "RateLimit-Policy", "Bodo-Version"} {
-					if resp.Value.Headers[h] == nil {
-						t.Errorf("%s %s: response %s lacks header %s", method, path, code, h)
+					if hdr := resp.Value.Headers[h]; hdr == nil || !hdr.Value.Required {
+						t.Errorf("%s %s: response %s lacks the required header %s", method, path, code, h)
+					}
+				}
+				if resp.Value.Content.Get("application/problem+json") != nil {
+					if hdr := resp.Value.Headers["Content-Language"]; hdr == nil || !hdr.Value.Required {
+						t.Errorf("%s %s: problem response %s lacks the required header Content-Language", method, path, code)
 					}
 				}
 			}
-			for _, code := range []string{"401", "429", "503"} {
+			for _, code := range []string{"400", "401", "405", "429", "500", "503"} {
 				if op.Responses.Value(code) == nil {
 					t.Errorf("%s %s: no %s response", method, path, code)
 				}
 			}
 		}
+	}
+	if !ops.Batch.SumOfParts || ops.Batch.Cost != 0 || slices.ContainsFunc(ops.Table, func(o ops.Operation) bool { return o.SumOfParts && o.ID != "batch" }) {
+		t.Error(`only batch costs {"sum": "parts"}`)
 	}
 	if n != len(ops.Table) {
 		t.Errorf("openapi.json has %d operations, the generated table %d: run go generate", n, len(ops.Table))

@@ -63,12 +63,16 @@ type Operation struct {
 	// ParamCosts are surcharges for query parameters that, when given a
 	// non-empty value, add points (x-bodo-cost on the parameter: q adds 5).
 	ParamCosts map[string]int
+	// SumOfParts is true when x-bodo-cost states the rule {"sum": "parts"}
+	// instead of a number (batch): the call costs the sum of its parts'
+	// costs, which the caller computes from the body; Cost is then 0.
+	SumOfParts bool
 }
 
 // CostFor returns the points a call costs given its query parameters:
 // Cost plus the surcharge of every costed parameter that is present and
-// non-empty. A batch's cost is the sum of its parts and is computed by the
-// caller from the body.
+// non-empty. A batch's cost is the sum of its parts (SumOfParts) and is
+// computed by the caller from the body.
 func (o *Operation) CostFor(query func(name string) string) int {
 	cost := o.Cost
 	for name, extra := range o.ParamCosts {

@@ -4,7 +4,7 @@ package ops
 
 // Table holds every operation of openapi.json.
 var Table = []Operation{
-	{ID: "batch", Method: "POST", Path: "/v1/batch", Cost: 0, Class: "batch", Idempotent: false, KeyRequired: false},
+	{ID: "batch", Method: "POST", Path: "/v1/batch", Cost: 0, Class: "batch", Idempotent: false, KeyRequired: false, SumOfParts: true},
 	{ID: "listContacts", Method: "GET", Path: "/v1/contacts", Cost: 2, Class: "read", Idempotent: true, KeyRequired: false, Egress: EgressPage, ParamCosts: map[string]int{"q": 5}},
 	{ID: "createContact", Method: "POST", Path: "/v1/contacts", Cost: 5, Class: "write", Idempotent: false, KeyRequired: false},
 	{ID: "countContacts", Method: "GET", Path: "/v1/contacts/count", Cost: 2, Class: "read", Idempotent: true, KeyRequired: false, Egress: EgressOne, ParamCosts: map[string]int{"q": 5}},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,51 +24,83 @@ type batchPart struct {
 	idemKey *string
 }
 
-type batchPartJSON struct {
-	Method         string          `json:"method"`
-	Path           string          `json:"path"`
-	Body           json.RawMessage `json:"body"`
-	IdempotencyKey *string         `json:"idempotencyKey"`
-}
-
 type batchResponseJSON struct {
 	Status int             `json:"status"`
 	Body   json.RawMessage `json:"body"`
 }
 
-// parseBatch checks the shape of a batch body; what is wrong with a part's
-// content (unknown path, invalid fields) is that part's answer instead.
-func parseBatch(body []byte) ([]batchPart, error) {
-	var req struct {
-		Requests []batchPartJSON `json:"requests"`
+// errBatchJSON is parseBatch's error for a body that is no JSON object: 400
+// BAD_REQUEST, as for every other body.
+var errBatchJSON = errors.New("Der Body ist kein gültiges JSON-Objekt; erwartet wird {\"requests\":[…]}.")
+
+// parseBatch checks a batch body against BatchRequest of openapi.json: a
+// body that is no JSON object is errBatchJSON, one that does not match the
+// schema (1 to 20 parts, each with a method of the enum, a path under /v1/
+// that is no nested batch and an idempotencyKey of 1 to 255 characters when
+// there is one) yields field errors, answered 422 VALIDATION_FAILED like
+// every other body. What is wrong with a part's content (unknown path,
+// invalid fields) is that part's answer instead.
+func parseBatch(body []byte) ([]batchPart, []fieldError, error) {
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(body, &req); err != nil || req == nil {
+		return nil, nil, errBatchJSON
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, errors.New("Der Body ist kein gültiger Batch: erwartet wird {\"requests\":[…]}.")
+	var v validator
+	var raw []json.RawMessage
+	if r, ok := req["requests"]; !ok {
+		v.add("requests", "ist erforderlich")
+	} else if json.Unmarshal(r, &raw) != nil || isNull(r) {
+		v.add("requests", "muss eine Liste von Teilen sein")
+	} else if n := len(raw); n < 1 || n > maxBatchParts {
+		v.add("requests", fmt.Sprintf("ein Batch hat 1 bis %d Teile, nicht %d", maxBatchParts, n))
 	}
-	if n := len(req.Requests); n < 1 || n > maxBatchParts {
-		return nil, fmt.Errorf("Ein Batch hat 1 bis %d Teile, nicht %d.", maxBatchParts, n)
+	if v.errs != nil {
+		return nil, v.errs, nil
 	}
-	parts := make([]batchPart, len(req.Requests))
-	for i, p := range req.Requests {
-		switch p.Method {
-		case http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete:
-		default:
-			return nil, fmt.Errorf("Teil %d: method muss GET, POST, PATCH oder DELETE sein.", i)
+	parts := make([]batchPart, len(raw))
+	for i, r := range raw {
+		field := func(name string) string { return fmt.Sprintf("requests[%d].%s", i, name) }
+		var p map[string]json.RawMessage
+		if json.Unmarshal(r, &p) != nil || p == nil {
+			v.add(fmt.Sprintf("requests[%d]", i), "muss ein Objekt sein")
+			continue
 		}
-		u, err := url.Parse(p.Path)
-		if err != nil || u.Scheme != "" || u.Host != "" || u.Fragment != "" || !strings.HasPrefix(u.Path, "/v1/") {
-			return nil, fmt.Errorf("Teil %d: path muss ein Pfad der API sein, der mit /v1/ beginnt.", i)
+		var method, path string
+		if m, ok := p["method"]; !ok {
+			v.add(field("method"), "ist erforderlich")
+		} else if json.Unmarshal(m, &method) != nil || !slices.Contains([]string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete}, method) {
+			v.add(field("method"), "muss GET, POST, PATCH oder DELETE sein")
 		}
-		if op, _, ok := ops.Match(p.Method, u.Path); ok && op.Class == ops.ClassBatch {
-			return nil, fmt.Errorf("Teil %d: ein Batch darf keinen Batch enthalten.", i)
+		var u *url.URL
+		if pr, ok := p["path"]; !ok {
+			v.add(field("path"), "ist erforderlich")
+		} else if json.Unmarshal(pr, &path) != nil || !strings.HasPrefix(path, "/v1/") {
+			v.add(field("path"), "muss ein Pfad der API sein, der mit /v1/ beginnt")
+		} else if pu, err := url.Parse(path); err != nil || pu.Scheme != "" || pu.Host != "" || pu.Fragment != "" {
+			v.add(field("path"), "muss ein Pfad der API sein, der mit /v1/ beginnt")
+		} else if op, _, ok := ops.Match(method, pu.Path); ok && op.Class == ops.ClassBatch {
+			v.add(field("path"), "ein Batch darf keinen Batch enthalten")
+		} else {
+			u = pu
 		}
-		b := []byte(p.Body)
-		if isNull(b) {
+		var idemKey *string
+		if k, ok := p["idempotencyKey"]; ok {
+			var key string
+			if json.Unmarshal(k, &key) != nil || !validIdemKey(key) {
+				v.add(field("idempotencyKey"), "muss ein Text von 1 bis 255 Zeichen sein")
+			}
+			idemKey = &key
+		}
+		b := []byte(p["body"])
+		if len(b) == 0 || isNull(b) {
 			b = nil
 		}
-		parts[i] = batchPart{method: p.Method, u: u, body: b, idemKey: p.IdempotencyKey}
+		parts[i] = batchPart{method: method, u: u, body: b, idemKey: idemKey}
 	}
-	return parts, nil
+	if v.errs != nil {
+		return nil, v.errs, nil
+	}
+	return parts, nil, nil
 }
 
 // batchDemand is the sum of the parts: each part's cost from the ops table,
@@ -133,6 +166,9 @@ func (s *Server) runPart(parent *call, p batchPart) answer {
 		query: p.u.Query(), body: p.body, header: http.Header{}}
 	rt := s.lookup(p.method, p.u)
 	if rt == nil {
+		if allow := s.allowed(p.u); allow != nil {
+			return c.methodNotAllowed(allow)
+		}
 		return c.notFound()
 	}
 	if !p.keyed() {

@@ -18,7 +18,8 @@
 // Charging. A call that passes every level is charged in full, whatever it
 // answers afterwards (400, 404, 409, 422 included); write-class calls count
 // one write even when they fail. Nothing is charged for 401, an unknown
-// route (404), an unknown Bodo-Version (400), an OVERLOADED fault or any
+// route (404), a method a known path does not take (405 with Allow), an
+// unknown Bodo-Version (400), an OVERLOADED fault or any
 // 429. A request whose Idempotency-Key is already known costs 1 point and
 // no write whether it replays, is IDEMPOTENCY_KEY_REUSED or
 // IDEMPOTENCY_KEY_IN_USE. A batch that is not a valid batch (or any

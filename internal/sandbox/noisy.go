@@ -55,8 +55,10 @@ func (m sfMember) String() string {
 
 // sfString serializes a String; s is printable ASCII.
 func sfString(s string) string {
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+	return `"` + sfEscaper.Replace(s) + `"`
 }
+
+var sfEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
 // joinMembers serializes a List the canonical way.
 func joinMembers(ms []sfMember) string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -18,11 +19,13 @@ const (
 	codeIdemKeyRequired    = "IDEMPOTENCY_KEY_REQUIRED"
 	codeUnauthenticated    = "UNAUTHENTICATED"
 	codeNotFound           = "NOT_FOUND"
+	codeMethodNotAllowed   = "METHOD_NOT_ALLOWED"
 	codeInvalidState       = "INVALID_STATE"
 	codeIdemKeyInUse       = "IDEMPOTENCY_KEY_IN_USE"
 	codePreconditionFailed = "PRECONDITION_FAILED"
 	codeValidationFailed   = "VALIDATION_FAILED"
 	codeIdemKeyReused      = "IDEMPOTENCY_KEY_REUSED"
+	codeInternal           = "INTERNAL"
 )
 
 const problemBase = "https://developers.bodo-app.com/problems/"
@@ -35,11 +38,13 @@ var problemTitles = map[string]string{
 	codeIdemKeyRequired:    "Idempotency-Key erforderlich",
 	codeUnauthenticated:    "Nicht angemeldet",
 	codeNotFound:           "Nicht gefunden",
+	codeMethodNotAllowed:   "Methode nicht erlaubt",
 	codeInvalidState:       "Ungültiger Zustand",
 	codeIdemKeyInUse:       "Idempotency-Key in Bearbeitung",
 	codePreconditionFailed: "Vorbedingung fehlgeschlagen",
 	codeValidationFailed:   "Ungültige Felder",
 	codeIdemKeyReused:      "Idempotency-Key wiederverwendet",
+	codeInternal:           "Interner Fehler",
 }
 
 // problem is an RFC 9457 body with bodo's extension members.
@@ -116,6 +121,14 @@ func (c *call) badRequest(format string, args ...any) answer {
 
 func (c *call) notFound() answer {
 	return c.fail(http.StatusNotFound, codeNotFound, "Diese Ressource gibt es nicht.")
+}
+
+// methodNotAllowed answers a method that a known path does not take: 405
+// with Allow.
+func (c *call) methodNotAllowed(allow []string) answer {
+	a := c.fail(http.StatusMethodNotAllowed, codeMethodNotAllowed, fmt.Sprintf("Dieser Pfad nimmt %s, nicht %s.", strings.Join(allow, ", "), c.method))
+	a.header.Set("Allow", strings.Join(allow, ", "))
+	return a
 }
 
 func (c *call) invalid(errs []fieldError) answer {

@@ -256,6 +256,24 @@ func (v *validator) text(f fields, name string, maxLen int) (val *string, set bo
 	return &s, true
 }
 
+// freeText reads a string field of any length; set is false when the
+// field is absent, val is nil when it is null or invalid.
+func (v *validator) freeText(f fields, name string) (val *string, set bool) {
+	raw, ok := f[name]
+	if !ok {
+		return nil, false
+	}
+	if isNull(raw) {
+		return nil, true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		v.add(name, "muss ein Text oder null sein")
+		return nil, true
+	}
+	return &s, true
+}
+
 func (v *validator) integer(f fields, name string) (val int64, set bool) {
 	raw, ok := f[name]
 	if !ok || isNull(raw) {
@@ -331,13 +349,16 @@ type contactPatch struct {
 	tagsSet                        bool
 }
 
+// parseContact checks a create or merge-patch body against ContactCreate
+// or ContactUpdate of openapi.json, which follow bodo-api.md: name 1 to 200
+// characters (never null); email, phone and company any text or null; tags
+// a list of texts or null. The contract sets no format or length for the
+// others, so the sandbox checks none.
 func parseContact(f fields, create bool) (contactPatch, []fieldError) {
 	var v validator
 	var p contactPatch
 	name, nameSet := v.text(f, "name", 200)
 	switch {
-	case name != nil && strings.TrimSpace(*name) == "":
-		v.add("name", "darf nicht leer sein")
 	case name != nil:
 		p.name = name
 	case nameSet && isNull(f["name"]):
@@ -345,27 +366,25 @@ func parseContact(f fields, create bool) (contactPatch, []fieldError) {
 	case !nameSet && create:
 		v.add("name", "ist erforderlich")
 	}
-	p.email, p.emailSet = v.text(f, "email", 254)
-	if p.email != nil {
-		local, domain, ok := strings.Cut(*p.email, "@")
-		if !ok || local == "" || domain == "" || strings.ContainsAny(*p.email, " \t\r\n") || strings.Contains(domain, "@") {
-			v.add("email", "ist keine gültige E-Mail-Adresse")
-		}
-	}
-	p.phone, p.phoneSet = v.text(f, "phone", 50)
-	p.company, p.companySet = v.text(f, "company", 200)
+	p.email, p.emailSet = v.freeText(f, "email")
+	p.phone, p.phoneSet = v.freeText(f, "phone")
+	p.company, p.companySet = v.freeText(f, "company")
 	if raw, ok := f["tags"]; ok {
 		p.tagsSet = true
 		if !isNull(raw) {
-			if json.Unmarshal(raw, &p.tags) != nil {
+			var tags []*string
+			if json.Unmarshal(raw, &tags) != nil {
 				v.add("tags", "muss eine Liste von Texten sein")
-			} else if len(p.tags) > 50 {
-				v.add("tags", "höchstens 50 Einträge")
 			} else {
-				for i, t := range p.tags {
-					if n := utf8.RuneCountInString(t); n < 1 || n > 50 {
-						v.add(fmt.Sprintf("tags[%d]", i), "muss 1 bis 50 Zeichen lang sein")
+				for i, t := range tags {
+					if t == nil {
+						v.add(fmt.Sprintf("tags[%d]", i), "muss ein Text sein")
+						continue
 					}
+					p.tags = append(p.tags, *t)
+				}
+				if p.tags == nil {
+					p.tags = []string{}
 				}
 			}
 		}

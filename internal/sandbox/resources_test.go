@@ -62,7 +62,7 @@ func TestContactLifecycle(t *testing.T) {
 	if tags := up["tags"].([]any); len(tags) != 0 {
 		t.Errorf("tags %v after null", tags)
 	}
-	for _, body := range []string{`{"name":null}`, `{"name":""}`, `{"name":"   "}`, `{"name":5}`} {
+	for _, body := range []string{`{"name":null}`, `{"name":""}`, `{"name":5}`} {
 		p := c.do("PATCH", "/v1/contacts/"+id, body).wantProblem(t, http.StatusUnprocessableEntity, codeValidationFailed)
 		if errs := p["errors"].([]any); errs[0].(map[string]any)["field"] != "name" {
 			t.Errorf("%s: errors %v", body, errs)
@@ -88,10 +88,10 @@ func TestContactValidation(t *testing.T) {
 		{`{}`, "name"},
 		{`{"name":""}`, "name"},
 		{`{"name":"` + strings.Repeat("x", 201) + `"}`, "name"},
-		{`{"name":"A","email":"no-at-sign"}`, "email"},
 		{`{"name":"A","email":7}`, "email"},
+		{`{"name":"A","phone":[]}`, "phone"},
 		{`{"name":"A","tags":"vip"}`, "tags"},
-		{`{"name":"A","tags":[""]}`, "tags[0]"},
+		{`{"name":"A","tags":[null]}`, "tags[0]"},
 	}
 	for _, tc := range cases {
 		p := c.do("POST", "/v1/contacts", tc.body).wantProblem(t, http.StatusUnprocessableEntity, codeValidationFailed)
@@ -107,6 +107,18 @@ func TestContactValidation(t *testing.T) {
 		t.Errorf("%d invalid contacts created", n)
 	}
 	c.createContact(strings.Repeat("ü", 200))
+
+	// What bodo-api.md (and so openapi.json) allows, the sandbox takes:
+	// no format or length for email, phone and company, any tags, any
+	// name of 1 to 200 characters.
+	for _, body := range []string{
+		`{"name":"   "}`,
+		`{"name":"B","email":"no-at-sign","phone":"` + strings.Repeat("1", 80) + `","company":""}`,
+		`{"name":"C","email":"","tags":["", "` + strings.Repeat("t", 80) + `"]}`,
+		`{"name":"D","email":null,"phone":null,"company":null,"tags":null}`,
+	} {
+		c.do("POST", "/v1/contacts", body).want(t, http.StatusCreated)
+	}
 }
 
 func TestContactListPagingAndSearch(t *testing.T) {
@@ -361,7 +373,10 @@ func TestRoutingAndAuth(t *testing.T) {
 	c := newTester(t, New())
 	c.do("GET", "/v1/nothing", nil).wantProblem(t, http.StatusNotFound, codeNotFound)
 	c.do("GET", "/v1/contacts/", nil).wantProblem(t, http.StatusNotFound, codeNotFound)
-	c.do("PUT", "/v1/contacts", nil).wantProblem(t, http.StatusNotFound, codeNotFound)
+	if r := c.do("PUT", "/v1/contacts", nil); r.wantProblem(t, http.StatusMethodNotAllowed, codeMethodNotAllowed) != nil && r.header.Get("Allow") != "GET, POST" {
+		t.Errorf("405 with Allow %q, want GET, POST", r.header.Get("Allow"))
+	}
+	c.do("DELETE", "/v1/invoices/inv_01ARZ3NDEKTSV4RRFFQ69G5FAV", nil).wantProblem(t, http.StatusMethodNotAllowed, codeMethodNotAllowed)
 	c.do("GET", "/v2/contacts", nil).wantProblem(t, http.StatusNotFound, codeNotFound)
 	c.do("GET", "/v1/me", nil, "Bodo-Version", "2019-01-01").wantProblem(t, http.StatusBadRequest, codeBadRequest)
 	c.do("GET", "/v1/me", nil, "Bodo-Version", APIVersion).want(t, http.StatusOK)
@@ -415,16 +430,34 @@ func TestBatch(t *testing.T) {
 		t.Error("batch parts did not run")
 	}
 
-	bad := []string{
-		`{}`,
-		`{"requests":[]}`,
-		`{"requests":[` + strings.Repeat(`{"method":"GET","path":"/v1/me"},`, 20) + `{"method":"GET","path":"/v1/me"}]}`,
-		`{"requests":[{"method":"POST","path":"/v1/batch","body":{"requests":[]}}]}`,
-		`{"requests":[{"method":"PUT","path":"/v1/me"}]}`,
-		`{"requests":[{"method":"GET","path":"https://evil.example/v1/me"}]}`,
-		`not json`,
-	}
-	for _, body := range bad {
+	// A body that is no JSON object is 400, like every other body; one
+	// that does not match BatchRequest is 422 with the fields.
+	for _, body := range []string{`not json`, `[]`, `null`} {
 		c.do("POST", "/v1/batch", body).wantProblem(t, http.StatusBadRequest, codeBadRequest)
+	}
+	invalid := []struct{ body, field string }{
+		{`{}`, "requests"},
+		{`{"requests":[]}`, "requests"},
+		{`{"requests":{}}`, "requests"},
+		{`{"requests":[` + strings.Repeat(`{"method":"GET","path":"/v1/me"},`, 20) + `{"method":"GET","path":"/v1/me"}]}`, "requests"},
+		{`{"requests":[{"method":"POST","path":"/v1/batch","body":{"requests":[]}}]}`, "requests[0].path"},
+		{`{"requests":[{"method":"GET","path":"/v1/me"},{"method":"PUT","path":"/v1/me"}]}`, "requests[1].method"},
+		{`{"requests":[{"path":"/v1/me"}]}`, "requests[0].method"},
+		{`{"requests":[{"method":"GET","path":"https://evil.example/v1/me"}]}`, "requests[0].path"},
+		{`{"requests":[{"method":"GET","path":"/v2/me"}]}`, "requests[0].path"},
+		{`{"requests":[{"method":"GET","path":5}]}`, "requests[0].path"},
+		{`{"requests":[{"method":"POST","path":"/v1/contacts","body":{"name":"L"},"idempotencyKey":""}]}`, "requests[0].idempotencyKey"},
+		{`{"requests":[{"method":"POST","path":"/v1/contacts","body":{"name":"L"},"idempotencyKey":"` + strings.Repeat("k", 256) + `"}]}`, "requests[0].idempotencyKey"},
+		{`{"requests":[7]}`, "requests[0]"},
+	}
+	for _, tc := range invalid {
+		p := c.do("POST", "/v1/batch", tc.body).wantProblem(t, http.StatusUnprocessableEntity, codeValidationFailed)
+		errs, _ := p["errors"].([]any)
+		if len(errs) == 0 || errs[0].(map[string]any)["field"] != tc.field {
+			t.Errorf("%.80s: errors %v, want field %s", tc.body, p["errors"], tc.field)
+		}
+	}
+	if c.s.ContactsNamed("L") != 0 {
+		t.Error("an invalid batch ran")
 	}
 }

@@ -148,6 +148,7 @@ type config struct {
 	extras    []ExtraPolicy
 	noisy     bool
 	noiseSeed uint64
+	validate  *bool // nil: when testing.Testing()
 }
 
 // Option configures New.
@@ -214,6 +215,9 @@ type Server struct {
 	org    limiter
 	noise  *noise // nil unless WithNoisyHeaders
 	store
+
+	violationsMu sync.Mutex
+	violations   []string // of openapi.json, see WithValidation
 }
 
 type principal struct {
@@ -257,6 +261,9 @@ func New(opts ...Option) *Server {
 	cfg := config{limits: DefaultLimits()}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.validate != nil && *cfg.validate && checker.Load() == nil {
+		panic("sandbox: WithValidation(true) needs a Checker: import github.com/bodo-app/bodo-go/internal/sandbox/speccheck")
 	}
 	now := time.Now()
 	s := &Server{cfg: cfg, lim: cfg.limits.withDefaults(), origin: now.Truncate(time.Second)}
@@ -344,8 +351,17 @@ type exchange struct {
 	policy   []string   // the RateLimit-Policy field lines
 }
 
-// ServeHTTP serves the bodo API.
+// ServeHTTP serves the bodo API. Under go test it checks every exchange
+// against openapi.json (WithValidation).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.validating() {
+		s.serveChecked(w, r)
+		return
+	}
+	s.serveHTTP(w, r)
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	reqID := "req_" + s.ids.next(start)
 	var fault Fault
@@ -464,6 +480,9 @@ func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, 
 		return exchange{ans: s.lockoutAnswer(c, k)}
 	}
 	if rt == nil {
+		if allow := s.allowed(r.URL); allow != nil {
+			return exchange{ans: withField(c.methodNotAllowed(allow), base)}
+		}
 		return exchange{ans: withField(c.notFound(), base)}
 	}
 
@@ -534,9 +553,13 @@ func (s *Server) plan(c *call, rt *route, bodyErr error) (d demand, pre *answer,
 		}
 	}
 	if op.Class == ops.ClassBatch {
+		var errs []fieldError
 		var err error
-		if parts, err = parseBatch(c.body); err != nil {
-			a := c.badRequest("%s", err.Error())
+		if parts, errs, err = parseBatch(c.body); err != nil || errs != nil {
+			a := c.invalid(errs)
+			if err != nil {
+				a = c.badRequest("%s", err.Error())
+			}
 			return demand{points: 1}, &a, idemKey, fp, nil
 		}
 		d = s.batchDemand(c.key, c.now, parts)
@@ -602,6 +625,18 @@ func (s *Server) lookup(method string, u *url.URL) *route {
 		return nil
 	}
 	return rt
+}
+
+// allowed lists the methods the path of u takes when it is a known path,
+// nil when it is not.
+func (s *Server) allowed(u *url.URL) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+		if s.lookup(m, u) != nil {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // dispatch runs the handler of c's route through the mux, which fills in the

@@ -73,6 +73,7 @@ func main() {
 type operation struct {
 	ID, GoName, Method, Path, Summary string
 	Cost                              int
+	SumOfParts                        bool // x-bodo-cost is {"sum": "parts"}
 	Class                             string
 	Idempotent, KeyRequired           bool
 	ParamCosts                        map[string]int
@@ -125,7 +126,7 @@ func describe(path, method string, op *openapi3.Operation) (operation, error) {
 		return o, fmt.Errorf("no operationId")
 	}
 	var err error
-	if o.Cost, err = intExtension(op.Extensions, "x-bodo-cost"); err != nil {
+	if o.Cost, o.SumOfParts, err = costExtension(op.Extensions); err != nil {
 		return o, err
 	}
 	class, ok := op.Extensions["x-bodo-class"].(string)
@@ -133,6 +134,9 @@ func describe(path, method string, op *openapi3.Operation) (operation, error) {
 		return o, fmt.Errorf("x-bodo-class missing or not a string")
 	}
 	o.Class = class
+	if o.SumOfParts != (class == "batch") {
+		return o, fmt.Errorf(`x-bodo-cost {"sum": "parts"} is the cost of a batch and only of a batch (x-bodo-class %q)`, class)
+	}
 	if eg, has := op.Extensions["x-bodo-egress"]; has {
 		s, ok := eg.(string)
 		if !ok || s != "page" && s != "one" && s != "none" {
@@ -169,6 +173,9 @@ func describe(path, method string, op *openapi3.Operation) (operation, error) {
 				o.ParamCosts[p.Name] = extra
 			}
 		case "header":
+			if p.Name == "Bodo-Version" {
+				continue // the client's own header, set on every request (client.go)
+			}
 			o.HeaderParams = true
 			if p.Name == "If-None-Match" && method == "GET" {
 				o.Conditional = true
@@ -211,6 +218,20 @@ func describe(path, method string, op *openapi3.Operation) (operation, error) {
 		o.PageParam = ""
 	}
 	return o, nil
+}
+
+// costExtension reads an operation's x-bodo-cost: a non-negative integer,
+// or the rule {"sum": "parts"} (a batch: the sum of its parts' costs, which
+// the table records as SumOfParts with Cost 0).
+func costExtension(ext map[string]any) (cost int, sumOfParts bool, err error) {
+	if rule, ok := ext["x-bodo-cost"].(map[string]any); ok {
+		if len(rule) != 1 || rule["sum"] != "parts" {
+			return 0, false, fmt.Errorf(`x-bodo-cost must be an integer or {"sum": "parts"}, not %v`, rule)
+		}
+		return 0, true, nil
+	}
+	cost, err = intExtension(ext, "x-bodo-cost")
+	return cost, false, err
 }
 
 func intExtension(ext map[string]any, name string) (int, error) {
@@ -343,7 +364,7 @@ var funcs = template.FuncMap{
 	"upperFirst": upperFirst,
 	"points": func(o operation) string {
 		switch {
-		case o.Class == "batch":
+		case o.SumOfParts:
 			return "the sum of its parts' points"
 		case o.Cost == 1:
 			return "1 point"
@@ -423,7 +444,7 @@ var opsTemplate = template.Must(template.New("ops").Funcs(funcs).Parse(header + 
 // Table holds every operation of openapi.json.
 var Table = []Operation{
 {{- range .}}
-	{ID: {{printf "%q" .ID}}, Method: {{printf "%q" .Method}}, Path: {{printf "%q" .Path}}, Cost: {{.Cost}}, Class: {{printf "%q" .Class}}, Idempotent: {{.Idempotent}}, KeyRequired: {{.KeyRequired}}{{if and .Egress (ne .Egress "none")}}, Egress: Egress{{.Egress | upperFirst}}{{end}}{{if .Conditional}}, Conditional: true{{end}}{{if .ParamCosts}}, ParamCosts: map[string]int{ {{- range $k, $v := .ParamCosts}}{{printf "%q" $k}}: {{$v}},{{end}} }{{end}}},
+	{ID: {{printf "%q" .ID}}, Method: {{printf "%q" .Method}}, Path: {{printf "%q" .Path}}, Cost: {{.Cost}}, Class: {{printf "%q" .Class}}, Idempotent: {{.Idempotent}}, KeyRequired: {{.KeyRequired}}{{if and .Egress (ne .Egress "none")}}, Egress: Egress{{.Egress | upperFirst}}{{end}}{{if .Conditional}}, Conditional: true{{end}}{{if .SumOfParts}}, SumOfParts: true{{end}}{{if .ParamCosts}}, ParamCosts: map[string]int{ {{- range $k, $v := .ParamCosts}}{{printf "%q" $k}}: {{$v}},{{end}} }{{end}}},
 {{- end}}
 }
 
