@@ -87,6 +87,7 @@ type level struct {
 	// before the log frees anything says the level resets then (a fixed
 	// window), to its size less what was taken since (resetMark).
 	bucketEvidence int
+	stillEvidence  int // answers in a row whose moment stood still while much was taken
 	steps          bool // the level kept its moment while much was taken: it frees in steps, not as a bucket
 	resetAt        time.Time
 	resetMark      float64
@@ -235,6 +236,7 @@ func (l *level) learnShape(remaining float64, t int64, pending float64, now time
 		return // too little taken since the anchor to tell: keep it
 	case remaining < l.size() && math.Abs(moved-taken) <= slack+taken/10 && !l.steps:
 		l.bucketEvidence++
+		l.stillEvidence = 0
 		if l.bucketEvidence >= 2 {
 			l.bucket = true
 		}
@@ -243,11 +245,18 @@ func (l *level) learnShape(remaining float64, t int64, pending float64, now time
 	case math.Abs(moved) <= slack:
 		// No bucket keeps its full moment while this much is taken: a
 		// later move of the moment is a sliding log's oldest take
-		// leaving, not a refill.
-		l.bucketEvidence, l.steps = 0, true
+		// leaving, not a refill. Twice, so that a burst the server had
+		// not counted yet when it answered is not taken for one.
+		l.bucketEvidence = 0
+		if l.stillEvidence++; l.stillEvidence < 2 {
+			break
+		}
+		l.steps = true
 		if free := l.oldestFree(now); !l.bucket && free >= 0 && float64(t) < free-slack {
 			l.resetAt, l.resetMark = at, l.admitted
 		}
+	default:
+		l.stillEvidence = 0
 	}
 	l.shapeAt, l.shapeCounted = at, counted
 }
