@@ -342,7 +342,9 @@ func (l *level) backfills(first *waiter, amount float64, now time.Time) bool {
 	if need == 0 {
 		return false
 	}
-	if first.promisedBy != l {
+	if first.promisedBy != l || now.After(first.promised.Add(first.slack)) {
+		// A first promise, or one that passed with the first still held:
+		// what holds it now is not the calls that passed it.
 		d := l.wait(need, now)
 		if d == forever {
 			return false
