@@ -52,6 +52,7 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 		now := time.Now()
 		rel := s.releaseFor(t)
 		s.reserved--
+		s.lastUse = now
 		refused := a != nil && a.Status == http.StatusTooManyRequests
 		if refused || unknown {
 			s.refusals = append(s.refusals, now)

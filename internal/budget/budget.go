@@ -17,6 +17,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -75,6 +76,7 @@ type Call struct {
 	takes        []take
 	takesBuf     [8]take // where takes live when they fit
 	takesVersion int
+	takesState   *State // the state whose levels takes holds
 	ticket       Ticket
 }
 
@@ -89,6 +91,11 @@ type take struct {
 // process with the same key and host shares it (see For).
 type State struct {
 	mu sync.Mutex
+
+	id      string                // its key in the map of For; "" for a state of New
+	retired atomic.Bool           // dropped from the map of For when idle (set with mu and the map's lock held)
+	next    atomic.Pointer[State] // the state that replaced a retired one, last time it looked
+	lastUse time.Time             // the last admission, answer or creation
 
 	levels   map[string]*level
 	order    []*level // levels in the order they were made, for stable iteration
@@ -138,19 +145,124 @@ var states = struct {
 	m map[string]*State
 }{m: map[string]*State{}}
 
+// IdleTTL is how long a state of For stays in the map without a call. It
+// leaves it then only when nothing is pending: no call in flight or waiting,
+// no lockout, server's wait or exhausted quota still running, no refusal in
+// the guard's window and no release the shared store has not had. A key
+// that comes back gets a new state, which learns the key's levels from the
+// server's headers again; a State a Client still holds passes its calls on
+// to the new one.
+const IdleTTL = 10 * time.Minute
+
+// sweepEvery is how often at most the map is swept for idle states.
+const sweepEvery = time.Minute
+
+// lastSweep is when the map was last swept, in Unix nanoseconds.
+var lastSweep atomic.Int64
+
 // For returns the shared state of apiKey on host. The map is keyed by a hash
 // of the key, never the key itself.
 func For(host, apiKey string) *State {
 	sum := sha256.Sum256([]byte(apiKey))
-	id := host + "/" + hex.EncodeToString(sum[:])
+	now := time.Now()
+	maybeSweep(now)
+	return forID(host+"/"+hex.EncodeToString(sum[:]), nil, now)
+}
+
+// forID returns the state of id in the map, made when there is none; a new
+// one uses from's shared store (see UseStore) when from is not nil.
+func forID(id string, from *State, now time.Time) *State {
 	states.Lock()
 	defer states.Unlock()
 	s := states.m[id]
 	if s == nil {
 		s = New()
+		s.id, s.lastUse = id, now
+		if from != nil {
+			from.mu.Lock()
+			s.store = store{shared: from.shared, sharedKey: from.sharedKey, logger: from.logger}
+			from.mu.Unlock()
+		}
 		states.m[id] = s
 	}
 	return s
+}
+
+// live returns the state that holds s's key now: s, or when s was retired,
+// the one in the map of For.
+func (s *State) live() *State {
+	if !s.retired.Load() {
+		return s
+	}
+	if n := s.next.Load(); n != nil && !n.retired.Load() {
+		return n
+	}
+	n := forID(s.id, s, time.Now())
+	s.next.Store(n)
+	return n
+}
+
+// maybeSweep sweeps the map when it was last swept sweepEvery ago or more
+// (or when the clock went back, as it does between synctest bubbles).
+func maybeSweep(now time.Time) {
+	last, n := lastSweep.Load(), now.UnixNano()
+	if n-last < int64(sweepEvery) && n >= last || !lastSweep.CompareAndSwap(last, n) {
+		return
+	}
+	sweep(now)
+}
+
+// sweep retires the states of the map that are idle (idleLocked) and drops
+// them from it; a state busy at the moment is left for the next sweep.
+func sweep(now time.Time) {
+	states.Lock()
+	defer states.Unlock()
+	before := len(states.m)
+	for id, s := range states.m {
+		if !s.mu.TryLock() {
+			continue
+		}
+		if s.idleLocked(now) {
+			s.retired.Store(true)
+			delete(states.m, id)
+		}
+		s.mu.Unlock()
+	}
+	if n := len(states.m); n < before/4 {
+		// A map keeps its tables when entries leave: copy what is left
+		// into one of its size.
+		m := make(map[string]*State, n)
+		for id, s := range states.m {
+			m[id] = s
+		}
+		states.m = m
+	}
+}
+
+// idleLocked reports whether s has had no use for IdleTTL and holds nothing
+// that forgetting it would lose: a call in flight or waiting, a lockout, a
+// server's wait or an exhausted quota still running, a refusal in the
+// guard's window, a release the shared store has not had.
+func (s *State) idleLocked(now time.Time) bool {
+	if s.waiting > 0 || s.reserved > 0 || s.inflight > 0 || len(s.pendingReleases) > 0 ||
+		now.Sub(s.lastUse) < IdleTTL || now.Before(s.lockedUntil) || now.Before(s.heldUntil) {
+		return false
+	}
+	s.pruneRefusalsLocked(now)
+	if len(s.refusals) > 0 {
+		return false
+	}
+	for _, b := range s.blocks {
+		if now.Before(b.until) {
+			return false
+		}
+	}
+	for _, l := range s.order {
+		if now.Before(l.holdUntil) {
+			return false
+		}
+	}
+	return true
 }
 
 // New returns a state of its own, with the documented levels.
@@ -217,11 +329,11 @@ func (e *ExhaustedError) Error() string { return "quota " + e.Policy + " exhaust
 // demand, and the learned policies the server tied to its operation. It is
 // worked out once per call, again only when a level was added since.
 func (s *State) takesLocked(c *Call) []take {
-	if c.takes != nil && c.takesVersion == s.version {
+	if c.takes != nil && c.takesVersion == s.version && c.takesState == s {
 		return c.takes
 	}
 	takes := c.takes[:0]
-	if takes == nil {
+	if takes == nil || c.takesState != s {
 		takes = c.takesBuf[:0]
 	}
 	for _, d := range c.Demand {
@@ -239,7 +351,7 @@ func (s *State) takesLocked(c *Call) []take {
 	if takes == nil {
 		takes = []take{}
 	}
-	c.takes, c.takesVersion = takes, s.version
+	c.takes, c.takesVersion, c.takesState = takes, s.version, s
 	return takes
 }
 
@@ -249,9 +361,15 @@ func (s *State) takesLocked(c *Call) []take {
 // go: the server's waits, the lockout guard, and for a budgeted call each
 // level it takes from, the pace and the in-flight cap (or the shared
 // store). When ctx's deadline falls before the earliest moment it could go,
-// it fails at once.
+// it fails at once. A state that left the map of For (IdleTTL) passes the
+// call on to the key's state there.
 func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
+	s = s.live()
 	s.mu.Lock()
+	if s.retired.Load() { // retired since live looked
+		s.mu.Unlock()
+		return s.Admit(ctx, c)
+	}
 	now := time.Now()
 	start := now
 	if c.Budgeted {
@@ -313,7 +431,9 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 				s.waited += waited
 			}
 			c.ticket = Ticket{s: s, c: c, taken: c.takes, budgeted: c.Budgeted, lease: lease}
+			s.lastUse = now
 			s.mu.Unlock()
+			maybeSweep(now)
 			return &c.ticket, Event{Wait: waited, Reason: reason}, nil
 		}
 		reason, wait = why, d
@@ -492,6 +612,7 @@ func (s *State) Settle(c *Call, name string, amount float64) {
 	if amount <= 0 {
 		return
 	}
+	s = s.live()
 	s.mu.Lock()
 	now := time.Now()
 	l := s.levels[name]

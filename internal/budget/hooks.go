@@ -6,6 +6,7 @@ import "time"
 // it: the server's word is left and the key's log holds the rest of the
 // quota, taken now. Tests of the callers use it to make calls queue.
 func (s *State) Spend(name string, left float64) {
+	s = s.live()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -23,6 +24,7 @@ func (s *State) Spend(name string, left float64) {
 // SetQuota sets a level's quota and documented capacity (0: none), as a
 // plan other than the documented one would.
 func (s *State) SetQuota(name string, quota, capacity float64) {
+	s = s.live()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l := s.levels[name]; l != nil {

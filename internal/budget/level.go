@@ -87,7 +87,7 @@ type level struct {
 	// before the log frees anything says the level resets then (a fixed
 	// window), to its size less what was taken since (resetMark).
 	bucketEvidence int
-	stillEvidence  int // answers in a row whose moment stood still while much was taken
+	stillEvidence  int  // answers in a row whose moment stood still while much was taken
 	steps          bool // the level kept its moment while much was taken: it frees in steps, not as a bucket
 	resetAt        time.Time
 	resetMark      float64

@@ -89,6 +89,7 @@ type store struct {
 
 // UseStore makes s share its budget through st under key.
 func (s *State) UseStore(st Store, key string, logger *slog.Logger) {
+	s = s.live()
 	s.mu.Lock()
 	s.shared, s.sharedKey, s.logger = st, key, logger
 	s.mu.Unlock()
