@@ -2,7 +2,6 @@ package compare
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -117,9 +116,9 @@ const benchDeadline = 2 * time.Minute
 // from 64, in real time; every round uses a new sandbox and a new client.
 // Besides ns/op (wall time) it reports cpu-ns/op (the process's CPU time,
 // sandbox included, per call) and for bodo-go waits/op (calls its budget
-// held). Run it with -benchtime 20000x as TestCompare does: past about
-// 40,000 reads bodo-go's budget holds a key to about a dozen reads a second
-// (see TestBudgetStall), and calls then fail at benchDeadline.
+// held). It runs its cases one after another, so their ratio moves with
+// whatever else the machine does; overhead.md uses the paired rounds of
+// TestOverhead instead. Use it for profiles (see overhead.md).
 func BenchmarkGet(b *testing.B) {
 	for _, bc := range benchClients {
 		for _, n := range benchGoroutines {
@@ -166,35 +165,4 @@ func benchGet(b *testing.B, bc benchClient, goroutines int) {
 	if waits != nil {
 		b.ReportMetric(float64(waits.Load()-waitsBefore)/float64(b.N), "waits/op")
 	}
-}
-
-// benchIterations is how many calls each case of measureOverhead makes.
-const benchIterations = 20000
-
-// measureOverhead runs BenchmarkGet's cases through testing.Benchmark, each
-// for benchIterations calls.
-func measureOverhead(t *testing.T) ([]Overhead, int) {
-	f := flag.Lookup("test.benchtime")
-	old := f.Value.String()
-	if err := f.Value.Set(fmt.Sprintf("%dx", benchIterations)); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Value.Set(old) }()
-	var rows []Overhead
-	for _, n := range benchGoroutines {
-		for _, bc := range benchClients {
-			r := testing.Benchmark(func(b *testing.B) { benchGet(b, bc, n) })
-			if r.N == 0 {
-				t.Logf("%s, %d goroutines: the benchmark failed", bc.name, n)
-				rows = append(rows, Overhead{Client: bc.name, Goroutines: n, Failed: true})
-				continue
-			}
-			o := Overhead{Client: bc.name, Goroutines: n, N: r.N, NsPerOp: float64(r.T.Nanoseconds()) / float64(r.N),
-				CPUNsPerOp: r.Extra["cpu-ns/op"], AllocsPerOp: r.AllocsPerOp(), BytesPerOp: r.AllocedBytesPerOp(), WaitsPerOp: r.Extra["waits/op"]}
-			t.Logf("%s, %d goroutines: %.0f ns/op, %.0f cpu-ns/op, %d allocs/op, %d B/op, %.4f waits/op (%d runs)",
-				bc.name, n, o.NsPerOp, o.CPUNsPerOp, o.AllocsPerOp, o.BytesPerOp, o.WaitsPerOp, r.N)
-			rows = append(rows, o)
-		}
-	}
-	return rows, runtime.GOMAXPROCS(0)
 }

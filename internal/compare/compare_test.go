@@ -132,8 +132,8 @@ func TestSmoke(t *testing.T) {
 }
 
 // TestCompare runs every contender through every scenario for 60 virtual
-// minutes and the overhead benchmarks, and writes results/compare.md,
-// results/goodput.png and results/overhead.md. It runs only with -update.
+// minutes and writes results/compare.md and the charts. It runs only with
+// -update.
 func TestCompare(t *testing.T) {
 	if !*update {
 		t.Skip("the full comparison runs with -update (see run.sh)")
@@ -169,26 +169,5 @@ func TestCompare(t *testing.T) {
 		if err := Chart(filepath.Join(dir, c.File), title, rows, lim.KeyCapacity, lim.KeyQuota*int(time.Minute/lim.Window)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	rows, cpus := measureOverhead(t)
-	allocs := map[string][]FuncAllocs{}
-	for _, bc := range benchClients {
-		if bc.name != "bodo-go-nobudget" {
-			allocs[bc.name] = allocBreakdown(t, bc, 1000)
-		}
-	}
-	var runs []Sustained
-	for _, bc := range benchClients {
-		if bc.name == "bodo-go-nobudget" {
-			continue
-		}
-		r := Sustained{Client: bc.name}
-		for _, p := range sustained(t, bc, 12) {
-			r.PerSecond = append(r.PerSecond, p.ok)
-		}
-		runs = append(runs, r)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "overhead.md"), []byte(OverheadReport(rows, cpus, runs, allocs)), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -40,13 +40,18 @@ func TestReportRenders(t *testing.T) {
 		t.Fatalf("chart: %v, %v", fi, err)
 	}
 	rows := []Overhead{
-		{Client: "gen", Goroutines: 1, NsPerOp: 100, CPUNsPerOp: 100, AllocsPerOp: 100},
-		{Client: "bodo-go", Goroutines: 1, NsPerOp: 105, CPUNsPerOp: 105, AllocsPerOp: 105},
-		{Client: "bodo-go-nobudget", Goroutines: 1, NsPerOp: 200, CPUNsPerOp: 110, AllocsPerOp: 120},
+		{Client: "gen", Goroutines: 1, Rounds: 3, Calls: 10, NsPerOp: 100, AllocsPerOp: 100},
+		{Client: "bodo-go", Goroutines: 1, Rounds: 3, Calls: 10, Time: []float64{1.01, 1.03, 1.05}, CPU: []float64{1, 1, 1},
+			NsPerOp: 103, AllocsPerOp: 99.6},
+		{Client: "bodo-go-nobudget", Goroutines: 1, Rounds: 3, Calls: 10, Time: []float64{2, 2.2, 1.8}, CPU: []float64{1.1, 1.1, 1.1},
+			NsPerOp: 200, AllocsPerOp: 120},
+	}
+	if got := rows[1].Summary(rows[0]); got != "time 1.03× (1.02–1.04), allocs +0" {
+		t.Errorf("summary %q", got)
 	}
 	over := OverheadReport(rows, 2, []Sustained{{Client: "gen", PerSecond: []int{100, 100}}, {Client: "bodo-go", PerSecond: []int{100, 10}}},
 		map[string][]FuncAllocs{"bodo-go": {{Func: "github.com/bodo-app/bodo-go.(*Client).do", Allocs: 5}}})
-	for _, want := range []string{"| bodo-go | 1 | 105 |", "1.05× | 1.05× | +5 | yes |", "2.00× | 1.10× | +20 | no: time and allocations |", "`bodo-go.(*Client).do` | 5 |", "| bodo-go | 100 | 10 |", "caps sustained reads"} {
+	for _, want := range []string{"| bodo-go | 1 | 3 × 10 | 1.03× (1.02–1.04) | 1.00× (1.00–1.00) | 103 | 100 |", "+0 | yes |", "| 2.00× (1.90–2.10) | 1.10× (1.10–1.10) |", "+20 | no: time and allocations |", "`bodo-go.(*Client).do` | 5 |", "| bodo-go | 100 | 10 |", "caps sustained reads"} {
 		if !strings.Contains(over, want) {
 			t.Errorf("overhead.md lacks %q:\n%s", want, over)
 		}

@@ -1,17 +1,31 @@
 #!/usr/bin/env bash
 # Regenerates internal/compare/results/: compare.md and goodput.png (every
 # contender through every scenario for 60 virtual minutes), overhead.md
-# (the getContact benchmarks and the allocation breakdown) and profiles.md
-# (every contender against every server profile of the sandbox). Run it from
-# anywhere: bash internal/compare/run.sh; with the argument "profiles" it
-# regenerates profiles.md alone, with "compare" the rest alone.
+# (bodo-go against the raw generated client, paired round by round, and the
+# allocation breakdown) and profiles.md (every contender against every
+# server profile of the sandbox). Run it from anywhere:
+# bash internal/compare/run.sh; with the argument "profiles" it regenerates
+# profiles.md alone, with "compare" compare.md and the charts alone.
+#
+# bash internal/compare/run.sh overhead measures the overhead alone (about
+# a minute), rewrites overhead.md and prints, for 1 and for 64 goroutines,
+# "time x.xx× (p25–p75), allocs +n": the median of bodo-go's wall time over
+# the raw client's in paired rounds, and its allocations per call against
+# the raw client's.
 set -euo pipefail
 cd "$(dirname "$0")"
 case "${1:-all}" in
-all) tests='^(TestCompare|TestCompareProfiles)$' ;;
+all) tests='^(TestCompare|TestCompareProfiles|TestOverhead)$' ;;
 compare) tests='^TestCompare$' ;;
 profiles) tests='^TestCompareProfiles$' ;;
-*) echo "usage: $0 [all|compare|profiles]" >&2; exit 2 ;;
+overhead)
+	lines=$(mktemp)
+	trap 'rm -f "$lines"' EXIT
+	log=$(go test -run '^TestOverhead$' -count=1 -timeout 30m . -args -overhead "$lines" 2>&1) || { printf '%s\n' "$log" >&2; exit 1; }
+	cat "$lines"
+	exit 0
+	;;
+*) echo "usage: $0 [all|compare|profiles|overhead]" >&2; exit 2 ;;
 esac
 go test -run "$tests" -update -count=1 -timeout 120m -v .
 echo "wrote $(pwd)/results/ (${1:-all})"
