@@ -324,10 +324,10 @@ func NewClient(opts ...Option) (*Client, error) {
 		budgeted:   !s.noBudget,
 		defaults:   s.call,
 		cache:      newETagCache(s.cacheSize),
-		state:      budget.For(u.Host, s.apiKey),
+		state:      budget.For(budgetHost(u), s.apiKey),
 	}
 	if s.shared != nil {
-		c.state.UseStore(sharedStore{s.shared}, sharedKey(u.Host, s.apiKey), s.logger)
+		c.state.UseStore(sharedStore{s.shared}, sharedKey(budgetHost(u), s.apiKey), s.logger)
 	}
 	c.initServices()
 	return c, nil
@@ -397,6 +397,17 @@ func parseBaseURL(raw string, allowHTTP bool) (*url.URL, error) {
 		u.Path += "/"
 	}
 	return u, nil
+}
+
+// budgetHost names the server of u for the key's budget: the host in lower
+// case, with the port only when it is not the scheme's default, so that
+// api.example.com, API.example.com and api.example.com:443 share one budget.
+func budgetHost(u *url.URL) string {
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == "" || u.Scheme == "https" && port == "443" || u.Scheme == "http" && port == "80" {
+		return host
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // isLoopback reports whether host (without port) is a loopback address or

@@ -254,3 +254,28 @@ func TestPanickingTransportFreesItsSlot(t *testing.T) {
 		}
 	})
 }
+
+// TestOneBudgetPerServer: the same key on the same server shares one
+// budget however the base URL spells the host (issue 11, item 9).
+func TestOneBudgetPerServer(t *testing.T) {
+	suffix := strings.TrimPrefix(uniqueBaseURL(), "https://")
+	suffix = strings.TrimSuffix(suffix, "/")
+	var states []any
+	for _, base := range []string{"https://api." + suffix, "https://API." + strings.ToUpper(suffix), "https://api." + suffix + ":443/"} {
+		c, err := NewClient(WithAPIKey(testKey), WithBaseURL(base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		states = append(states, c.state)
+	}
+	if states[0] != states[1] || states[0] != states[2] {
+		t.Errorf("three budgets for one server")
+	}
+	other, err := NewClient(WithAPIKey(testKey), WithBaseURL("https://api."+suffix+":8443"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if any(other.state) == states[0] {
+		t.Errorf("another port shares the budget")
+	}
+}
