@@ -60,10 +60,13 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 		if t.budgeted {
 			s.inflight--
 			uncharged := refused || a != nil && a.Status == http.StatusServiceUnavailable
+			// An error answer returns no records: what a read reserved of
+			// egress is given back (a 304 is settled by the caller).
+			noRecords := a != nil && a.Status >= http.StatusBadRequest
 			for _, tk := range t.taken {
 				l := tk.l
 				l.inflight -= tk.amount
-				if uncharged {
+				if uncharged || noRecords && l.name == Egress {
 					l.tokens += tk.amount
 					l.admitted -= tk.amount
 					rel.refund(l, tk.amount, now)

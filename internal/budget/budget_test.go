@@ -614,3 +614,29 @@ func TestCheapCallPassesOnlyWhenItDelaysNoOne(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedReadGivesEgressBack: a list answered 400 returned no records,
+// so the 100 it reserved are free again (issue 11, item 6); a 200 keeps
+// them until the caller settles what it got.
+func TestFailedReadGivesEgressBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		egress := func() float64 {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.levels[Egress].available(time.Now())
+		}
+		before := egress()
+		for range 102 {
+			admitNow(t, s, call(ops.ListContacts, "limit=100")).Finish(Answer{Status: http.StatusBadRequest, Header: http.Header{}, Problem: &Problem{Code: "BAD_REQUEST"}})
+		}
+		if got := egress(); got != before {
+			t.Errorf("after 102 failed lists egress holds %v, want %v", got, before)
+		}
+		admitNow(t, s, call(ops.ListContacts, "limit=100")).Finish(answer("", ""))
+		if got := egress(); got != before-100 {
+			t.Errorf("after a list answered 200, egress holds %v, want %v until it is settled", got, before-100)
+		}
+	})
+}
