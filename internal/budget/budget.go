@@ -455,6 +455,13 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			// again whenever the level frees something, and let the
 			// waiters behind try to pass (level.backfills).
 			timerWait = min(timerWait, g.level.nextFree(now))
+			if w.promisedBy == g.level {
+				// When its promise runs out, what was held back to keep
+				// it may go: look again then.
+				if d := w.promised.Add(w.slack).Sub(now); d > 0 {
+					timerWait = min(timerWait, d+time.Millisecond)
+				}
+			}
 			g.wakeBehind()
 		}
 		s.mu.Unlock()
