@@ -17,9 +17,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -175,4 +177,19 @@ func bearer(r *http.Request) string {
 		return ""
 	}
 	return strings.TrimSpace(token)
+}
+
+// Main runs a test binary's tests (call it from TestMain) and fails the
+// binary when any sandbox recorded a violation of openapi.json, even one
+// whose 500 answer no test looked at; it lists the first ten.
+func Main(m *testing.M) {
+	code := m.Run()
+	if vs := sandbox.Violations(); len(vs) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: %d exchanges violated openapi.json:\n", len(vs))
+		for _, v := range vs[:min(len(vs), 10)] {
+			fmt.Fprintln(os.Stderr, "  ", v)
+		}
+		code = 1
+	}
+	os.Exit(code)
 }
