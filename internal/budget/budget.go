@@ -450,7 +450,7 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 		w.enter(g)
 		head := g.head() == w
 		timerWait := wait
-		if head && g.level != nil && len(g.q) > 1 {
+		if head && g.level != nil && len(g.q.ws) > 1 {
 			// A cheap call behind may fit before the first does: look
 			// again whenever the level frees something, and let the
 			// waiters behind try to pass (level.backfills).

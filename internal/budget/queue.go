@@ -13,24 +13,23 @@ import (
 type gate struct {
 	name  string
 	level *level // the level it guards, if any
-	q     waitHeap
+	q     seqHeap
 
 	// byNeed queues the waiters of a level again by what they need of
 	// it, so that the first of each size can try to pass the first waiter
 	// (level.backfills): a handful of sizes, however long the queue.
-	byNeed map[float64]*needHeap
+	byNeed map[float64]*seqHeap
 }
 
 // waiter is a call's place in the key's queues: in at most one gate at a
 // time, the one that holds it.
 type waiter struct {
-	c     *Call
-	seq   uint64 // arrival order, fixed for the whole call
-	wake  chan struct{}
-	at    *gate // the gate it waits in, nil when none
-	index int
-	need  float64 // what it needs of the level it waits for
-	nidx  int     // its place in that gate's byNeed heap
+	c    *Call
+	seq  uint64 // arrival order, fixed for the whole call
+	wake chan struct{}
+	at   *gate   // the gate it waits in, nil when none
+	pos  [2]int  // its place in its gate's queue and in the queue of its size
+	need float64 // what it needs of the level it waits for
 
 	// promised is when it could go when a later call first passed it in
 	// the level promisedBy (see level.backfills).
@@ -50,14 +49,14 @@ func (w *waiter) notify() {
 
 // ahead reports whether a call that arrived before w waits in g.
 func (g *gate) ahead(w *waiter) bool {
-	return len(g.q) > 0 && g.q[0] != w && g.q[0].seq < w.seq
+	return len(g.q.ws) > 0 && g.q.ws[0] != w && g.q.ws[0].seq < w.seq
 }
 
 func (g *gate) head() *waiter {
-	if len(g.q) == 0 {
+	if len(g.q.ws) == 0 {
 		return nil
 	}
-	return g.q[0]
+	return g.q.ws[0]
 }
 
 // maxSizes bounds how many sizes of call are woken to try to pass the
@@ -69,8 +68,8 @@ const maxSizes = 16
 func (g *gate) wakeBehind() {
 	n := 0
 	for _, h := range g.byNeed {
-		if len(*h) > 0 && (*h)[0] != g.head() {
-			(*h)[0].notify()
+		if len(h.ws) > 0 && h.ws[0] != g.head() {
+			h.ws[0].notify()
 			if n++; n == maxSizes {
 				return
 			}
@@ -80,8 +79,8 @@ func (g *gate) wakeBehind() {
 
 // wakeHead wakes the first waiter of g, if any.
 func (g *gate) wakeHead() {
-	if len(g.q) > 0 {
-		g.q[0].notify()
+	if len(g.q.ws) > 0 {
+		g.q.ws[0].notify()
 	}
 }
 
@@ -95,11 +94,11 @@ func (w *waiter) enter(g *gate) {
 	w.at = g
 	if g.level != nil {
 		if g.byNeed == nil {
-			g.byNeed = map[float64]*needHeap{}
+			g.byNeed = map[float64]*seqHeap{}
 		}
 		h := g.byNeed[w.need]
 		if h == nil {
-			h = &needHeap{}
+			h = &seqHeap{slot: inSize}
 			g.byNeed[w.need] = h
 		}
 		heap.Push(h, w)
@@ -113,11 +112,11 @@ func (w *waiter) leave() {
 	if g == nil {
 		return
 	}
-	first := w.index == 0
-	heap.Remove(&g.q, w.index)
-	if h := g.byNeed[w.need]; h != nil && w.nidx >= 0 && w.nidx < len(*h) && (*h)[w.nidx] == w {
-		heap.Remove(h, w.nidx)
-		if len(*h) == 0 {
+	first := w.pos[inQueue] == 0
+	heap.Remove(&g.q, w.pos[inQueue])
+	if h := g.byNeed[w.need]; h != nil && w.pos[inSize] >= 0 && w.pos[inSize] < len(h.ws) && h.ws[w.pos[inSize]] == w {
+		heap.Remove(h, w.pos[inSize])
+		if len(h.ws) == 0 {
 			delete(g.byNeed, w.need)
 		}
 	}
@@ -127,51 +126,36 @@ func (w *waiter) leave() {
 	}
 }
 
-type waitHeap []*waiter
+// Where a waiter stands in the two heaps of its gate (waiter.pos).
+const (
+	inQueue = iota // the gate's queue
+	inSize         // the queue of its size (gate.byNeed)
+)
 
-func (h waitHeap) Len() int           { return len(h) }
-func (h waitHeap) Less(i, j int) bool { return h[i].seq < h[j].seq }
-func (h waitHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
+// seqHeap is waiters in arrival order; slot says which of a waiter's
+// positions it keeps up to date, so one waiter can stand in two heaps.
+type seqHeap struct {
+	ws   []*waiter
+	slot int
 }
-func (h *waitHeap) Push(x any) {
+
+func (h *seqHeap) Len() int           { return len(h.ws) }
+func (h *seqHeap) Less(i, j int) bool { return h.ws[i].seq < h.ws[j].seq }
+func (h *seqHeap) Swap(i, j int) {
+	h.ws[i], h.ws[j] = h.ws[j], h.ws[i]
+	h.ws[i].pos[h.slot] = i
+	h.ws[j].pos[h.slot] = j
+}
+func (h *seqHeap) Push(x any) {
 	w := x.(*waiter)
-	w.index = len(*h)
-	*h = append(*h, w)
+	w.pos[h.slot] = len(h.ws)
+	h.ws = append(h.ws, w)
 }
-func (h *waitHeap) Pop() any {
-	old := *h
-	n := len(old)
-	w := old[n-1]
-	old[n-1] = nil
-	*h = old[:n-1]
-	w.index = -1
-	return w
-}
-
-// needHeap is a gate's waiters of one size, in arrival order.
-type needHeap []*waiter
-
-func (h needHeap) Len() int           { return len(h) }
-func (h needHeap) Less(i, j int) bool { return h[i].seq < h[j].seq }
-func (h needHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].nidx = i
-	h[j].nidx = j
-}
-func (h *needHeap) Push(x any) {
-	w := x.(*waiter)
-	w.nidx = len(*h)
-	*h = append(*h, w)
-}
-func (h *needHeap) Pop() any {
-	old := *h
-	n := len(old)
-	w := old[n-1]
-	old[n-1] = nil
-	*h = old[:n-1]
-	w.nidx = -1
+func (h *seqHeap) Pop() any {
+	n := len(h.ws)
+	w := h.ws[n-1]
+	h.ws[n-1] = nil
+	h.ws = h.ws[:n-1]
+	w.pos[h.slot] = -1
 	return w
 }

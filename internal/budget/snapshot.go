@@ -62,7 +62,7 @@ func (s *State) Snapshot() Snapshot {
 		ls := LevelSnapshot{
 			Name: l.name, Unit: l.unit, Quota: int(l.quota * l.share), Window: l.window,
 			Capacity: int(l.size()), Remaining: l.available(now), FullIn: l.fullIn(now),
-			Waiting: len(l.gate.q),
+			Waiting: len(l.gate.q.ws),
 		}
 		if now.Before(l.holdUntil) {
 			ls.HeldUntil = l.holdUntil
