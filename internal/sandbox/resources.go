@@ -237,28 +237,18 @@ func (v *validator) add(field, msg string) {
 // text reads a string field of 1 to maxLen characters; set is false when
 // the field is absent, val is nil when it is null or invalid.
 func (v *validator) text(f fields, name string, maxLen int) (val *string, set bool) {
-	raw, ok := f[name]
-	if !ok {
-		return nil, false
-	}
-	if isNull(raw) {
-		return nil, true
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		v.add(name, "muss ein Text sein")
-		return nil, true
-	}
-	if n := utf8.RuneCountInString(s); n < 1 || n > maxLen {
-		v.add(name, fmt.Sprintf("muss 1 bis %d Zeichen lang sein", maxLen))
-		return nil, true
-	}
-	return &s, true
+	return v.str(f, name, maxLen, "muss ein Text sein")
 }
 
 // freeText reads a string field of any length; set is false when the
 // field is absent, val is nil when it is null or invalid.
 func (v *validator) freeText(f fields, name string) (val *string, set bool) {
+	return v.str(f, name, 0, "muss ein Text oder null sein")
+}
+
+// str reads a string field, of 1 to maxLen characters when maxLen is
+// positive; notText is the message for a value that is no string.
+func (v *validator) str(f fields, name string, maxLen int, notText string) (val *string, set bool) {
 	raw, ok := f[name]
 	if !ok {
 		return nil, false
@@ -268,7 +258,11 @@ func (v *validator) freeText(f fields, name string) (val *string, set bool) {
 	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
-		v.add(name, "muss ein Text oder null sein")
+		v.add(name, notText)
+		return nil, true
+	}
+	if n := utf8.RuneCountInString(s); maxLen > 0 && (n < 1 || n > maxLen) {
+		v.add(name, fmt.Sprintf("muss 1 bis %d Zeichen lang sein", maxLen))
 		return nil, true
 	}
 	return &s, true
