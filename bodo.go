@@ -14,6 +14,23 @@
 // quota would refuse, and turns every problem answer into an *Error that
 // errors.Is matches against the sentinels ErrRateLimited, ErrNotFound and the
 // others.
+//
+// # Models and optional values
+//
+// Every model, parameter struct and enum is a type of this package, generated
+// from openapi.json with its descriptions: go doc shows what each field
+// means. Enums are typed string constants, one type per concept
+// (InvoiceStatusOpen, ExportFormatCsv, ...), with a Valid method.
+//
+// A field the API always sends or always needs is a plain value. A field that
+// may be absent or null is an [Opt], in requests and answers alike; this is
+// the package's one idiom for optional values (the one openai-go settled on;
+// stripe-go and go-github use pointers, which cannot say "null" in a merge
+// patch and panic when read carelessly). Set an Opt with [String], [Int],
+// [Int64], [Bool] or [Value], clear a field of a merge patch with [Null], and
+// leave it zero to leave the field out. Read it with Get, Value or Or, which
+// never panic. Lists are plain slices: nil leaves a list out, an empty slice
+// sends [].
 package bodo
 
 //go:generate go run ./internal/cmd/bodogen

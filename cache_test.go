@@ -50,12 +50,12 @@ func TestCacheRevalidatesAndServes304(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		first, err := c.Contacts.Get(ctx, ada.Id)
+		first, err := c.Contacts.Get(ctx, ada.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		before := egressLeft(c)
-		second, err := c.Contacts.Get(ctx, ada.Id)
+		second, err := c.Contacts.Get(ctx, ada.ID)
 		if err != nil || second.Name != first.Name || second.UpdatedAt != first.UpdatedAt {
 			t.Fatalf("from the cache: %+v %v", second, err)
 		}
@@ -76,18 +76,18 @@ func TestCacheRevalidatesAndServes304(t *testing.T) {
 		}
 
 		// Changed by someone else: the revalidation gets the new version.
-		if _, err := other.Contacts.Update(ctx, ada.Id, ContactUpdate{Company: Value("Engines")}); err != nil {
+		if _, err := other.Contacts.Update(ctx, ada.ID, ContactUpdate{Company: Value("Engines")}); err != nil {
 			t.Fatal(err)
 		}
-		third, err := c.Contacts.Get(ctx, ada.Id)
-		if err != nil || third.Company == nil || *third.Company != "Engines" || rec.statuses[2] != http.StatusOK {
+		third, err := c.Contacts.Get(ctx, ada.ID)
+		if err != nil || third.Company.Value() != "Engines" || rec.statuses[2] != http.StatusOK {
 			t.Fatalf("after a change elsewhere: %+v %v %v", third, err, rec.statuses)
 		}
 		// An update through this client drops the entry.
-		if _, err := c.Contacts.Update(ctx, ada.Id, ContactUpdate{Phone: Value("1")}); err != nil {
+		if _, err := c.Contacts.Update(ctx, ada.ID, ContactUpdate{Phone: Value("1")}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Contacts.Get(ctx, ada.Id); err != nil || rec.sent[3] != "" {
+		if _, err := c.Contacts.Get(ctx, ada.ID); err != nil || rec.sent[3] != "" {
 			t.Errorf("after an own update: If-None-Match %q, %v", rec.sent[3], err)
 		}
 	})
@@ -124,19 +124,19 @@ func TestIfMatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		var resp *http.Response
-		if _, err := c.Contacts.Get(ctx, ada.Id, WithResponseInto(&resp)); err != nil {
+		if _, err := c.Contacts.Get(ctx, ada.ID, WithResponseInto(&resp)); err != nil {
 			t.Fatal(err)
 		}
 		etag := resp.Header.Get("ETag")
-		if _, err := c.Contacts.Update(ctx, ada.Id, ContactUpdate{Phone: Value("1")}, WithIfMatch(etag)); err != nil {
+		if _, err := c.Contacts.Update(ctx, ada.ID, ContactUpdate{Phone: Value("1")}, WithIfMatch(etag)); err != nil {
 			t.Fatalf("update with the current ETag: %v", err)
 		}
-		_, err = c.Contacts.Update(ctx, ada.Id, ContactUpdate{Phone: Value("2")}, WithIfMatch(etag))
+		_, err = c.Contacts.Update(ctx, ada.ID, ContactUpdate{Phone: Value("2")}, WithIfMatch(etag))
 		var apiErr *Error
 		if !errors.Is(err, ErrPreconditionFailed) || !errors.As(err, &apiErr) || apiErr.Status != 412 {
 			t.Fatalf("update with a stale ETag: %v", err)
 		}
-		if _, err := c.Contacts.Update(ctx, ada.Id, ContactUpdate{}, WithIfMatch("no-quotes")); err == nil {
+		if _, err := c.Contacts.Update(ctx, ada.ID, ContactUpdate{}, WithIfMatch("no-quotes")); err == nil {
 			t.Error("a malformed ETag was accepted")
 		}
 	})
@@ -149,10 +149,10 @@ func TestNotModifiedWithoutCache(t *testing.T) {
 		ctx := context.Background()
 		ada, _ := c.Contacts.Create(ctx, ContactCreate{Name: "Ada"})
 		var resp *http.Response
-		if _, err := c.Contacts.Get(ctx, ada.Id, WithResponseInto(&resp)); err != nil {
+		if _, err := c.Contacts.Get(ctx, ada.ID, WithResponseInto(&resp)); err != nil {
 			t.Fatal(err)
 		}
-		_, err := c.Contacts.Get(ctx, ada.Id, WithHeader("If-None-Match", resp.Header.Get("ETag")))
+		_, err := c.Contacts.Get(ctx, ada.ID, WithHeader("If-None-Match", resp.Header.Get("ETag")))
 		if !errors.Is(err, ErrNotModified) {
 			t.Errorf("err = %v", err)
 		}

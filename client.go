@@ -34,7 +34,16 @@ const (
 // share it. Its services are Contacts, Invoices, Exports, Operations and
 // Events; Batch, Me, RateLimit and OpenAPI are methods of Client itself.
 type Client struct {
-	services
+	// Contacts lists, counts, creates, reads, updates and deletes contacts.
+	Contacts *ContactsService
+	// Invoices creates, lists and reads invoices, and pays and refunds them.
+	Invoices *InvoicesService
+	// Exports starts exports, which run as Operations.
+	Exports *ExportsService
+	// Operations reads long-running operations and waits for them to end.
+	Operations *OperationsService
+	// Events lists what happened in the organisation, oldest first.
+	Events *EventsService
 
 	server     string // base URL, ending in "/"
 	host       string
@@ -611,9 +620,8 @@ func prepareBatch(cl *call) error {
 	for i := range br.Requests {
 		part := &br.Requests[i]
 		method := string(part.Method)
-		if (method == http.MethodPost || method == http.MethodPatch) && part.IdempotencyKey == nil {
-			k := uuid.NewString()
-			part.IdempotencyKey = &k
+		if (method == http.MethodPost || method == http.MethodPatch) && !part.IdempotencyKey.IsSet() {
+			part.IdempotencyKey = String(uuid.NewString())
 		}
 		u, err := url.Parse(part.Path)
 		if err != nil {

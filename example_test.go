@@ -42,11 +42,11 @@ func ExampleContactsService_Create() {
 	defer stop()
 	ctx := context.Background()
 
-	c, err := client.Contacts.Create(ctx, bodo.ContactCreate{Name: "Ada Lovelace", Email: bodo.Ptr("ada@example.com")})
+	c, err := client.Contacts.Create(ctx, bodo.ContactCreate{Name: "Ada Lovelace", Email: bodo.String("ada@example.com")})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(c.Name, *c.Email)
+	fmt.Println(c.Name, c.Email.Value())
 	// Output: Ada Lovelace ada@example.com
 }
 
@@ -60,7 +60,7 @@ func ExampleContactsService_All() {
 		}
 	}
 
-	for c, err := range client.Contacts.All(ctx, &bodo.ListContactsParams{Limit: bodo.Ptr(2)}) {
+	for c, err := range client.Contacts.All(ctx, &bodo.ListContactsParams{Limit: bodo.Int(2)}) {
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -76,16 +76,16 @@ func ExampleContactsService_Update() {
 	client, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
-	c, _ := client.Contacts.Create(ctx, bodo.ContactCreate{Name: "Ada", Company: bodo.Ptr("Engines")})
+	c, _ := client.Contacts.Create(ctx, bodo.ContactCreate{Name: "Ada", Company: bodo.String("Engines")})
 
-	c, err := client.Contacts.Update(ctx, c.Id, bodo.ContactUpdate{
-		Phone:   bodo.Value("+44 20 7946 0000"),
+	c, err := client.Contacts.Update(ctx, c.ID, bodo.ContactUpdate{
+		Phone:   bodo.String("+44 20 7946 0000"),
 		Company: bodo.Null[string](),
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(*c.Phone, c.Company == nil)
+	fmt.Println(c.Phone.Value(), c.Company.IsNull())
 	// Output: +44 20 7946 0000 true
 }
 
@@ -94,14 +94,14 @@ func ExampleInvoicesService_Pay() {
 	defer stop()
 	ctx := context.Background()
 	c, _ := client.Contacts.Create(ctx, bodo.ContactCreate{Name: "Grace"})
-	inv, _ := client.Invoices.Create(ctx, bodo.InvoiceCreate{ContactId: c.Id, Amount: 4200, Currency: "EUR", Status: bodo.Ptr(bodo.InvoiceCreateStatusOpen)})
+	inv, _ := client.Invoices.Create(ctx, bodo.InvoiceCreate{ContactID: c.ID, Amount: 4200, Currency: "EUR", Status: bodo.Value(bodo.InvoiceStatusOpen)})
 
 	// The same key on a second call replays the first answer instead of paying twice.
-	paid, err := client.Invoices.Pay(ctx, inv.Id, bodo.WithIdempotencyKey("pay-"+inv.Id))
+	paid, err := client.Invoices.Pay(ctx, inv.ID, bodo.WithIdempotencyKey("pay-"+inv.ID))
 	if err != nil {
 		log.Fatal(err)
 	}
-	again, err := client.Invoices.Pay(ctx, inv.Id, bodo.WithIdempotencyKey("pay-"+inv.Id))
+	again, err := client.Invoices.Pay(ctx, inv.ID, bodo.WithIdempotencyKey("pay-"+inv.ID))
 	fmt.Println(paid.Status, again.Status, err)
 	// Output: paid paid <nil>
 }
@@ -116,7 +116,7 @@ func ExampleClient_RateLimit() {
 	}
 	for _, p := range status.Policies {
 		if p.Name == "key" {
-			fmt.Printf("%s: quota %d %s per %ds, capacity %d\n", p.Name, p.Quota, p.Unit, *p.Window, *p.Capacity)
+			fmt.Printf("%s: quota %d %s per %ds, capacity %d\n", p.Name, p.Quota, p.Unit, p.Window.Value(), p.Capacity.Or(p.Quota))
 		}
 	}
 	// Output: key: quota 300 points per 60s, capacity 600
@@ -140,14 +140,61 @@ func ExampleOperationsService_Wait() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	op, err := client.Exports.Create(ctx, bodo.ExportCreate{Resource: bodo.ExportCreateResourceInvoices, Format: bodo.ExportCreateFormatCsv})
+	op, err := client.Exports.Create(ctx, bodo.ExportCreate{Resource: bodo.ExportResourceInvoices, Format: bodo.ExportFormatCsv})
 	if err != nil {
 		log.Fatal(err)
 	}
-	op, err = client.Operations.Wait(ctx, op.Id)
+	op, err = client.Operations.Wait(ctx, op.ID)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(op.Status, op.Result.Records)
+	fmt.Println(op.Status, op.Result.Value().Records)
 	// Output: succeeded 0
+}
+
+func ExampleClient_Batch() {
+	client, stop := exampleClient()
+	defer stop()
+	ctx := context.Background()
+
+	create, _ := bodo.BatchPart(bodo.BatchMethodPOST, "/v1/contacts", bodo.ContactCreate{Name: "Ada"})
+	count, _ := bodo.BatchPart(bodo.BatchMethodGET, "/v1/contacts/count", nil)
+	missing, _ := bodo.BatchPart(bodo.BatchMethodGET, "/v1/contacts/con_00000000000000000000000000", nil)
+	res, err := client.Batch(ctx, bodo.BatchRequest{Requests: []bodo.BatchRequestItem{create, count, missing}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var c bodo.Contact
+	var n bodo.ContactCount
+	fmt.Println(res.Responses[0].Decode(&c), c.Name)
+	fmt.Println(res.Responses[1].Decode(&n), n.Count)
+	fmt.Println(errors.Is(res.Responses[2].Decode(nil), bodo.ErrNotFound))
+	// Output:
+	// <nil> Ada
+	// <nil> 1
+	// true
+}
+
+func ExampleOpt() {
+	client, stop := exampleClient()
+	defer stop()
+	ctx := context.Background()
+
+	// Optional fields are Opts: leave them out, or set them with bodo.String,
+	// bodo.Int, bodo.Int64, bodo.Bool or bodo.Value.
+	c, err := client.Contacts.Create(ctx, bodo.ContactCreate{Name: "Ada", Email: bodo.String("ada@example.com")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Reading one never panics: Get says whether there is a value, Or
+	// gives a default.
+	email, ok := c.Email.Get()
+	fmt.Println(email, ok, c.Phone.Or("(no phone)"))
+
+	// In a merge patch, an absent Opt keeps the field and bodo.Null clears it.
+	c, _ = client.Contacts.Update(ctx, c.ID, bodo.ContactUpdate{Email: bodo.Null[string]()})
+	fmt.Println(c.Email.IsNull(), c.Name)
+	// Output:
+	// ada@example.com true (no phone)
+	// true Ada
 }

@@ -845,7 +845,7 @@ func TestFaultResetMidBodyOfAReadIsRetried(t *testing.T) {
 	_, reqs := srv.counts()
 	if err != nil || reqs != 2 {
 		t.Errorf("a GET whose body was reset: %d requests, err = %v; want it retried (2 requests) and answered", reqs, err)
-	} else if me.KeyId == "" {
+	} else if me.KeyID == "" {
 		t.Errorf("Me = %+v", me)
 	}
 	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
@@ -979,7 +979,7 @@ func TestFaultRetryAfterZeroStormNeverLocksTheKey(t *testing.T) {
 							case 0:
 								_, err = c.Me(ctx)
 							case 1:
-								_, err = c.Contacts.List(ctx, &ListContactsParams{Limit: Ptr(5)})
+								_, err = c.Contacts.List(ctx, &ListContactsParams{Limit: Int(5)})
 							default:
 								_, err = c.Contacts.Create(ctx, ContactCreate{Name: "storm"})
 							}
@@ -1199,19 +1199,19 @@ func TestFaultSandboxDropAfterCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		inv, err := c.Invoices.Create(ctx, InvoiceCreate{ContactId: ada.Id, Amount: 5000, Currency: "EUR", Status: Ptr(InvoiceCreateStatusOpen)})
+		inv, err := c.Invoices.Create(ctx, InvoiceCreate{ContactID: ada.ID, Amount: 5000, Currency: "EUR", Status: Value(InvoiceStatusOpen)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		drop.Store(true)
-		paid, err := c.Invoices.Pay(ctx, inv.Id, WithMaxRetries(3))
+		paid, err := c.Invoices.Pay(ctx, inv.ID, WithMaxRetries(3))
 		// Every POST is dropped, so the payment's retries are replays that
 		// are dropped too; what counts is that it was paid exactly once.
 		drop.Store(false)
 		if err == nil && paid.Status != InvoiceStatusPaid {
 			t.Errorf("Pay = %+v", paid)
 		}
-		got, gerr := c.Invoices.Get(ctx, inv.Id)
+		got, gerr := c.Invoices.Get(ctx, inv.ID)
 		if gerr != nil || got.Status != InvoiceStatusPaid || got.AmountRefunded != 0 {
 			t.Fatalf("after the dropped payment: %+v, %v (pay err %v)", got, gerr, err)
 		}
@@ -1275,7 +1275,7 @@ func TestFaultSandboxDelay(t *testing.T) {
 		dctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
 		defer cancel()
 		start = time.Now()
-		_, err = c.Contacts.Get(dctx, ct.Id, WithAttemptTimeout(0))
+		_, err = c.Contacts.Get(dctx, ct.ID, WithAttemptTimeout(0))
 		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 2500*time.Millisecond {
 			t.Errorf("read: err = %v after %v", err, time.Since(start))
 		}

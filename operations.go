@@ -21,10 +21,10 @@ type OperationFailedError struct {
 
 func (e *OperationFailedError) Error() string {
 	msg := "no error given"
-	if oe := e.Operation.Error; oe != nil {
+	if oe, ok := e.Operation.Error.Get(); ok {
 		msg = oe.Code + ": " + oe.Message
 	}
-	return fmt.Sprintf("bodo: operation %s failed: %s", e.Operation.Id, msg)
+	return fmt.Sprintf("bodo: operation %s failed: %s", e.Operation.ID, msg)
 }
 
 // Wait polls the operation id until it is no longer running and returns it:

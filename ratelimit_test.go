@@ -23,10 +23,10 @@ func TestBatchDemandIsTheSumOfItsParts(t *testing.T) {
 	c, _ := mockClient(t)
 	body := json.RawMessage(`{"name":"x"}`)
 	req := BatchRequest{Requests: []BatchRequestItem{
-		{Method: BatchRequestItemMethodGET, Path: "/v1/contacts?q=ada&limit=10"},
-		{Method: BatchRequestItemMethodPOST, Path: "/v1/contacts", Body: &body},
-		{Method: BatchRequestItemMethodDELETE, Path: "/v1/contacts/con_1"},
-		{Method: BatchRequestItemMethodGET, Path: "/v1/contacts/count"},
+		{Method: BatchMethodGET, Path: "/v1/contacts?q=ada&limit=10"},
+		{Method: BatchMethodPOST, Path: "/v1/contacts", Body: Value(body)},
+		{Method: BatchMethodDELETE, Path: "/v1/contacts/con_1"},
+		{Method: BatchMethodGET, Path: "/v1/contacts/count"},
 	}}
 	cl, err := c.newCall(ops.Batch, func(server string) (*http.Request, error) {
 		raw, _ := json.Marshal(req)
@@ -47,7 +47,7 @@ func TestBatchDemandIsTheSumOfItsParts(t *testing.T) {
 	if err := json.Unmarshal(cl.body, &sent); err != nil {
 		t.Fatal(err)
 	}
-	if sent.Requests[1].IdempotencyKey == nil || sent.Requests[0].IdempotencyKey != nil || sent.Requests[2].IdempotencyKey != nil {
+	if !sent.Requests[1].IdempotencyKey.IsSet() || sent.Requests[0].IdempotencyKey.IsSet() || sent.Requests[2].IdempotencyKey.IsSet() {
 		t.Errorf("only the POST part gets a key: %+v", sent.Requests)
 	}
 }
@@ -86,7 +86,7 @@ func TestFIFO(t *testing.T) {
 		for i := range 10 {
 			want = append(want, strconv.Itoa(i+1))
 			wg.Go(func() {
-				if _, err := c.Contacts.List(context.Background(), &ListContactsParams{Limit: Ptr(i + 1)}); err != nil {
+				if _, err := c.Contacts.List(context.Background(), &ListContactsParams{Limit: Int(i + 1)}); err != nil {
 					t.Error(err)
 				}
 			})
@@ -159,7 +159,7 @@ func TestCallThatCanNeverFitFailsAtOnce(t *testing.T) {
 		}
 		var parts []BatchRequestItem
 		for range 11 {
-			parts = append(parts, BatchRequestItem{Method: BatchRequestItemMethodDELETE, Path: "/v1/contacts/con_00000000000000000000000000"})
+			parts = append(parts, BatchRequestItem{Method: BatchMethodDELETE, Path: "/v1/contacts/con_00000000000000000000000000"})
 		}
 		_, err := c.Batch(context.Background(), BatchRequest{Requests: parts})
 		var apiErr *Error
@@ -189,7 +189,7 @@ func TestPacesBeforeTheFirst429(t *testing.T) {
 		for range 16 {
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					_, err := c.Contacts.Count(ctx, &CountContactsParams{Q: Ptr("a")})
+					_, err := c.Contacts.Count(ctx, &CountContactsParams{Q: String("a")})
 					var apiErr *Error
 					if errors.As(err, &apiErr) && apiErr.Local {
 						_ = sleep(ctx, max(apiErr.RetryAfter, time.Second))

@@ -274,7 +274,7 @@ func TestSameKeyAndBodyOnEveryRetry(t *testing.T) {
 			return jsonResponder(201, sampleContact)(r)
 		}))
 		email := "ada@example.com"
-		if _, err := c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada", Email: &email}); err != nil {
+		if _, err := c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada", Email: String(email)}); err != nil {
 			t.Fatal(err)
 		}
 		if rec.count() != 3 {

@@ -6,20 +6,15 @@ import (
 	"context"
 	"iter"
 	"net/http"
+	"net/url"
+	"strconv"
 
-	"github.com/bodo-app/bodo-go/gen"
 	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
-// services holds one value of every service, to embed in Client.
-type services struct {
-	Contacts   *ContactsService
-	Events     *EventsService
-	Exports    *ExportsService
-	Invoices   *InvoicesService
-	Operations *OperationsService
-}
-
+// initServices sets Client's service fields (declared in client.go, so that
+// go doc lists them with their doc comments; a service added to
+// openapi.json fails to compile here until its field is declared there).
 func (c *Client) initServices() {
 	c.Contacts = &ContactsService{client: c}
 	c.Events = &EventsService{client: c}
@@ -43,9 +38,39 @@ type InvoicesService struct{ client *Client }
 // OperationsService groups the Operations operations. Use it through Client.Operations.
 type OperationsService struct{ client *Client }
 
+// ListContactsParams are the query parameters of Contacts.List; a nil
+// *ListContactsParams and absent fields leave them to the server's defaults.
+type ListContactsParams struct {
+	// Page size, 1–100 (default 20). Anything else is 400 `BAD_REQUEST`.
+	Limit Opt[int]
+	// The opaque `nextCursor` of the previous page. A cursor this server did not issue is 400 `BAD_REQUEST`.
+	Cursor Opt[string]
+	// Search in name, email and company. Adds 5 points to the call.
+	Q Opt[string]
+}
+
+func (p *ListContactsParams) query() url.Values {
+	q := url.Values{}
+	if p == nil {
+		return q
+	}
+	if v, ok := p.Limit.Get(); ok {
+		q.Set("limit", strconv.Itoa(v))
+	}
+	if v, ok := p.Cursor.Get(); ok {
+		q.Set("cursor", v)
+	}
+	if v, ok := p.Q.Get(); ok {
+		q.Set("q", v)
+	}
+	return q
+}
+
 // List calls listContacts (GET /v1/contacts, 2 points, 5 more with q): list contacts.
 func (s *ContactsService) List(ctx context.Context, params *ListContactsParams, opts ...RequestOption) (*ContactList, error) {
-	build := func(server string) (*http.Request, error) { return gen.NewListContactsRequest(server, params) }
+	build := func(server string) (*http.Request, error) {
+		return newRequest(http.MethodGet, server+"v1/contacts", params.query(), nil)
+	}
 	out := new(ContactList)
 	if err := s.client.do(ctx, ops.ListContacts, build, out, opts); err != nil {
 		return nil, err
@@ -72,10 +97,11 @@ func (s *ContactsService) All(ctx context.Context, params *ListContactsParams, o
 					return
 				}
 			}
-			if page.NextCursor == nil || *page.NextCursor == "" {
+			next := page.NextCursor.Value()
+			if next == "" {
 				return
 			}
-			p.Cursor = page.NextCursor
+			p.Cursor = String(next)
 		}
 	}
 }
@@ -83,7 +109,7 @@ func (s *ContactsService) All(ctx context.Context, params *ListContactsParams, o
 // Create calls createContact (POST /v1/contacts, 5 points): create a contact.
 func (s *ContactsService) Create(ctx context.Context, body ContactCreate, opts ...RequestOption) (*Contact, error) {
 	build := func(server string) (*http.Request, error) {
-		return gen.NewCreateContactRequest(server, &gen.CreateContactParams{}, body)
+		return newRequest(http.MethodPost, server+"v1/contacts", nil, body)
 	}
 	out := new(Contact)
 	if err := s.client.do(ctx, ops.CreateContact, build, out, opts); err != nil {
@@ -92,9 +118,29 @@ func (s *ContactsService) Create(ctx context.Context, body ContactCreate, opts .
 	return out, nil
 }
 
+// CountContactsParams are the query parameters of Contacts.Count; a nil
+// *CountContactsParams and absent fields leave them to the server's defaults.
+type CountContactsParams struct {
+	// Search in name, email and company. Adds 5 points to the call.
+	Q Opt[string]
+}
+
+func (p *CountContactsParams) query() url.Values {
+	q := url.Values{}
+	if p == nil {
+		return q
+	}
+	if v, ok := p.Q.Get(); ok {
+		q.Set("q", v)
+	}
+	return q
+}
+
 // Count calls countContacts (GET /v1/contacts/count, 2 points, 5 more with q): count contacts.
 func (s *ContactsService) Count(ctx context.Context, params *CountContactsParams, opts ...RequestOption) (*ContactCount, error) {
-	build := func(server string) (*http.Request, error) { return gen.NewCountContactsRequest(server, params) }
+	build := func(server string) (*http.Request, error) {
+		return newRequest(http.MethodGet, server+"v1/contacts/count", params.query(), nil)
+	}
 	out := new(ContactCount)
 	if err := s.client.do(ctx, ops.CountContacts, build, out, opts); err != nil {
 		return nil, err
@@ -105,7 +151,10 @@ func (s *ContactsService) Count(ctx context.Context, params *CountContactsParams
 // Get calls getContact (GET /v1/contacts/{id}, 1 point): get a contact.
 func (s *ContactsService) Get(ctx context.Context, id string, opts ...RequestOption) (*Contact, error) {
 	build := func(server string) (*http.Request, error) {
-		return gen.NewGetContactRequest(server, id, &gen.GetContactParams{})
+		if id == "" {
+			return nil, errEmptyPathParam("id")
+		}
+		return newRequest(http.MethodGet, server+"v1/contacts/"+url.PathEscape(id), nil, nil)
 	}
 	out := new(Contact)
 	if err := s.client.do(ctx, ops.GetContact, build, out, opts); err != nil {
@@ -117,7 +166,10 @@ func (s *ContactsService) Get(ctx context.Context, id string, opts ...RequestOpt
 // Update calls updateContact (PATCH /v1/contacts/{id}, 5 points): update a contact.
 func (s *ContactsService) Update(ctx context.Context, id string, body ContactUpdate, opts ...RequestOption) (*Contact, error) {
 	build := func(server string) (*http.Request, error) {
-		return gen.NewUpdateContactRequest(server, id, &gen.UpdateContactParams{}, body)
+		if id == "" {
+			return nil, errEmptyPathParam("id")
+		}
+		return newRequest(http.MethodPatch, server+"v1/contacts/"+url.PathEscape(id), nil, body)
 	}
 	out := new(Contact)
 	if err := s.client.do(ctx, ops.UpdateContact, build, out, opts); err != nil {
@@ -128,13 +180,43 @@ func (s *ContactsService) Update(ctx context.Context, id string, body ContactUpd
 
 // Delete calls deleteContact (DELETE /v1/contacts/{id}, 10 points): delete a contact.
 func (s *ContactsService) Delete(ctx context.Context, id string, opts ...RequestOption) error {
-	build := func(server string) (*http.Request, error) { return gen.NewDeleteContactRequest(server, id) }
+	build := func(server string) (*http.Request, error) {
+		if id == "" {
+			return nil, errEmptyPathParam("id")
+		}
+		return newRequest(http.MethodDelete, server+"v1/contacts/"+url.PathEscape(id), nil, nil)
+	}
 	return s.client.do(ctx, ops.DeleteContact, build, nil, opts)
+}
+
+// ListEventsParams are the query parameters of Events.List; a nil
+// *ListEventsParams and absent fields leave them to the server's defaults.
+type ListEventsParams struct {
+	// An event id (`evt_` + ULID): the page starts after it; empty or absent, the page starts at the first event. Anything else is 400 `BAD_REQUEST`.
+	After Opt[string]
+	// Page size, 1–100 (default 20). Anything else is 400 `BAD_REQUEST`.
+	Limit Opt[int]
+}
+
+func (p *ListEventsParams) query() url.Values {
+	q := url.Values{}
+	if p == nil {
+		return q
+	}
+	if v, ok := p.After.Get(); ok {
+		q.Set("after", v)
+	}
+	if v, ok := p.Limit.Get(); ok {
+		q.Set("limit", strconv.Itoa(v))
+	}
+	return q
 }
 
 // List calls listEvents (GET /v1/events, 1 point): list events.
 func (s *EventsService) List(ctx context.Context, params *ListEventsParams, opts ...RequestOption) (*EventList, error) {
-	build := func(server string) (*http.Request, error) { return gen.NewListEventsRequest(server, params) }
+	build := func(server string) (*http.Request, error) {
+		return newRequest(http.MethodGet, server+"v1/events", params.query(), nil)
+	}
 	out := new(EventList)
 	if err := s.client.do(ctx, ops.ListEvents, build, out, opts); err != nil {
 		return nil, err
@@ -161,10 +243,11 @@ func (s *EventsService) All(ctx context.Context, params *ListEventsParams, opts 
 					return
 				}
 			}
-			if page.NextCursor == nil || *page.NextCursor == "" {
+			next := page.NextCursor.Value()
+			if next == "" {
 				return
 			}
-			p.After = page.NextCursor
+			p.After = String(next)
 		}
 	}
 }
@@ -172,7 +255,7 @@ func (s *EventsService) All(ctx context.Context, params *ListEventsParams, opts 
 // Create calls createExport (POST /v1/exports, 10 points): start an export.
 func (s *ExportsService) Create(ctx context.Context, body ExportCreate, opts ...RequestOption) (*Operation, error) {
 	build := func(server string) (*http.Request, error) {
-		return gen.NewCreateExportRequest(server, &gen.CreateExportParams{}, body)
+		return newRequest(http.MethodPost, server+"v1/exports", nil, body)
 	}
 	out := new(Operation)
 	if err := s.client.do(ctx, ops.CreateExport, build, out, opts); err != nil {
@@ -181,9 +264,39 @@ func (s *ExportsService) Create(ctx context.Context, body ExportCreate, opts ...
 	return out, nil
 }
 
+// ListInvoicesParams are the query parameters of Invoices.List; a nil
+// *ListInvoicesParams and absent fields leave them to the server's defaults.
+type ListInvoicesParams struct {
+	// Page size, 1–100 (default 20). Anything else is 400 `BAD_REQUEST`.
+	Limit Opt[int]
+	// The opaque `nextCursor` of the previous page. A cursor this server did not issue is 400 `BAD_REQUEST`.
+	Cursor Opt[string]
+	// Only invoices in this status. Another value is 400 `BAD_REQUEST`.
+	Status Opt[InvoiceStatus]
+}
+
+func (p *ListInvoicesParams) query() url.Values {
+	q := url.Values{}
+	if p == nil {
+		return q
+	}
+	if v, ok := p.Limit.Get(); ok {
+		q.Set("limit", strconv.Itoa(v))
+	}
+	if v, ok := p.Cursor.Get(); ok {
+		q.Set("cursor", v)
+	}
+	if v, ok := p.Status.Get(); ok {
+		q.Set("status", string(v))
+	}
+	return q
+}
+
 // List calls listInvoices (GET /v1/invoices, 2 points): list invoices.
 func (s *InvoicesService) List(ctx context.Context, params *ListInvoicesParams, opts ...RequestOption) (*InvoiceList, error) {
-	build := func(server string) (*http.Request, error) { return gen.NewListInvoicesRequest(server, params) }
+	build := func(server string) (*http.Request, error) {
+		return newRequest(http.MethodGet, server+"v1/invoices", params.query(), nil)
+	}
 	out := new(InvoiceList)
 	if err := s.client.do(ctx, ops.ListInvoices, build, out, opts); err != nil {
 		return nil, err
@@ -210,10 +323,11 @@ func (s *InvoicesService) All(ctx context.Context, params *ListInvoicesParams, o
 					return
 				}
 			}
-			if page.NextCursor == nil || *page.NextCursor == "" {
+			next := page.NextCursor.Value()
+			if next == "" {
 				return
 			}
-			p.Cursor = page.NextCursor
+			p.Cursor = String(next)
 		}
 	}
 }
@@ -221,7 +335,7 @@ func (s *InvoicesService) All(ctx context.Context, params *ListInvoicesParams, o
 // Create calls createInvoice (POST /v1/invoices, 5 points): create an invoice.
 func (s *InvoicesService) Create(ctx context.Context, body InvoiceCreate, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
-		return gen.NewCreateInvoiceRequest(server, &gen.CreateInvoiceParams{}, body)
+		return newRequest(http.MethodPost, server+"v1/invoices", nil, body)
 	}
 	out := new(Invoice)
 	if err := s.client.do(ctx, ops.CreateInvoice, build, out, opts); err != nil {
@@ -233,7 +347,10 @@ func (s *InvoicesService) Create(ctx context.Context, body InvoiceCreate, opts .
 // Get calls getInvoice (GET /v1/invoices/{id}, 1 point): get an invoice.
 func (s *InvoicesService) Get(ctx context.Context, id string, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
-		return gen.NewGetInvoiceRequest(server, id, &gen.GetInvoiceParams{})
+		if id == "" {
+			return nil, errEmptyPathParam("id")
+		}
+		return newRequest(http.MethodGet, server+"v1/invoices/"+url.PathEscape(id), nil, nil)
 	}
 	out := new(Invoice)
 	if err := s.client.do(ctx, ops.GetInvoice, build, out, opts); err != nil {
@@ -245,7 +362,10 @@ func (s *InvoicesService) Get(ctx context.Context, id string, opts ...RequestOpt
 // Pay calls payInvoice (POST /v1/invoices/{id}/pay, 10 points): pay an open invoice.
 func (s *InvoicesService) Pay(ctx context.Context, id string, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
-		return gen.NewPayInvoiceRequest(server, id, &gen.PayInvoiceParams{})
+		if id == "" {
+			return nil, errEmptyPathParam("id")
+		}
+		return newRequest(http.MethodPost, server+"v1/invoices/"+url.PathEscape(id)+"/pay", nil, nil)
 	}
 	out := new(Invoice)
 	if err := s.client.do(ctx, ops.PayInvoice, build, out, opts); err != nil {
@@ -257,7 +377,10 @@ func (s *InvoicesService) Pay(ctx context.Context, id string, opts ...RequestOpt
 // Refund calls refundInvoice (POST /v1/invoices/{id}/refund, 10 points): refund a paid invoice.
 func (s *InvoicesService) Refund(ctx context.Context, id string, body InvoiceRefund, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
-		return gen.NewRefundInvoiceRequest(server, id, &gen.RefundInvoiceParams{}, body)
+		if id == "" {
+			return nil, errEmptyPathParam("id")
+		}
+		return newRequest(http.MethodPost, server+"v1/invoices/"+url.PathEscape(id)+"/refund", nil, body)
 	}
 	out := new(Invoice)
 	if err := s.client.do(ctx, ops.RefundInvoice, build, out, opts); err != nil {
@@ -269,7 +392,10 @@ func (s *InvoicesService) Refund(ctx context.Context, id string, body InvoiceRef
 // Get calls getOperation (GET /v1/operations/{id}, 1 point): get a long-running operation.
 func (s *OperationsService) Get(ctx context.Context, id string, opts ...RequestOption) (*Operation, error) {
 	build := func(server string) (*http.Request, error) {
-		return gen.NewGetOperationRequest(server, id, &gen.GetOperationParams{})
+		if id == "" {
+			return nil, errEmptyPathParam("id")
+		}
+		return newRequest(http.MethodGet, server+"v1/operations/"+url.PathEscape(id), nil, nil)
 	}
 	out := new(Operation)
 	if err := s.client.do(ctx, ops.GetOperation, build, out, opts); err != nil {
@@ -281,7 +407,7 @@ func (s *OperationsService) Get(ctx context.Context, id string, opts ...RequestO
 // Batch calls batch (POST /v1/batch, the sum of its parts' points): run up to 20 requests in one call.
 func (c *Client) Batch(ctx context.Context, body BatchRequest, opts ...RequestOption) (*BatchResult, error) {
 	build := func(server string) (*http.Request, error) {
-		return gen.NewBatchRequest(server, &gen.BatchParams{}, body)
+		return newRequest(http.MethodPost, server+"v1/batch", nil, body)
 	}
 	out := new(BatchResult)
 	if err := c.do(ctx, ops.Batch, build, out, opts); err != nil {
@@ -292,7 +418,9 @@ func (c *Client) Batch(ctx context.Context, body BatchRequest, opts ...RequestOp
 
 // Me calls getMe (GET /v1/me, 1 point): who am I.
 func (c *Client) Me(ctx context.Context, opts ...RequestOption) (*Me, error) {
-	build := func(server string) (*http.Request, error) { return gen.NewGetMeRequest(server) }
+	build := func(server string) (*http.Request, error) {
+		return newRequest(http.MethodGet, server+"v1/me", nil, nil)
+	}
 	out := new(Me)
 	if err := c.do(ctx, ops.GetMe, build, out, opts); err != nil {
 		return nil, err
@@ -302,7 +430,9 @@ func (c *Client) Me(ctx context.Context, opts ...RequestOption) (*Me, error) {
 
 // OpenAPI calls getOpenAPI (GET /v1/openapi.json, 1 point): this description.
 func (c *Client) OpenAPI(ctx context.Context, opts ...RequestOption) (*OpenAPIDocument, error) {
-	build := func(server string) (*http.Request, error) { return gen.NewGetOpenAPIRequest(server) }
+	build := func(server string) (*http.Request, error) {
+		return newRequest(http.MethodGet, server+"v1/openapi.json", nil, nil)
+	}
 	out := new(OpenAPIDocument)
 	if err := c.do(ctx, ops.GetOpenAPI, build, out, opts); err != nil {
 		return nil, err
@@ -312,7 +442,9 @@ func (c *Client) OpenAPI(ctx context.Context, opts ...RequestOption) (*OpenAPIDo
 
 // RateLimit calls getRateLimit (GET /v1/rate_limit, 1 point): the key's rate-limit status.
 func (c *Client) RateLimit(ctx context.Context, opts ...RequestOption) (*RateLimitStatus, error) {
-	build := func(server string) (*http.Request, error) { return gen.NewGetRateLimitRequest(server) }
+	build := func(server string) (*http.Request, error) {
+		return newRequest(http.MethodGet, server+"v1/rate_limit", nil, nil)
+	}
 	out := new(RateLimitStatus)
 	if err := c.do(ctx, ops.GetRateLimit, build, out, opts); err != nil {
 		return nil, err

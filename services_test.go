@@ -55,45 +55,45 @@ func exerciseServices(t *testing.T, c *Client) {
 
 	me, err := c.Me(ctx)
 	must(err)
-	if !strings.HasPrefix(me.KeyId, "key_") || !strings.HasPrefix(me.Organization.Id, "org_") || me.Principal.Type == "" {
+	if !strings.HasPrefix(me.KeyID, "key_") || !strings.HasPrefix(me.Organization.ID, "org_") || me.Principal.Type == "" {
 		t.Errorf("Me = %+v", me)
 	}
 
-	ada, err := c.Contacts.Create(ctx, ContactCreate{Name: "Ada", Email: Ptr("ada@example.com"), Company: Ptr("Engines"), Tags: &[]string{"a"}})
+	ada, err := c.Contacts.Create(ctx, ContactCreate{Name: "Ada", Email: String("ada@example.com"), Company: String("Engines"), Tags: []string{"a"}})
 	must(err)
-	if !strings.HasPrefix(ada.Id, "con_") || ada.Name != "Ada" || *ada.Email != "ada@example.com" || !slices.Equal(ada.Tags, []string{"a"}) {
+	if !strings.HasPrefix(ada.ID, "con_") || ada.Name != "Ada" || ada.Email.Value() != "ada@example.com" || !slices.Equal(ada.Tags, []string{"a"}) {
 		t.Errorf("Create = %+v", ada)
 	}
 	for i := range 4 {
 		_, err := c.Contacts.Create(ctx, ContactCreate{Name: "Bulk " + string(rune('A'+i))})
 		must(err)
 	}
-	got, err := c.Contacts.Get(ctx, ada.Id)
+	got, err := c.Contacts.Get(ctx, ada.ID)
 	must(err)
-	if got.Id != ada.Id || got.Name != "Ada" {
+	if got.ID != ada.ID || got.Name != "Ada" {
 		t.Errorf("Get = %+v", got)
 	}
-	page, err := c.Contacts.List(ctx, &ListContactsParams{Limit: Ptr(2)})
+	page, err := c.Contacts.List(ctx, &ListContactsParams{Limit: Int(2)})
 	must(err)
-	if len(page.Data) != 2 || page.NextCursor == nil {
+	if len(page.Data) != 2 || !page.NextCursor.IsSet() {
 		t.Errorf("List(limit 2) = %d contacts, next %v", len(page.Data), page.NextCursor)
 	}
 	var names []string
-	for ct, err := range c.Contacts.All(ctx, &ListContactsParams{Limit: Ptr(2)}) {
+	for ct, err := range c.Contacts.All(ctx, &ListContactsParams{Limit: Int(2)}) {
 		must(err)
 		names = append(names, ct.Name)
 	}
 	if len(names) != 5 || names[0] != "Ada" {
 		t.Errorf("All = %v", names)
 	}
-	count, err := c.Contacts.Count(ctx, &CountContactsParams{Q: Ptr("bulk")})
+	count, err := c.Contacts.Count(ctx, &CountContactsParams{Q: String("bulk")})
 	must(err)
 	if count.Count != 4 {
 		t.Errorf("Count(q=bulk) = %d", count.Count)
 	}
-	upd, err := c.Contacts.Update(ctx, ada.Id, ContactUpdate{Phone: Value("+49 30 1234"), Company: Null[string]()})
+	upd, err := c.Contacts.Update(ctx, ada.ID, ContactUpdate{Phone: Value("+49 30 1234"), Company: Null[string]()})
 	must(err)
-	if upd.Phone == nil || *upd.Phone != "+49 30 1234" || upd.Company != nil || *upd.Email != "ada@example.com" {
+	if upd.Phone.Value() != "+49 30 1234" || !upd.Company.IsNull() || upd.Email.Value() != "ada@example.com" {
 		t.Errorf("Update = %+v", upd)
 	}
 	_, err = c.Contacts.Create(ctx, ContactCreate{Name: ""})
@@ -102,34 +102,34 @@ func exerciseServices(t *testing.T, c *Client) {
 		t.Errorf("Create(no name) = %v", err)
 	}
 
-	inv, err := c.Invoices.Create(ctx, InvoiceCreate{ContactId: ada.Id, Amount: 5000, Currency: "EUR", Status: Ptr(InvoiceCreateStatusOpen)})
+	inv, err := c.Invoices.Create(ctx, InvoiceCreate{ContactID: ada.ID, Amount: 5000, Currency: "EUR", Status: Value(InvoiceStatusOpen)})
 	must(err)
 	if inv.Status != InvoiceStatusOpen || inv.Amount != 5000 {
 		t.Errorf("Invoices.Create = %+v", inv)
 	}
-	paid, err := c.Invoices.Pay(ctx, inv.Id)
+	paid, err := c.Invoices.Pay(ctx, inv.ID)
 	must(err)
 	if paid.Status != InvoiceStatusPaid {
 		t.Errorf("Pay = %+v", paid)
 	}
-	if _, err := c.Invoices.Pay(ctx, inv.Id); !errors.Is(err, ErrInvalidState) {
+	if _, err := c.Invoices.Pay(ctx, inv.ID); !errors.Is(err, ErrInvalidState) {
 		t.Errorf("paying twice = %v", err)
 	}
-	part, err := c.Invoices.Refund(ctx, inv.Id, InvoiceRefund{Amount: Ptr(int64(1000))})
+	part, err := c.Invoices.Refund(ctx, inv.ID, InvoiceRefund{Amount: Int64(1000)})
 	must(err)
 	if part.AmountRefunded != 1000 {
 		t.Errorf("partial Refund = %+v", part)
 	}
-	full, err := c.Invoices.Refund(ctx, inv.Id, InvoiceRefund{})
+	full, err := c.Invoices.Refund(ctx, inv.ID, InvoiceRefund{})
 	must(err)
 	if full.Status != InvoiceStatusRefunded || full.AmountRefunded != 5000 {
 		t.Errorf("Refund = %+v", full)
 	}
-	gotInv, err := c.Invoices.Get(ctx, inv.Id)
+	gotInv, err := c.Invoices.Get(ctx, inv.ID)
 	must(err)
-	invs, err := c.Invoices.List(ctx, &ListInvoicesParams{Status: Ptr(InvoiceStatusRefunded)})
+	invs, err := c.Invoices.List(ctx, &ListInvoicesParams{Status: Value(InvoiceStatusRefunded)})
 	must(err)
-	if gotInv.Id != inv.Id || len(invs.Data) != 1 {
+	if gotInv.ID != inv.ID || len(invs.Data) != 1 {
 		t.Errorf("Invoices.Get/List = %+v, %d", gotInv, len(invs.Data))
 	}
 	n := 0
@@ -141,36 +141,36 @@ func exerciseServices(t *testing.T, c *Client) {
 		t.Errorf("Invoices.All = %d", n)
 	}
 
-	op, err := c.Exports.Create(ctx, ExportCreate{Resource: ExportCreateResourceContacts, Format: ExportCreateFormatCsv})
+	op, err := c.Exports.Create(ctx, ExportCreate{Resource: ExportResourceContacts, Format: ExportFormatCsv})
 	must(err)
-	if op.Status != OperationStatusRunning || !strings.HasPrefix(op.Id, "op_") {
+	if op.Status != OperationStatusRunning || !strings.HasPrefix(op.ID, "op_") {
 		t.Errorf("Exports.Create = %+v", op)
 	}
-	again, err := c.Operations.Get(ctx, op.Id)
+	again, err := c.Operations.Get(ctx, op.ID)
 	must(err)
-	if again.Id != op.Id {
+	if again.ID != op.ID {
 		t.Errorf("Operations.Get = %+v", again)
 	}
-	done, err := c.Operations.Wait(ctx, op.Id)
+	done, err := c.Operations.Wait(ctx, op.ID)
 	must(err)
-	if done.Status != OperationStatusSucceeded || done.Result == nil || done.Result.Records != 5 {
+	if done.Status != OperationStatusSucceeded || done.Result.Value().Records != 5 {
 		t.Errorf("Wait = %+v", done)
 	}
 
-	must(c.Contacts.Delete(ctx, ada.Id))
-	if _, err := c.Contacts.Get(ctx, ada.Id); !errors.Is(err, ErrNotFound) {
+	must(c.Contacts.Delete(ctx, ada.ID))
+	if _, err := c.Contacts.Get(ctx, ada.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get after Delete = %v", err)
 	}
 
 	var types []EventType
-	for ev, err := range c.Events.All(ctx, &ListEventsParams{Limit: Ptr(3)}) {
+	for ev, err := range c.Events.All(ctx, &ListEventsParams{Limit: Int(3)}) {
 		must(err)
 		types = append(types, ev.Type)
 	}
 	if len(types) < 10 || types[0] != EventTypeContactCreated || !slices.Contains(types, EventTypeInvoicePaid) || !slices.Contains(types, EventTypeContactDeleted) {
 		t.Errorf("Events.All = %v", types)
 	}
-	evPage, err := c.Events.List(ctx, &ListEventsParams{Limit: Ptr(1)})
+	evPage, err := c.Events.List(ctx, &ListEventsParams{Limit: Int(1)})
 	must(err)
 	if len(evPage.Data) != 1 {
 		t.Errorf("Events.List = %+v", evPage)
@@ -178,9 +178,9 @@ func exerciseServices(t *testing.T, c *Client) {
 
 	body := json.RawMessage(`{"name":"In a batch"}`)
 	res, err := c.Batch(ctx, BatchRequest{Requests: []BatchRequestItem{
-		{Method: BatchRequestItemMethodPOST, Path: "/v1/contacts", Body: &body},
-		{Method: BatchRequestItemMethodGET, Path: "/v1/contacts/count"},
-		{Method: BatchRequestItemMethodGET, Path: "/v1/contacts/con_00000000000000000000000000"},
+		{Method: BatchMethodPOST, Path: "/v1/contacts", Body: Value(body)},
+		{Method: BatchMethodGET, Path: "/v1/contacts/count"},
+		{Method: BatchMethodGET, Path: "/v1/contacts/con_00000000000000000000000000"},
 	}})
 	must(err)
 	if len(res.Responses) != 3 || res.Responses[0].Status != 201 || res.Responses[1].Status != 200 || res.Responses[2].Status != 404 {
@@ -369,7 +369,7 @@ func TestLockoutNeverTriggered(t *testing.T) {
 					if g%2 == 0 {
 						_, err = c.Contacts.Get(ctx, "con_00000000000000000000000000")
 					} else {
-						_, err = c.Contacts.List(ctx, &ListContactsParams{Limit: Ptr(1)})
+						_, err = c.Contacts.List(ctx, &ListContactsParams{Limit: Int(1)})
 					}
 					var apiErr *Error
 					if errors.As(err, &apiErr) && apiErr.Local {

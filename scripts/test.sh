@@ -43,7 +43,7 @@ for m in "${modules[@]}"; do
 done
 
 echo "== go generate (generated code must match openapi.json)"
-generated=(gen internal/ops services_gen.go models_gen.go)
+generated=(internal/gen internal/ops services_gen.go models_gen.go)
 before=$(mktemp -d)
 trap 'rm -rf "$before"' EXIT
 cp -r "${generated[@]}" "$before"/

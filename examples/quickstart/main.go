@@ -49,27 +49,27 @@ func tour(ctx context.Context, client *bodo.Client) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("1. Me: key %s of %s (%s) in %s\n", me.KeyId, me.Principal.Name, me.Principal.Type, me.Organization.Name)
+	fmt.Printf("1. Me: key %s of %s (%s) in %s\n", me.KeyID, me.Principal.Name, me.Principal.Type, me.Organization.Name)
 
 	ada, err := client.Contacts.Create(ctx, bodo.ContactCreate{
 		Name:    "Ada Lovelace",
-		Email:   bodo.Ptr("ada@example.com"),
-		Company: bodo.Ptr("Analytical Engines"),
-		Tags:    &[]string{"quickstart"},
+		Email:   bodo.String("ada@example.com"),
+		Company: bodo.String("Analytical Engines"),
+		Tags:    []string{"quickstart"},
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("2. Created contact %s (%s)\n", ada.Id, ada.Name)
+	fmt.Printf("2. Created contact %s (%s)\n", ada.ID, ada.Name)
 
-	got, err := client.Contacts.Get(ctx, ada.Id)
+	got, err := client.Contacts.Get(ctx, ada.ID)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("3. Read it back: %s <%s>\n", got.Name, deref(got.Email))
+	fmt.Printf("3. Read it back: %s <%s>\n", got.Name, got.Email.Value())
 
 	n := 0
-	for c, err := range client.Contacts.All(ctx, &bodo.ListContactsParams{Q: bodo.Ptr("Ada"), Limit: bodo.Ptr(50)}) {
+	for c, err := range client.Contacts.All(ctx, &bodo.ListContactsParams{Q: bodo.String("Ada"), Limit: bodo.Int(50)}) {
 		if err != nil {
 			return err
 		}
@@ -78,19 +78,19 @@ func tour(ctx context.Context, client *bodo.Client) error {
 	}
 	fmt.Printf("4. Listed the contacts matching \"Ada\": %d\n", n)
 
-	updated, err := client.Contacts.Update(ctx, ada.Id, bodo.ContactUpdate{
-		Phone:   bodo.Value("+44 20 7946 0000"),
+	updated, err := client.Contacts.Update(ctx, ada.ID, bodo.ContactUpdate{
+		Phone:   bodo.String("+44 20 7946 0000"),
 		Company: bodo.Null[string](),
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("5. Updated it: phone %s, company cleared (%v)\n", deref(updated.Phone), updated.Company == nil)
+	fmt.Printf("5. Updated it: phone %s, company cleared (%v)\n", updated.Phone.Value(), updated.Company.IsNull())
 
-	if err := client.Contacts.Delete(ctx, ada.Id); err != nil {
+	if err := client.Contacts.Delete(ctx, ada.ID); err != nil {
 		return err
 	}
-	_, err = client.Contacts.Get(ctx, ada.Id)
+	_, err = client.Contacts.Get(ctx, ada.ID)
 	fmt.Printf("6. Deleted it; reading it again is ErrNotFound: %v\n", errors.Is(err, bodo.ErrNotFound))
 
 	grace, err := client.Contacts.Create(ctx, bodo.ContactCreate{Name: "Grace Hopper"})
@@ -98,29 +98,29 @@ func tour(ctx context.Context, client *bodo.Client) error {
 		return err
 	}
 	inv, err := client.Invoices.Create(ctx, bodo.InvoiceCreate{
-		ContactId: grace.Id,
+		ContactID: grace.ID,
 		Amount:    12500,
 		Currency:  "EUR",
-		Status:    bodo.Ptr(bodo.InvoiceCreateStatusOpen),
+		Status:    bodo.Value(bodo.InvoiceStatusOpen),
 	})
 	if err != nil {
 		return err
 	}
-	paid, err := client.Invoices.Pay(ctx, inv.Id)
+	paid, err := client.Invoices.Pay(ctx, inv.ID)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("7. Invoice %s over %d.%02d %s for %s: %s\n", paid.Id, paid.Amount/100, paid.Amount%100, paid.Currency, grace.Name, paid.Status)
+	fmt.Printf("7. Invoice %s over %d.%02d %s for %s: %s\n", paid.ID, paid.Amount/100, paid.Amount%100, paid.Currency, grace.Name, paid.Status)
 
-	op, err := client.Exports.Create(ctx, bodo.ExportCreate{Resource: bodo.ExportCreateResourceContacts, Format: bodo.ExportCreateFormatJsonl})
+	op, err := client.Exports.Create(ctx, bodo.ExportCreate{Resource: bodo.ExportResourceContacts, Format: bodo.ExportFormatJsonl})
 	if err != nil {
 		return err
 	}
-	done, err := client.Operations.Wait(ctx, op.Id)
+	done, err := client.Operations.Wait(ctx, op.ID)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("8. Export %s %s: %d records at %s\n", done.Id, done.Status, done.Result.Records, done.Result.Url)
+	fmt.Printf("8. Export %s %s: %d records at %s\n", done.ID, done.Status, done.Result.Value().Records, done.Result.Value().URL)
 
 	status, err := client.RateLimit(ctx)
 	if err != nil {
@@ -129,17 +129,10 @@ func tour(ctx context.Context, client *bodo.Client) error {
 	fmt.Println("9. RateLimit():")
 	for _, p := range status.Policies {
 		window := "-"
-		if p.Window != nil {
-			window = fmt.Sprintf("%ds", *p.Window)
+		if w, ok := p.Window.Get(); ok {
+			window = fmt.Sprintf("%ds", w)
 		}
 		fmt.Printf("   %-10s %5d of %5d %-19s window %-6s full again in %ds\n", p.Name, p.Remaining, p.Quota, p.Unit, window, p.ResetSeconds)
 	}
 	return nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return "-"
-	}
-	return *s
 }

@@ -78,10 +78,10 @@ func (a *Agent) Step(ctx context.Context) (string, error) {
 		_, err := c.GetContact(ctx, a.contacts[a.rng.IntN(len(a.contacts))])
 		return kind, err
 	case "list":
-		_, err := c.ListContacts(ctx, &bodo.ListContactsParams{Limit: bodo.Ptr(5)})
+		_, err := c.ListContacts(ctx, &bodo.ListContactsParams{Limit: bodo.Int(5)})
 		return kind, err
 	case "search":
-		_, err := c.ListContacts(ctx, &bodo.ListContactsParams{Limit: bodo.Ptr(5), Q: bodo.Ptr(fmt.Sprintf("agent-%02d", a.ID))})
+		_, err := c.ListContacts(ctx, &bodo.ListContactsParams{Limit: bodo.Int(5), Q: bodo.String(fmt.Sprintf("agent-%02d", a.ID))})
 		return kind, err
 	case "count":
 		_, err := c.CountContacts(ctx, nil)
@@ -90,10 +90,10 @@ func (a *Agent) Step(ctx context.Context) (string, error) {
 		a.seq++
 		ct, err := c.CreateContact(ctx, bodo.ContactCreate{
 			Name:  fmt.Sprintf("agent-%02d-%06d", a.ID, a.seq),
-			Email: bodo.Ptr(fmt.Sprintf("agent%02d.%06d@example.com", a.ID, a.seq)),
+			Email: bodo.String(fmt.Sprintf("agent%02d.%06d@example.com", a.ID, a.seq)),
 		})
 		if err == nil {
-			a.contacts = append(a.contacts, ct.Id)
+			a.contacts = append(a.contacts, ct.ID)
 		}
 		return kind, err
 	case "update":
@@ -108,11 +108,11 @@ func (a *Agent) Step(ctx context.Context) (string, error) {
 		return kind, err
 	case "invoice":
 		inv, err := c.CreateInvoice(ctx, bodo.InvoiceCreate{
-			ContactId: a.contacts[a.rng.IntN(len(a.contacts))], Amount: int64(100 + a.rng.IntN(100000)), Currency: "EUR",
-			Status: bodo.Ptr(bodo.InvoiceCreateStatusOpen),
+			ContactID: a.contacts[a.rng.IntN(len(a.contacts))], Amount: int64(100 + a.rng.IntN(100000)), Currency: "EUR",
+			Status: bodo.Value(bodo.InvoiceStatusOpen),
 		})
 		if err == nil {
-			a.open = append(a.open, inv.Id)
+			a.open = append(a.open, inv.ID)
 		}
 		return kind, err
 	default: // pay

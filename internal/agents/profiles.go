@@ -195,11 +195,14 @@ func (t *trackedAPI) acceptable(srv *sandbox.Server) bool {
 
 func listQuery(p *bodo.ListContactsParams) url.Values {
 	q := url.Values{}
-	if p != nil && p.Limit != nil {
-		q.Set("limit", fmt.Sprint(*p.Limit))
+	if p == nil {
+		return q
 	}
-	if p != nil && p.Q != nil {
-		q.Set("q", *p.Q)
+	if v, ok := p.Limit.Get(); ok {
+		q.Set("limit", fmt.Sprint(v))
+	}
+	if v, ok := p.Q.Get(); ok {
+		q.Set("q", v)
 	}
 	return q
 }
@@ -216,8 +219,8 @@ func (t *trackedAPI) ListContacts(ctx context.Context, p *bodo.ListContactsParam
 
 func (t *trackedAPI) CountContacts(ctx context.Context, p *bodo.CountContactsParams) (*bodo.ContactCount, error) {
 	q := url.Values{}
-	if p != nil && p.Q != nil {
-		q.Set("q", *p.Q)
+	if p != nil && p.Q.IsSet() {
+		q.Set("q", p.Q.Value())
 	}
 	defer t.track("countContacts", q)()
 	return t.API.CountContacts(ctx, p)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/bodo-app/bodo-go"
-	"github.com/bodo-app/bodo-go/gen"
+	"github.com/bodo-app/bodo-go/internal/gen"
 	"github.com/google/uuid"
 )
 
@@ -89,55 +89,71 @@ func (r Raw) GetContact(ctx context.Context, id string) (*bodo.Contact, error) {
 	if err := check("getContact", res.HTTPResponse, res.Body, res.JSON200 != nil); err != nil {
 		return nil, err
 	}
-	return res.JSON200, nil
+	return convert[bodo.Contact](res.JSON200)
 }
 
 // ListContacts calls ListContactsWithResponse.
 func (r Raw) ListContacts(ctx context.Context, params *bodo.ListContactsParams) (*bodo.ContactList, error) {
-	res, err := r.Client.ListContactsWithResponse(ctx, params)
+	in, err := convert[gen.ListContactsParams](params)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.Client.ListContactsWithResponse(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("listContacts: %w", err)
 	}
 	if err := check("listContacts", res.HTTPResponse, res.Body, res.JSON200 != nil); err != nil {
 		return nil, err
 	}
-	return res.JSON200, nil
+	return convert[bodo.ContactList](res.JSON200)
 }
 
 // CountContacts calls CountContactsWithResponse.
 func (r Raw) CountContacts(ctx context.Context, params *bodo.CountContactsParams) (*bodo.ContactCount, error) {
-	res, err := r.Client.CountContactsWithResponse(ctx, params)
+	in, err := convert[gen.CountContactsParams](params)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.Client.CountContactsWithResponse(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("countContacts: %w", err)
 	}
 	if err := check("countContacts", res.HTTPResponse, res.Body, res.JSON200 != nil); err != nil {
 		return nil, err
 	}
-	return res.JSON200, nil
+	return convert[bodo.ContactCount](res.JSON200)
 }
 
 // CreateContact calls CreateContactWithResponse, without an Idempotency-Key.
 func (r Raw) CreateContact(ctx context.Context, body bodo.ContactCreate) (*bodo.Contact, error) {
-	res, err := r.Client.CreateContactWithResponse(ctx, &gen.CreateContactParams{}, body)
+	in, err := convert[gen.ContactCreate](body)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.Client.CreateContactWithResponse(ctx, &gen.CreateContactParams{}, *in)
 	if err != nil {
 		return nil, fmt.Errorf("createContact: %w", err)
 	}
 	if err := check("createContact", res.HTTPResponse, res.Body, res.JSON201 != nil); err != nil {
 		return nil, err
 	}
-	return res.JSON201, nil
+	return convert[bodo.Contact](res.JSON201)
 }
 
 // UpdateContact calls UpdateContactWithResponse, without an Idempotency-Key.
 func (r Raw) UpdateContact(ctx context.Context, id string, body bodo.ContactUpdate) (*bodo.Contact, error) {
-	res, err := r.Client.UpdateContactWithResponse(ctx, id, &gen.UpdateContactParams{}, body)
+	in, err := convert[gen.ContactUpdate](body)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.Client.UpdateContactWithResponse(ctx, id, &gen.UpdateContactParams{}, *in)
 	if err != nil {
 		return nil, fmt.Errorf("updateContact: %w", err)
 	}
 	if err := check("updateContact", res.HTTPResponse, res.Body, res.JSON200 != nil); err != nil {
 		return nil, err
 	}
-	return res.JSON200, nil
+	return convert[bodo.Contact](res.JSON200)
 }
 
 // DeleteContact calls DeleteContactWithResponse.
@@ -152,14 +168,18 @@ func (r Raw) DeleteContact(ctx context.Context, id string) error {
 // CreateInvoice calls CreateInvoiceWithResponse, without an Idempotency-Key
 // (creating an invoice is no money action).
 func (r Raw) CreateInvoice(ctx context.Context, body bodo.InvoiceCreate) (*bodo.Invoice, error) {
-	res, err := r.Client.CreateInvoiceWithResponse(ctx, &gen.CreateInvoiceParams{}, body)
+	in, err := convert[gen.InvoiceCreate](body)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.Client.CreateInvoiceWithResponse(ctx, &gen.CreateInvoiceParams{}, *in)
 	if err != nil {
 		return nil, fmt.Errorf("createInvoice: %w", err)
 	}
 	if err := check("createInvoice", res.HTTPResponse, res.Body, res.JSON201 != nil); err != nil {
 		return nil, err
 	}
-	return res.JSON201, nil
+	return convert[bodo.Invoice](res.JSON201)
 }
 
 // PayInvoice calls PayInvoiceWithResponse with a fresh Idempotency-Key.
@@ -171,5 +191,19 @@ func (r Raw) PayInvoice(ctx context.Context, id string) (*bodo.Invoice, error) {
 	if err := check("payInvoice", res.HTTPResponse, res.Body, res.JSON200 != nil); err != nil {
 		return nil, err
 	}
-	return res.JSON200, nil
+	return convert[bodo.Invoice](res.JSON200)
+}
+
+// convert moves a value between its types in packages bodo and gen through
+// JSON, the wire form the two share (both are generated from openapi.json).
+func convert[T any](v any) (*T, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	out := new(T)
+	if err := json.Unmarshal(b, out); err != nil {
+		return nil, fmt.Errorf("converting %T: %w", v, err)
+	}
+	return out, nil
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/bodo-app/bodo-go"
-	"github.com/bodo-app/bodo-go/gen"
+	"github.com/bodo-app/bodo-go/internal/gen"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 )
 
@@ -35,34 +35,34 @@ func TestRawCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := api.GetContact(ctx, ct.Id); err != nil || got.Name != "Ada" {
+	if got, err := api.GetContact(ctx, ct.ID); err != nil || got.Name != "Ada" {
 		t.Fatalf("get: %v, %v", got, err)
 	}
-	if _, err := api.UpdateContact(ctx, ct.Id, bodo.ContactUpdate{Phone: bodo.Value("+49 30 1")}); err != nil {
+	if _, err := api.UpdateContact(ctx, ct.ID, bodo.ContactUpdate{Phone: bodo.Value("+49 30 1")}); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := api.ListContacts(ctx, &bodo.ListContactsParams{Limit: bodo.Ptr(5), Q: bodo.Ptr("ada")}); err != nil || len(l.Data) != 1 {
+	if l, err := api.ListContacts(ctx, &bodo.ListContactsParams{Limit: bodo.Int(5), Q: bodo.String("ada")}); err != nil || len(l.Data) != 1 {
 		t.Fatalf("list: %v, %v", l, err)
 	}
 	if n, err := api.CountContacts(ctx, nil); err != nil || n.Count != 1 {
 		t.Fatalf("count: %v, %v", n, err)
 	}
-	inv, err := api.CreateInvoice(ctx, bodo.InvoiceCreate{ContactId: ct.Id, Amount: 100, Currency: "EUR", Status: bodo.Ptr(bodo.InvoiceCreateStatusOpen)})
+	inv, err := api.CreateInvoice(ctx, bodo.InvoiceCreate{ContactID: ct.ID, Amount: 100, Currency: "EUR", Status: bodo.Value(bodo.InvoiceStatusOpen)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if paid, err := api.PayInvoice(ctx, inv.Id); err != nil || paid.Status != bodo.InvoiceStatusPaid {
+	if paid, err := api.PayInvoice(ctx, inv.ID); err != nil || paid.Status != bodo.InvoiceStatusPaid {
 		t.Fatalf("pay: %v, %v", paid, err)
 	}
-	_, err = api.PayInvoice(ctx, inv.Id)
+	_, err = api.PayInvoice(ctx, inv.ID)
 	var se *StatusError
 	if !errors.Is(err, bodo.ErrInvalidState) || !errors.As(err, &se) || se.Status != http.StatusConflict || se.Code != bodo.CodeInvalidState {
 		t.Fatalf("paying twice: %v", err)
 	}
-	if err := api.DeleteContact(ctx, ct.Id); err != nil {
+	if err := api.DeleteContact(ctx, ct.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := api.GetContact(ctx, ct.Id); !errors.Is(err, bodo.ErrNotFound) {
+	if _, err := api.GetContact(ctx, ct.ID); !errors.Is(err, bodo.ErrNotFound) {
 		t.Fatalf("get after delete: %v", err)
 	}
 	if names, extra := srv.DuplicateContactNames(); names != 0 || extra != 0 {

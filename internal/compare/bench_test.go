@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/bodo-app/bodo-go"
-	"github.com/bodo-app/bodo-go/gen"
+	"github.com/bodo-app/bodo-go/internal/gen"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 )
 
@@ -29,8 +29,9 @@ func benchSandbox(tb testing.TB) (*sandbox.Server, string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	email := "ada@example.com"
 	res, err := c.CreateContactWithResponse(context.Background(), &gen.CreateContactParams{},
-		gen.ContactCreate{Name: "Ada Lovelace", Email: bodo.Ptr("ada@example.com")})
+		gen.ContactCreate{Name: "Ada Lovelace", Email: &email})
 	if err != nil || res.JSON201 == nil {
 		tb.Fatalf("creating the contact: %v %s", err, res.Body)
 	}

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/bodo-app/bodo-go"
-	"github.com/bodo-app/bodo-go/gen"
 	"github.com/bodo-app/bodo-go/internal/agents"
+	"github.com/bodo-app/bodo-go/internal/gen"
 	"github.com/bodo-app/bodo-go/internal/ops"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"

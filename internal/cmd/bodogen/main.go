@@ -14,14 +14,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"go/ast"
 	"go/format"
-	"go/parser"
-	"go/token"
 	"log"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 	"unicode"
@@ -31,7 +29,6 @@ import (
 
 const (
 	specFile     = "openapi.json"
-	genFile      = "gen/bodo.gen.go"
 	opsFile      = "internal/ops/ops_gen.go"
 	specCopy     = "internal/ops/openapi.json"
 	servicesFile = "services_gen.go"
@@ -57,13 +54,13 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	genDecls, err := scanGenerated(genFile)
+	models, err := generateModels(raw)
 	if err != nil {
-		log.Fatal(err)
+		log.Fatalf("%s: %v", modelsFile, err)
 	}
+	writeSource(modelsFile, []byte(models))
 	write(opsFile, opsTemplate, operations)
 	write(servicesFile, servicesTemplate, servicesData(operations))
-	write(modelsFile, modelsTemplate, modelsData(doc, operations, genDecls))
 	if err := os.WriteFile(specCopy, raw, 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -80,14 +77,15 @@ type operation struct {
 	Egress                            string
 	Conditional                       bool // a GET that answers an ETag and takes If-None-Match
 
-	Service, MethodName string   // from x-bodo-sdk-method: "Contacts.List" or "Me"
-	PathParams          []string // Go names of the path parameters, in order
-	QueryParams         bool     // the caller passes *<GoName>Params
-	HeaderParams        bool     // gen wants a params struct the layer fills
-	Body                string   // request body model, "" for none
-	Result              string   // response model, "" for no content
-	PageParam           string   // Go field of the cursor parameter when the result pages
-	PageItem            string   // model of one page item
+	Service, MethodName string       // from x-bodo-sdk-method: "Contacts.List" or "Me"
+	PathParams          []string     // Go names of the path parameters, in order
+	QueryParams         bool         // the caller passes *<GoName>Params
+	Query               []queryParam // the fields of <GoName>Params
+	HeaderParams        bool         // gen wants a params struct the layer fills
+	Body                string       // request body model, "" for none
+	Result              string       // response model, "" for no content
+	PageParam           string       // Go field of the cursor parameter when the result pages
+	PageItem            string       // model of one page item
 }
 
 func collect(doc *openapi3.T) ([]operation, error) {
@@ -162,8 +160,13 @@ func describe(path, method string, op *openapi3.Operation) (operation, error) {
 			o.PathParams = append(o.PathParams, lowerFirst(goIdent(p.Name)))
 		case "query":
 			o.QueryParams = true
+			q, err := describeQuery(p)
+			if err != nil {
+				return o, fmt.Errorf("parameter %s: %w", p.Name, err)
+			}
+			o.Query = append(o.Query, q)
 			if p.Name == "cursor" || p.Name == "after" {
-				o.PageParam = goIdent(p.Name)
+				o.PageParam = q.Field
 			}
 			if _, has := p.Extensions["x-bodo-cost"]; has {
 				extra, err := intExtension(p.Extensions, "x-bodo-cost")
@@ -267,40 +270,6 @@ func goIdent(name string) string {
 	return b.String()
 }
 
-// genDecls is what gen/bodo.gen.go declares: its type names and, per enum
-// type, its constants.
-type genDecls struct {
-	types map[string]bool
-	enums map[string][]string
-}
-
-func scanGenerated(file string) (genDecls, error) {
-	d := genDecls{types: map[string]bool{}, enums: map[string][]string{}}
-	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
-	if err != nil {
-		return d, err
-	}
-	for _, decl := range f.Decls {
-		gd, ok := decl.(*ast.GenDecl)
-		if !ok {
-			continue
-		}
-		for _, spec := range gd.Specs {
-			switch s := spec.(type) {
-			case *ast.TypeSpec:
-				d.types[s.Name.Name] = true
-			case *ast.ValueSpec:
-				if id, ok := s.Type.(*ast.Ident); ok && gd.Tok == token.CONST {
-					for _, n := range s.Names {
-						d.enums[id.Name] = append(d.enums[id.Name], n.Name)
-					}
-				}
-			}
-		}
-	}
-	return d, nil
-}
-
 type service struct {
 	Name    string
 	Methods []operation
@@ -325,37 +294,6 @@ func servicesData(operations []operation) map[string]any {
 	}
 	slices.SortFunc(services, func(a, b *service) int { return cmp.Compare(a.Name, b.Name) })
 	return map[string]any{"Services": services, "Top": top}
-}
-
-type alias struct {
-	Name   string
-	Consts []string
-}
-
-func modelsData(doc *openapi3.T, operations []operation, d genDecls) []alias {
-	names := map[string]bool{}
-	for name := range doc.Components.Schemas {
-		names[name] = true
-	}
-	for _, o := range operations {
-		if o.QueryParams {
-			names[o.GoName+"Params"] = true
-		}
-	}
-	for name := range d.enums {
-		names[name] = true
-	}
-	var out []alias
-	for name := range names {
-		if !d.types[name] {
-			log.Fatalf("%s declares no type %s", genFile, name)
-		}
-		consts := slices.Clone(d.enums[name])
-		slices.Sort(consts)
-		out = append(out, alias{Name: name, Consts: consts})
-	}
-	slices.SortFunc(out, func(a, b alias) int { return cmp.Compare(a.Name, b.Name) })
-	return out
 }
 
 var funcs = template.FuncMap{
@@ -384,21 +322,29 @@ var funcs = template.FuncMap{
 		}
 		return b.String()
 	},
-	"genArgs": func(o operation) string {
-		var b strings.Builder
-		for _, p := range o.PathParams {
-			fmt.Fprintf(&b, ", %s", p)
+	"methodName": func(m string) string { return string(m[0]) + strings.ToLower(m[1:]) },
+	"doc": func(text, prefix string) string {
+		if text == "" {
+			return ""
 		}
-		switch {
-		case o.QueryParams:
-			b.WriteString(", params")
-		case o.HeaderParams:
-			fmt.Fprintf(&b, ", &gen.%sParams{}", o.GoName)
+		return prefix + strings.ReplaceAll(text, "\n", "\n"+prefix) + "\n"
+	},
+	"urlExpr": func(o operation) string {
+		var parts []string
+		rest := strings.TrimPrefix(o.Path, "/")
+		for {
+			i := strings.IndexByte(rest, '{')
+			if i < 0 {
+				break
+			}
+			j := strings.IndexByte(rest, '}')
+			parts = append(parts, strconv.Quote(rest[:i]), "url.PathEscape("+lowerFirst(goIdent(rest[i+1:j]))+")")
+			rest = rest[j+1:]
 		}
-		if o.Body != "" {
-			b.WriteString(", body")
+		if rest != "" {
+			parts = append(parts, strconv.Quote(rest))
 		}
-		return b.String()
+		return "server + " + strings.Join(parts, " + ")
 	},
 	"receiver": func(o operation) string {
 		if o.Service == "" {
@@ -425,14 +371,19 @@ func write(file string, tmpl *template.Template, data any) {
 	if err := tmpl.Execute(&buf, data); err != nil {
 		log.Fatalf("%s: %v", file, err)
 	}
-	src, err := format.Source(buf.Bytes())
+	writeSource(file, buf.Bytes())
+}
+
+// writeSource formats Go source and writes it to file.
+func writeSource(file string, src []byte) {
+	formatted, err := format.Source(src)
 	if err != nil {
-		log.Fatalf("%s: %v\n%s", file, err, buf.Bytes())
+		log.Fatalf("%s: %v\n%s", file, err, src)
 	}
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		log.Fatal(err)
 	}
-	if err := os.WriteFile(file, src, 0o644); err != nil {
+	if err := os.WriteFile(file, formatted, 0o644); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -462,18 +413,15 @@ import (
 	"context"
 	"iter"
 	"net/http"
+	"net/url"
+	"strconv"
 
-	"github.com/bodo-app/bodo-go/gen"
 	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
-// services holds one value of every service, to embed in Client.
-type services struct {
-{{- range .Services}}
-	{{.Name}} *{{.Name}}Service
-{{- end}}
-}
-
+// initServices sets Client's service fields (declared in client.go, so that
+// go doc lists them with their doc comments; a service added to
+// openapi.json fails to compile here until its field is declared there).
 func (c *Client) initServices() {
 {{- range .Services}}
 	c.{{.Name}} = &{{.Name}}Service{client: c}
@@ -483,13 +431,43 @@ func (c *Client) initServices() {
 // {{.Name}}Service groups the {{.Name}} operations. Use it through Client.{{.Name}}.
 type {{.Name}}Service struct{ client *Client }
 {{end}}
-{{- range .Services}}{{range .Methods}}{{template "method" .}}{{end}}{{end}}
-{{- range .Top}}{{template "method" .}}{{end}}
+{{- range .Services}}{{range .Methods}}{{template "params" .}}{{template "method" .}}{{end}}{{end}}
+{{- range .Top}}{{template "params" .}}{{template "method" .}}{{end}}
+
+{{- define "params"}}{{if .Query}}
+// {{.GoName}}Params are the query parameters of {{.Service}}.{{.MethodName}}; a nil
+// *{{.GoName}}Params and absent fields leave them to the server's defaults.
+type {{.GoName}}Params struct {
+{{- range .Query}}
+{{doc .Doc "	// "}}	{{.Field}} Opt[{{.Type}}]
+{{- end}}
+}
+
+func (p *{{.GoName}}Params) query() url.Values {
+	q := url.Values{}
+	if p == nil {
+		return q
+	}
+{{- range .Query}}
+	if v, ok := p.{{.Field}}.Get(); ok {
+		q.Set({{printf "%q" .Name}}, {{.Format}})
+	}
+{{- end}}
+	return q
+}
+{{end}}{{end}}
 
 {{- define "method"}}
 // {{.MethodName}} calls {{.ID}} ({{.Method}} {{.Path}}, {{points .}}{{range $k, $v := .ParamCosts}}, {{$v}} more with {{$k}}{{end}}): {{lowerFirst .Summary}}.
 func ({{receiver .}}) {{.MethodName}}(ctx context.Context{{args .}}, opts ...RequestOption) {{if .Result}}(*{{.Result}}, error){{else}}error{{end}} {
-	build := func(server string) (*http.Request, error) { return gen.New{{.GoName}}Request(server{{genArgs .}}) }
+	build := func(server string) (*http.Request, error) {
+{{- range .PathParams}}
+		if {{.}} == "" {
+			return nil, errEmptyPathParam({{printf "%q" .}})
+		}
+{{- end}}
+		return newRequest(http.Method{{methodName .Method}}, {{urlExpr .}}, {{if .QueryParams}}params.query(){{else}}nil{{end}}, {{if .Body}}body{{else}}nil{{end}})
+	}
 {{- if .Result}}
 	out := new({{.Result}})
 	if err := {{client .}}.do(ctx, ops.{{.GoName}}, build, out, opts); err != nil {
@@ -520,33 +498,14 @@ func ({{receiver .}}) {{allName .}}(ctx context.Context{{args .}}, opts ...Reque
 					return
 				}
 			}
-			if page.NextCursor == nil || *page.NextCursor == "" {
+			next := page.NextCursor.Value()
+			if next == "" {
 				return
 			}
-			p.{{.PageParam}} = page.NextCursor
+			p.{{.PageParam}} = String(next)
 		}
 	}
 }
 {{end}}
 {{- end}}
 `))
-
-var modelsTemplate = template.Must(template.New("models").Parse(header + `package bodo
-
-import "github.com/bodo-app/bodo-go/gen"
-
-// The models of openapi.json, re-exported from package gen so that callers
-// need only package bodo.
-type (
-{{- range .}}
-	{{.Name}} = gen.{{.Name}}
-{{- end}}
-)
-{{range .}}{{if .Consts}}
-// Values of {{.Name}}.
-const (
-{{- range .Consts}}
-	{{.}} = gen.{{.}}
-{{- end}}
-)
-{{end}}{{end}}`))

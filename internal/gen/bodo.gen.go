@@ -14,28 +14,27 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oapi-codegen/nullable"
 	"github.com/oapi-codegen/runtime"
 )
 
-// Defines values for BatchRequestItemMethod.
+// Defines values for BatchMethod.
 const (
-	BatchRequestItemMethodDELETE BatchRequestItemMethod = "DELETE"
-	BatchRequestItemMethodGET    BatchRequestItemMethod = "GET"
-	BatchRequestItemMethodPATCH  BatchRequestItemMethod = "PATCH"
-	BatchRequestItemMethodPOST   BatchRequestItemMethod = "POST"
+	BatchMethodDELETE BatchMethod = "DELETE"
+	BatchMethodGET    BatchMethod = "GET"
+	BatchMethodPATCH  BatchMethod = "PATCH"
+	BatchMethodPOST   BatchMethod = "POST"
 )
 
-// Valid indicates whether the value is a known member of the BatchRequestItemMethod enum.
-func (e BatchRequestItemMethod) Valid() bool {
+// Valid indicates whether the value is a known member of the BatchMethod enum.
+func (e BatchMethod) Valid() bool {
 	switch e {
-	case BatchRequestItemMethodDELETE:
+	case BatchMethodDELETE:
 		return true
-	case BatchRequestItemMethodGET:
+	case BatchMethodGET:
 		return true
-	case BatchRequestItemMethodPATCH:
+	case BatchMethodPATCH:
 		return true
-	case BatchRequestItemMethodPOST:
+	case BatchMethodPOST:
 		return true
 	default:
 		return false
@@ -78,54 +77,36 @@ func (e EventType) Valid() bool {
 	}
 }
 
-// Defines values for ExportCreateFormat.
+// Defines values for ExportFormat.
 const (
-	ExportCreateFormatCsv   ExportCreateFormat = "csv"
-	ExportCreateFormatJsonl ExportCreateFormat = "jsonl"
+	ExportFormatCsv   ExportFormat = "csv"
+	ExportFormatJsonl ExportFormat = "jsonl"
 )
 
-// Valid indicates whether the value is a known member of the ExportCreateFormat enum.
-func (e ExportCreateFormat) Valid() bool {
+// Valid indicates whether the value is a known member of the ExportFormat enum.
+func (e ExportFormat) Valid() bool {
 	switch e {
-	case ExportCreateFormatCsv:
+	case ExportFormatCsv:
 		return true
-	case ExportCreateFormatJsonl:
+	case ExportFormatJsonl:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for ExportCreateResource.
+// Defines values for ExportResource.
 const (
-	ExportCreateResourceContacts ExportCreateResource = "contacts"
-	ExportCreateResourceInvoices ExportCreateResource = "invoices"
+	ExportResourceContacts ExportResource = "contacts"
+	ExportResourceInvoices ExportResource = "invoices"
 )
 
-// Valid indicates whether the value is a known member of the ExportCreateResource enum.
-func (e ExportCreateResource) Valid() bool {
+// Valid indicates whether the value is a known member of the ExportResource enum.
+func (e ExportResource) Valid() bool {
 	switch e {
-	case ExportCreateResourceContacts:
+	case ExportResourceContacts:
 		return true
-	case ExportCreateResourceInvoices:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for InvoiceCreateStatus.
-const (
-	InvoiceCreateStatusDraft InvoiceCreateStatus = "draft"
-	InvoiceCreateStatusOpen  InvoiceCreateStatus = "open"
-)
-
-// Valid indicates whether the value is a known member of the InvoiceCreateStatus enum.
-func (e InvoiceCreateStatus) Valid() bool {
-	switch e {
-	case InvoiceCreateStatusDraft:
-		return true
-	case InvoiceCreateStatusOpen:
+	case ExportResourceInvoices:
 		return true
 	default:
 		return false
@@ -213,17 +194,22 @@ func (e PrincipalType) Valid() bool {
 	}
 }
 
-// BatchRequest defines model for BatchRequest.
+// BatchRequest A batch of 1–20 requests, charged the sum of their costs up front.
 type BatchRequest struct {
+	// Requests The parts, 1–20, none of them a batch.
 	Requests []BatchRequestItem `json:"requests"`
 }
 
-// BatchRequestItem defines model for BatchRequestItem.
+// BatchRequestItem One part of a batch: a request of the API, answered in the batch's answer at the same index.
 type BatchRequestItem struct {
 	// Body The part's request body; what is wrong with it is the part's answer.
-	Body           *json.RawMessage       `json:"body,omitempty"`
-	IdempotencyKey *string                `json:"idempotencyKey,omitempty"`
-	Method         BatchRequestItemMethod `json:"method"`
+	Body *json.RawMessage `json:"body,omitempty"`
+
+	// IdempotencyKey The part's Idempotency-Key (1–255 characters). The client fills in one for every write part without a key, so a retried batch never writes twice.
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+
+	// Method The part's HTTP method.
+	Method BatchMethod `json:"method"`
 
 	// Path A path of the API with its query, starting with `/v1/`; not `/v1/batch` with POST (no nested batch).
 	//
@@ -231,226 +217,356 @@ type BatchRequestItem struct {
 	Path string `json:"path"`
 }
 
-// BatchRequestItemMethod defines model for BatchRequestItem.Method.
-type BatchRequestItemMethod string
+// BatchMethod The part's HTTP method.
+type BatchMethod string
 
-// BatchResult defines model for BatchResult.
+// BatchResult The answers to a batch's parts, in the order of the parts.
 type BatchResult struct {
+	// Responses One answer per part, at the part's index.
 	Responses []BatchResultItem `json:"responses"`
 }
 
-// BatchResultItem defines model for BatchResultItem.
+// BatchResultItem The answer to one part of a batch.
 type BatchResultItem struct {
 	// Body The part's answer body (a resource, a page or a problem); null when it has none (204, 304).
-	Body   *json.RawMessage `json:"body"`
-	Status int              `json:"status"`
+	Body *json.RawMessage `json:"body"`
+
+	// Status The part's HTTP status.
+	Status int `json:"status"`
 }
 
-// Contact defines model for Contact.
+// Contact A person or company the organisation does business with.
 type Contact struct {
-	Company   *string   `json:"company"`
-	CreatedAt time.Time `json:"createdAt"`
-	Email     *string   `json:"email"`
+	// Company The company the contact works for; null when none is known.
+	Company *string `json:"company"`
 
-	// Id Example: con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP
-	Id        string    `json:"id"`
-	Name      string    `json:"name"`
-	Phone     *string   `json:"phone"`
-	Tags      []string  `json:"tags"`
+	// CreatedAt When the contact was created.
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Email The email address; null when none is known.
+	Email *string `json:"email"`
+
+	// Id The contact's id: `con_` and a ULID.
+	//
+	// Example: con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP
+	Id string `json:"id"`
+
+	// Name The name, 1–200 characters.
+	Name string `json:"name"`
+
+	// Phone The phone number, free text up to 50 characters; null when none is known.
+	Phone *string `json:"phone"`
+
+	// Tags Free tags, in the order given; empty when there are none.
+	Tags []string `json:"tags"`
+
+	// UpdatedAt When the contact last changed.
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 
-// ContactCount defines model for ContactCount.
+// ContactCount How many contacts match.
 type ContactCount struct {
+	// Count The number of matching contacts.
 	Count int64 `json:"count"`
 }
 
 // ContactCreate A new contact: `name` 1–200 characters; the other fields are free text (`null` is the same as absent).
 type ContactCreate struct {
-	Company *string   `json:"company,omitempty"`
-	Email   *string   `json:"email,omitempty"`
-	Name    string    `json:"name"`
-	Phone   *string   `json:"phone,omitempty"`
-	Tags    *[]string `json:"tags,omitempty"`
+	// Company The company; absent or null for none.
+	Company *string `json:"company,omitempty"`
+
+	// Email An email address (RFC 5322 addr-spec); absent or null for none.
+	Email *string `json:"email,omitempty"`
+
+	// Name The name, 1–200 characters, not only whitespace. Required.
+	Name string `json:"name"`
+
+	// Phone A phone number, free text up to 50 characters; absent or null for none.
+	Phone *string `json:"phone,omitempty"`
+
+	// Tags Free tags of 1–50 characters each; absent, null or empty for none.
+	Tags *[]string `json:"tags,omitempty"`
 }
 
-// ContactList defines model for ContactList.
+// ContactList One page of contacts.
 type ContactList struct {
-	Data       []Contact `json:"data"`
-	NextCursor *string   `json:"nextCursor"`
+	// Data The contacts of this page, oldest first.
+	Data []Contact `json:"data"`
+
+	// NextCursor The cursor of the next page, to pass as `cursor`; null on the last page.
+	NextCursor *string `json:"nextCursor"`
 }
 
 // ContactUpdate A JSON merge patch of a contact: absent fields are kept, null clears.
 type ContactUpdate struct {
-	Company nullable.Nullable[string]   `json:"company,omitempty"`
-	Email   nullable.Nullable[string]   `json:"email,omitempty"`
-	Name    *string                     `json:"name,omitempty"`
-	Phone   nullable.Nullable[string]   `json:"phone,omitempty"`
-	Tags    nullable.Nullable[[]string] `json:"tags,omitempty"`
+	// Company A new company; absent keeps it, null clears it.
+	Company *string `json:"company,omitempty"`
+
+	// Email A new email address; absent keeps it, null clears it.
+	Email *string `json:"email,omitempty"`
+
+	// Name A new name, 1–200 characters; absent keeps the name (it cannot be cleared).
+	Name *string `json:"name,omitempty"`
+
+	// Phone A new phone number; absent keeps it, null clears it.
+	Phone *string `json:"phone,omitempty"`
+
+	// Tags The new tags, replacing all of them; absent keeps them, null or an empty list clears them.
+	Tags *[]string `json:"tags,omitempty"`
 }
 
-// Event defines model for Event.
+// Event Something that happened to a resource of the organisation.
 type Event struct {
-	CreatedAt time.Time              `json:"createdAt"`
-	Data      map[string]interface{} `json:"data"`
-	Id        string                 `json:"id"`
-	Type      EventType              `json:"type"`
+	// CreatedAt When it happened.
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Data The resource the event is about, as it was then.
+	Data map[string]interface{} `json:"data"`
+
+	// Id The event's id: `evt_` and a ULID; pass it as `after` to list the events after it.
+	Id string `json:"id"`
+
+	// Type What happened.
+	Type EventType `json:"type"`
 }
 
-// EventType defines model for Event.Type.
+// EventType What happened.
 type EventType string
 
-// EventList defines model for EventList.
+// EventList One page of events, oldest first.
 type EventList struct {
+	// Data The events of this page.
 	Data []Event `json:"data"`
 
 	// NextCursor The id to pass as `after` for the next page; null at the end.
 	NextCursor *string `json:"nextCursor"`
 }
 
-// ExportCreate defines model for ExportCreate.
+// ExportCreate What to export.
 type ExportCreate struct {
-	Format   ExportCreateFormat   `json:"format"`
-	Resource ExportCreateResource `json:"resource"`
+	// Format The file format: `jsonl` (one JSON object per line) or `csv`.
+	Format ExportFormat `json:"format"`
+
+	// Resource What to export: `contacts` or `invoices`.
+	Resource ExportResource `json:"resource"`
 }
 
-// ExportCreateFormat defines model for ExportCreate.Format.
-type ExportCreateFormat string
+// ExportFormat The file format: `jsonl` (one JSON object per line) or `csv`.
+type ExportFormat string
 
-// ExportCreateResource defines model for ExportCreate.Resource.
-type ExportCreateResource string
+// ExportResource What to export: `contacts` or `invoices`.
+type ExportResource string
 
-// ExportResult defines model for ExportResult.
+// ExportResult The result of a finished export.
 type ExportResult struct {
-	Records int64  `json:"records"`
-	Url     string `json:"url"`
+	// Records How many records the file holds.
+	Records int64 `json:"records"`
+
+	// Url Where to download the file.
+	Url string `json:"url"`
 }
 
-// FieldError defines model for FieldError.
+// FieldError What is wrong with one field of a request body.
 type FieldError struct {
-	Field   string `json:"field"`
+	// Field The field, as a JSON path such as `email` or `tags[2]`.
+	Field string `json:"field"`
+
+	// Message What is wrong, for people.
 	Message string `json:"message"`
 }
 
-// Invoice defines model for Invoice.
+// Invoice A bill to a contact.
 type Invoice struct {
 	// Amount In minor units.
-	Amount         int64     `json:"amount"`
-	AmountRefunded int64     `json:"amountRefunded"`
-	ContactId      string    `json:"contactId"`
-	CreatedAt      time.Time `json:"createdAt"`
+	Amount int64 `json:"amount"`
+
+	// AmountRefunded How much of the amount was refunded, in minor units.
+	AmountRefunded int64 `json:"amountRefunded"`
+
+	// ContactId The contact billed.
+	ContactId string `json:"contactId"`
+
+	// CreatedAt When the invoice was created.
+	CreatedAt time.Time `json:"createdAt"`
 
 	// Currency ISO 4217.
-	Currency  string        `json:"currency"`
-	Id        string        `json:"id"`
-	Status    InvoiceStatus `json:"status"`
-	UpdatedAt time.Time     `json:"updatedAt"`
+	Currency string `json:"currency"`
+
+	// Id The invoice's id: `inv_` and a ULID.
+	Id string `json:"id"`
+
+	// Status Where the invoice stands; only an open invoice can be paid, only a paid one refunded (else 409 `INVALID_STATE`).
+	Status InvoiceStatus `json:"status"`
+
+	// UpdatedAt When the invoice last changed.
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
-// InvoiceCreate defines model for InvoiceCreate.
+// InvoiceCreate A new invoice.
 type InvoiceCreate struct {
+	// Amount The amount in minor units (cents), greater than 0.
 	Amount int64 `json:"amount"`
 
 	// ContactId A contact of the organisation; an unknown one is 422 `VALIDATION_FAILED`.
-	ContactId string               `json:"contactId"`
-	Currency  string               `json:"currency"`
-	Status    *InvoiceCreateStatus `json:"status,omitempty"`
+	ContactId string `json:"contactId"`
+
+	// Currency The ISO 4217 code, three capital letters, e.g. `EUR`.
+	Currency string `json:"currency"`
+
+	// Status `draft` (the default) or `open`. A draft cannot be paid and this API has no operation that opens it: create an invoice `open` to pay it.
+	Status *InvoiceStatus `json:"status,omitempty"`
 }
 
-// InvoiceCreateStatus defines model for InvoiceCreate.Status.
-type InvoiceCreateStatus string
-
-// InvoiceList defines model for InvoiceList.
+// InvoiceList One page of invoices.
 type InvoiceList struct {
-	Data       []Invoice `json:"data"`
-	NextCursor *string   `json:"nextCursor"`
+	// Data The invoices of this page, oldest first.
+	Data []Invoice `json:"data"`
+
+	// NextCursor The cursor of the next page, to pass as `cursor`; null on the last page.
+	NextCursor *string `json:"nextCursor"`
 }
 
-// InvoiceRefund defines model for InvoiceRefund.
+// InvoiceRefund A refund of a paid invoice.
 type InvoiceRefund struct {
 	// Amount Default: all that is not yet refunded.
 	Amount *int64 `json:"amount,omitempty"`
 }
 
-// InvoiceStatus defines model for InvoiceStatus.
+// InvoiceStatus Where an invoice stands: draft (the default of a new invoice; it cannot be paid), open (can be paid), paid (can be refunded), refunded (fully or partly: see amountRefunded) or void.
 type InvoiceStatus string
 
-// Me defines model for Me.
+// Me The calling API key, the principal it acts for and its organisation.
 type Me struct {
-	KeyId        string       `json:"keyId"`
+	// KeyId The key's id: `key_` and a ULID (never the secret).
+	KeyId string `json:"keyId"`
+
+	// Organization The organisation; all its keys share the `org` level.
 	Organization Organization `json:"organization"`
-	Principal    Principal    `json:"principal"`
+
+	// Principal Who the key acts for; its keys share the `principal` level.
+	Principal Principal `json:"principal"`
 }
 
 // OpenAPIDocument An OpenAPI 3.0 document.
 type OpenAPIDocument = json.RawMessage
 
-// Operation defines model for Operation.
+// Operation A long-running operation, such as an export; poll it with getOperation (or OperationsService.Wait) until its status is no longer running.
 type Operation struct {
-	CreatedAt  time.Time       `json:"createdAt"`
-	Error      *OperationError `json:"error"`
-	FinishedAt *time.Time      `json:"finishedAt"`
-	Id         string          `json:"id"`
-	Kind       OperationKind   `json:"kind"`
-	Result     *ExportResult   `json:"result"`
-	Status     OperationStatus `json:"status"`
+	// CreatedAt When the operation started.
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Error Why a failed operation failed; null otherwise.
+	Error *OperationError `json:"error"`
+
+	// FinishedAt When it finished; null while it runs.
+	FinishedAt *time.Time `json:"finishedAt"`
+
+	// Id The operation's id: `op_` and a ULID.
+	Id string `json:"id"`
+
+	// Kind What the operation does; `export` for now.
+	Kind OperationKind `json:"kind"`
+
+	// Result What a succeeded export produced; null otherwise.
+	Result *ExportResult `json:"result"`
+
+	// Status `running`, then `succeeded` (result is set) or `failed` (error is set).
+	Status OperationStatus `json:"status"`
 }
 
-// OperationKind defines model for Operation.Kind.
+// OperationKind What the operation does; `export` for now.
 type OperationKind string
 
-// OperationStatus defines model for Operation.Status.
+// OperationStatus `running`, then `succeeded` (result is set) or `failed` (error is set).
 type OperationStatus string
 
-// OperationError defines model for OperationError.
+// OperationError Why a long-running operation failed.
 type OperationError struct {
-	Code    string `json:"code"`
+	// Code A machine-readable reason.
+	Code string `json:"code"`
+
+	// Message A message for people (German, like every message of the API).
 	Message string `json:"message"`
 }
 
-// Organization defines model for Organization.
+// Organization The organisation an API key belongs to.
 type Organization struct {
-	Id   string `json:"id"`
+	// Id The organisation's id: `org_` and a ULID.
+	Id string `json:"id"`
+
+	// Name The organisation's name.
 	Name string `json:"name"`
 }
 
-// Principal defines model for Principal.
+// Principal Who an API key acts for.
 type Principal struct {
-	Id   string        `json:"id"`
-	Name string        `json:"name"`
+	// Id The principal's id: `prn_` and a ULID.
+	Id string `json:"id"`
+
+	// Name The principal's name.
+	Name string `json:"name"`
+
+	// Type A person (`user`) or a machine (`service_account`).
 	Type PrincipalType `json:"type"`
 }
 
-// PrincipalType defines model for Principal.Type.
+// PrincipalType A person (`user`) or a machine (`service_account`).
 type PrincipalType string
 
 // Problem RFC 9457 problem details with bodo's extension members. Unknown members are ignored.
 type Problem struct {
 	// Code RATE_LIMITED, OVERLOADED, QUOTA_EXHAUSTED, BAD_REQUEST, IDEMPOTENCY_KEY_REQUIRED, UNAUTHENTICATED, NOT_FOUND, METHOD_NOT_ALLOWED, INVALID_STATE, IDEMPOTENCY_KEY_IN_USE, PRECONDITION_FAILED, VALIDATION_FAILED, IDEMPOTENCY_KEY_REUSED, INTERNAL. Not a closed list: treat an unknown code by its status.
-	Code         string        `json:"code"`
-	Detail       *string       `json:"detail,omitempty"`
-	Errors       *[]FieldError `json:"errors,omitempty"`
-	Instance     *string       `json:"instance,omitempty"`
-	Policy       *string       `json:"policy,omitempty"`
-	RequestId    string        `json:"requestId"`
-	ResetsAt     *time.Time    `json:"resetsAt,omitempty"`
-	RetryAfterMs *int64        `json:"retryAfterMs,omitempty"`
-	Status       int           `json:"status"`
-	Title        string        `json:"title"`
+	Code string `json:"code"`
 
-	// Type Example: https://developers.bodo-app.com/problems/RATE_LIMITED
+	// Detail What happened in this case, for people.
+	Detail *string `json:"detail,omitempty"`
+
+	// Errors The invalid fields (VALIDATION_FAILED).
+	Errors *[]FieldError `json:"errors,omitempty"`
+
+	// Instance The request path the problem is about.
+	Instance *string `json:"instance,omitempty"`
+
+	// Policy The level that refused the call, e.g. `key` or `write`.
+	Policy *string `json:"policy,omitempty"`
+
+	// RequestId The Request-Id of the answer; quote it when you ask for support.
+	RequestId string `json:"requestId"`
+
+	// ResetsAt When an exhausted quota is whole again (QUOTA_EXHAUSTED).
+	ResetsAt *time.Time `json:"resetsAt,omitempty"`
+
+	// RetryAfterMs How long to wait before trying again, in milliseconds (more precise than Retry-After).
+	RetryAfterMs *int64 `json:"retryAfterMs,omitempty"`
+
+	// Status The HTTP status.
+	Status int `json:"status"`
+
+	// Title A short summary of the problem kind, for people.
+	Title string `json:"title"`
+
+	// Type A URI naming the kind of problem.
+	//
+	// Example: https://developers.bodo-app.com/problems/RATE_LIMITED
 	Type string `json:"type"`
 }
 
-// RateLimitPolicy defines model for RateLimitPolicy.
+// RateLimitPolicy One rate-limit level of the key and its state now.
 type RateLimitPolicy struct {
+	// Capacity The bucket's capacity when it is larger than quota (a burst); absent when it is quota.
 	Capacity *int `json:"capacity,omitempty"`
 
 	// Name key, write, parallel, principal, org, delete, delete-day, egress
-	Name         string `json:"name"`
-	Quota        int    `json:"quota"`
-	Remaining    int    `json:"remaining"`
-	ResetSeconds int    `json:"resetSeconds"`
+	Name string `json:"name"`
+
+	// Quota The quota per window, in unit.
+	Quota int `json:"quota"`
+
+	// Remaining What is left now, in unit; for a bucket up to capacity.
+	Remaining int `json:"remaining"`
+
+	// ResetSeconds Seconds until the level is full again.
+	ResetSeconds int `json:"resetSeconds"`
 
 	// Unit points, requests, records or concurrent-requests
 	Unit string `json:"unit"`
@@ -459,11 +575,16 @@ type RateLimitPolicy struct {
 	Window *int `json:"window,omitempty"`
 }
 
-// RateLimitStatus defines model for RateLimitStatus.
+// RateLimitStatus The key's rate-limit state: every level, and the lockout guard.
 type RateLimitStatus struct {
-	LockedUntil       *time.Time        `json:"lockedUntil"`
-	Policies          []RateLimitPolicy `json:"policies"`
-	RejectionsLast60s int               `json:"rejectionsLast60s"`
+	// LockedUntil Until when the key is locked out after too many refusals; null when it is not.
+	LockedUntil *time.Time `json:"lockedUntil"`
+
+	// Policies Every level that applies to the key.
+	Policies []RateLimitPolicy `json:"policies"`
+
+	// RejectionsLast60s How many calls of the key were refused (429) in the last 60 seconds; at 50 the key is locked out.
+	RejectionsLast60s int `json:"rejectionsLast60s"`
 }
 
 // After Example: evt_01JBD8Y3K5M7Q2W9X4Z6T1V0NP
@@ -490,7 +611,7 @@ type IfNoneMatch = string
 // InvoiceId defines model for InvoiceId.
 type InvoiceId = string
 
-// InvoiceStatusFilter defines model for InvoiceStatusFilter.
+// InvoiceStatusFilter Where an invoice stands: draft (the default of a new invoice; it cannot be paid), open (can be paid), paid (can be refunded), refunded (fully or partly: see amountRefunded) or void.
 type InvoiceStatusFilter = InvoiceStatus
 
 // Limit defines model for Limit.

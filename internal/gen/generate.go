@@ -3,4 +3,4 @@
 // retry discipline, the budget and typed errors.
 package gen
 
-//go:generate go tool oapi-codegen -config config.yaml ../openapi.json
+//go:generate go tool oapi-codegen -config config.yaml ../../openapi.json

@@ -1,0 +1,76 @@
+package bodo
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func TestOptJSON(t *testing.T) {
+	for _, tc := range []struct {
+		in   ContactUpdate
+		want string
+	}{
+		{ContactUpdate{}, `{}`},
+		{ContactUpdate{Phone: String("+49 30 1")}, `{"phone":"+49 30 1"}`},
+		{ContactUpdate{Phone: Null[string]()}, `{"phone":null}`},
+		{ContactUpdate{Phone: String("")}, `{"phone":""}`},
+		{ContactUpdate{Tags: []string{}}, `{"tags":[]}`},
+	} {
+		b, err := json.Marshal(tc.in)
+		if err != nil || string(b) != tc.want {
+			t.Errorf("Marshal(%+v) = %s, %v; want %s", tc.in, b, err, tc.want)
+		}
+	}
+
+	var c Contact
+	if err := json.Unmarshal([]byte(`{"id":"con_1","name":"Ada","email":"ada@example.com","phone":null}`), &c); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := c.Email.Get(); !ok || v != "ada@example.com" || c.Email.String() != "ada@example.com" {
+		t.Errorf("Email = %v", c.Email)
+	}
+	if !c.Phone.IsNull() || c.Phone.IsSet() || c.Phone.Or("none") != "none" || c.Phone.String() != "null" {
+		t.Errorf("Phone = %v", c.Phone)
+	}
+	if !c.Company.IsZero() || c.Company.IsNull() || c.Company.Value() != "" || c.Company.String() != "absent" {
+		t.Errorf("Company = %v", c.Company)
+	}
+	if err := json.Unmarshal([]byte(`{"email":42}`), &c); err == nil {
+		t.Error("a number for a string field decoded without an error")
+	}
+	if b, err := json.Marshal(Opt[int]{}); err != nil || string(b) != "null" {
+		t.Errorf("an absent Opt outside omitzero = %s, %v", b, err)
+	}
+}
+
+func TestBatchPartAndDecode(t *testing.T) {
+	part, err := BatchPart(BatchMethodPOST, "/v1/contacts", ContactCreate{Name: "Ada"})
+	if err != nil || string(part.Body.Value()) != `{"name":"Ada"}` {
+		t.Fatalf("BatchPart = %+v, %v", part, err)
+	}
+	if _, err := BatchPart(BatchMethodPOST, "/v1/contacts", func() {}); err == nil {
+		t.Error("BatchPart took a body that JSON cannot encode")
+	}
+	if p, err := BatchPart(BatchMethodGET, "/v1/contacts/count", nil); err != nil || !p.Body.IsZero() {
+		t.Errorf("BatchPart without a body = %+v, %v", p, err)
+	}
+
+	var c Contact
+	ok := BatchResultItem{Status: 201, Body: Value(json.RawMessage(`{"id":"con_1","name":"Ada"}`))}
+	if err := ok.Decode(&c); err != nil || c.ID != "con_1" {
+		t.Errorf("Decode = %+v, %v", c, err)
+	}
+	if err := (BatchResultItem{Status: 204, Body: Null[json.RawMessage]()}).Decode(&c); err != nil {
+		t.Errorf("Decode of a 204 = %v", err)
+	}
+	if err := (BatchResultItem{Status: 200, Body: Value(json.RawMessage(`[1]`))}).Decode(&c); err == nil {
+		t.Error("Decode of a list into a Contact gave no error")
+	}
+	notFound := BatchResultItem{Status: 404, Body: Value(json.RawMessage(`{"type":"https://developers.bodo-app.com/problems/NOT_FOUND","title":"Nicht gefunden","status":404,"code":"NOT_FOUND","requestId":"req_1"}`))}
+	err = notFound.Decode(&c)
+	var e *Error
+	if !errors.Is(err, ErrNotFound) || !errors.As(err, &e) || e.RequestID != "req_1" {
+		t.Errorf("Decode of a 404 = %v", err)
+	}
+}
