@@ -244,7 +244,7 @@ type Contact struct {
 	// Name The name, 1–200 characters.
 	Name string `json:"name"`
 
-	// Phone The phone number, free text up to 50 characters; null when none is known.
+	// Phone The phone number, free text; null when none is known.
 	Phone Opt[string] `json:"phone"`
 
 	// Tags Free tags, in the order given; empty when there are none.
@@ -262,19 +262,19 @@ type ContactCount struct {
 
 // ContactCreate A new contact: `name` 1–200 characters; the other fields are free text (`null` is the same as absent).
 type ContactCreate struct {
-	// Company The company; absent or null for none.
+	// Company The company, free text; absent or null for none.
 	Company Opt[string] `json:"company,omitzero"`
 
-	// Email An email address (RFC 5322 addr-spec); absent or null for none.
+	// Email An email address, free text (the API checks no format); absent or null for none.
 	Email Opt[string] `json:"email,omitzero"`
 
-	// Name The name, 1–200 characters, not only whitespace. Required.
+	// Name The name, 1–200 characters. Required.
 	Name string `json:"name"`
 
-	// Phone A phone number, free text up to 50 characters; absent or null for none.
+	// Phone A phone number, free text; absent or null for none.
 	Phone Opt[string] `json:"phone,omitzero"`
 
-	// Tags Free tags of 1–50 characters each; absent, null or empty for none.
+	// Tags Free tags, any texts; absent, null or empty for none.
 	Tags []string `json:"tags,omitzero"`
 }
 
@@ -567,12 +567,12 @@ type RateLimitPolicy struct {
 
 // RateLimitStatus The key's rate-limit state: every level, and the lockout guard.
 type RateLimitStatus struct {
-	// LockedUntil Until when the key is locked out after too many refusals; null when it is not.
+	// LockedUntil Until when the key is locked out after more than 50 refusals in 60 seconds; null when it is not.
 	LockedUntil Opt[time.Time] `json:"lockedUntil"`
 
 	// Policies Every level that applies to the key.
 	Policies []RateLimitPolicy `json:"policies"`
 
-	// RejectionsLast60S How many calls of the key were refused (429) in the last 60 seconds; at 50 the key is locked out.
+	// RejectionsLast60S How many calls of the key were refused (429) in the last 60 seconds; more than 50 lock the key out for 5 minutes.
 	RejectionsLast60S int `json:"rejectionsLast60s"`
 }
