@@ -259,7 +259,9 @@ func WithHeader(name, value string) ClientOrRequestOption {
 
 // WithIdempotencyKey sets the Idempotency-Key of a POST or PATCH (1–255
 // characters). Without it the client makes a random UUID per call. Either
-// way the key stays the same on every retry of the call.
+// way the key stays the same on every retry of the call. A key of another
+// length fails the call before it is sent, which saves the points of the
+// server's 400 BAD_REQUEST.
 func WithIdempotencyKey(key string) RequestOption {
 	return requestOption(func(s *callSettings) error {
 		if len(key) < 1 || len(key) > 255 {
