@@ -437,8 +437,9 @@ type call struct {
 	op       *ops.Operation
 	settings callSettings
 	req      *http.Request
-	body     []byte      // the request body, replayed byte for byte on each attempt
-	bc       budget.Call // the call as the key's budget sees it: cost, demand, its place in the queues
+	body     []byte           // the request body, replayed byte for byte on each attempt
+	bc       budget.Call      // the call as the key's budget sees it: cost, demand, its place in the queues
+	parts    []*ops.Operation // a batch's parts, in order
 }
 
 // do runs one call of op: builds the request, sends it through the retry
@@ -494,8 +495,11 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 			c.cache.put(cacheKey, etag, body)
 		}
 	}
-	if op.Egress == ops.EgressPage {
+	switch {
+	case op.Egress == ops.EgressPage:
 		c.settleEgress(cl, pageLen(out))
+	case op == ops.Batch:
+		c.settleEgress(cl, batchRecords(cl.parts, out))
 	}
 	return nil
 }
@@ -526,6 +530,33 @@ func (c *Client) settleEgress(cl *call, records int) {
 			c.state.Settle(&cl.bc, budget.Egress, d.Amount-float64(records))
 		}
 	}
+}
+
+// batchRecords counts the records a batch's answer returned for the egress
+// level: the page length of every list part answered 2xx and one for every
+// other read of one record answered 2xx. A part that failed, or answered
+// 304, returned none.
+func batchRecords(parts []*ops.Operation, out any) int {
+	res, ok := out.(*BatchResult)
+	if !ok {
+		return 0
+	}
+	n := 0
+	for i, r := range res.Responses {
+		if i >= len(parts) || r.Status < 200 || r.Status > 299 {
+			continue
+		}
+		switch parts[i].Egress {
+		case ops.EgressOne:
+			n++
+		case ops.EgressPage:
+			var page struct{ Data []json.RawMessage }
+			if body, ok := r.Body.Get(); ok && json.Unmarshal(body, &page) == nil {
+				n += len(page.Data)
+			}
+		}
+	}
+	return n
 }
 
 // pageLen is the number of records in a list answer: the length of its Data
@@ -636,6 +667,7 @@ func prepareBatch(cl *call) error {
 		if op == ops.Batch {
 			return fmt.Errorf("part %d: a batch cannot contain a batch", i)
 		}
+		cl.parts = append(cl.parts, op)
 		cl.bc.Cost += float64(op.CostFor(u.Query().Get))
 		cl.bc.Demand = budget.AddDemand(cl.bc.Demand, budget.DemandOf(op, u.Query()))
 	}

@@ -279,3 +279,55 @@ func TestOneBudgetPerServer(t *testing.T) {
 		t.Errorf("another port shares the budget")
 	}
 }
+
+// TestBatchGivesBackUnusedEgress: a batch reserves each list part's limit
+// of egress records and gives back what the parts did not return (issue 11,
+// item 6). 60 batches of two lists of limit 100 reserve 12,000 records, more
+// than the 10,000 of the egress level; they return 6 records each, so no
+// call may wait for egress, and the client's view stays the server's.
+func TestBatchGivesBackUnusedEgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New(sandbox.WithLatency(30 * time.Millisecond))
+		c := sandboxClient(t, srv)
+		ctx := context.Background()
+		for _, name := range []string{"Ada", "Grace", "Edsger"} {
+			if _, err := c.Contacts.Create(ctx, ContactCreate{Name: name}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		list, _ := BatchPart(BatchMethodGET, "/v1/contacts?limit=100", nil)
+		bad, _ := BatchPart(BatchMethodGET, "/v1/contacts?limit=100&cursor=nope", nil)
+		start := time.Now()
+		for range 60 {
+			res, err := c.Batch(ctx, BatchRequest{Requests: []BatchRequestItem{list, list, bad}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Responses[2].Status != http.StatusBadRequest {
+				t.Fatalf("the part with a foreign cursor answered %d", res.Responses[2].Status)
+			}
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("60 batches took %v: they waited for egress records they never got", took)
+		}
+		var mine float64
+		for _, l := range c.Budget().Levels {
+			if l.Name == "egress" {
+				mine = l.Remaining
+			}
+		}
+		status, err := c.RateLimit(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		server := -1
+		for _, p := range status.Policies {
+			if p.Name == "egress" {
+				server = p.Remaining
+			}
+		}
+		if mine < float64(server)-1 || mine > float64(server)+1 {
+			t.Errorf("the client believes %v egress records are left, the server %d", mine, server)
+		}
+	})
+}
