@@ -541,7 +541,7 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		// pace then runs into debt, so an expensive call is never starved.
 		d := time.Duration(0)
 		if deficit := min(c.Cost, s.paceBurstLocked(now)) - s.paceTokens; deficit > 1e-9 {
-			d = durationOf(deficit / s.paceRateLocked(now))
+			d = s.paceWaitLocked(deficit, now)
 		}
 		if d > 0 || s.paceGate.ahead(w) {
 			return &s.paceGate, d, ReasonPace
@@ -684,6 +684,25 @@ func (s *State) adaptLocked(now time.Time) {
 	if s.capLimit > before {
 		s.slotGate.wakeHead()
 	}
+}
+
+// paceWaitLocked is how long the pace needs to grant deficit more points
+// at its rate now, cut short where that rate changes: when an observed
+// refill rate of the key level expires, and when the pace next grows. The
+// call is looked at again then, so a rate that held for seconds never makes
+// it wait hours.
+func (s *State) paceWaitLocked(deficit float64, now time.Time) time.Duration {
+	d := forever
+	if r := s.paceRateLocked(now); r > 0 {
+		d = durationOf(deficit / r)
+	}
+	if until := s.levels[Key].observedUntil; now.Before(until) {
+		d = min(d, until.Sub(now))
+	}
+	if next := s.lastChange.Add(quietInterval); now.Before(next) {
+		d = min(d, next.Sub(now))
+	}
+	return d
 }
 
 func (s *State) paceRateLocked(now time.Time) float64 {

@@ -640,3 +640,31 @@ func TestFailedReadGivesEgressBack(t *testing.T) {
 		}
 	})
 }
+
+// TestPaceWaitEndsWithTheObservedRate: a refill rate read off a header
+// holds for ObservedRateTTL only, so a call the pace holds is looked at
+// again when it expires, not made to wait what the slow rate alone would
+// ask (issue 11, item 8: a call waited its whole 2-minute deadline).
+func TestPaceWaitEndsWithTheObservedRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		now := time.Now()
+		s.mu.Lock()
+		key := s.levels[Key]
+		key.observedRate, key.observedUntil = 1.0/60, now.Add(ObservedRateTTL)
+		s.pace, s.paceTokens, s.paceAt = 0.5, 0, now
+		s.lastChange = now.Add(time.Hour) // no additive increase during the test
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		tk, _, err := s.Admit(ctx, call(ops.CreateContact, ""))
+		if err != nil {
+			t.Fatalf("a call the pace held until its deadline: %v", err)
+		}
+		tk.Finish(answer("", ""))
+		if waited := time.Since(now); waited > ObservedRateTTL+5*time.Second {
+			t.Errorf("the call waited %v; the observed rate expired after %v", waited, ObservedRateTTL)
+		}
+	})
+}
