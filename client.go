@@ -453,6 +453,9 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 	if err != nil {
 		return err
 	}
+	if c.budgeted && c.state.WantsIdentity(time.Now()) {
+		c.learnIdentity(ctx)
+	}
 	var cacheKey string
 	if c.cache != nil {
 		cacheKey = cl.req.URL.RequestURI()
@@ -496,12 +499,27 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 		}
 	}
 	switch {
+	case op == ops.GetMe:
+		if me, ok := out.(*Me); ok && c.budgeted {
+			c.state.SetIdentity(me.Principal.ID, me.Organization.ID)
+		}
 	case op.Egress == ops.EgressPage:
 		c.settleEgress(cl, pageLen(out))
 	case op == ops.Batch:
 		c.settleEgress(cl, batchRecords(cl.parts, out))
 	}
 	return nil
+}
+
+// learnIdentity asks GET /v1/me whom the client's key belongs to (one
+// point, once per key and process), so that the principal and org levels
+// are split among the keys of this process that share them (do records the
+// answer). A failure is asked again a minute later; the call goes on either
+// way.
+func (c *Client) learnIdentity(ctx context.Context) {
+	if _, err := c.Me(ctx); err != nil {
+		c.state.IdentityFailed(time.Now())
+	}
 }
 
 // notModified is the error of a 304 the client has no cached answer for

@@ -331,3 +331,62 @@ func TestBatchGivesBackUnusedEgress(t *testing.T) {
 		}
 	})
 }
+
+// TestKeysOfOnePrincipalSplitItsLevel: two keys of one principal in one
+// process, each able to take the whole principal level, learn from GET
+// /v1/me that they share it and split it, instead of both taking what the
+// server's r says is left (issue 11, item 10: 7 % 429s).
+func TestKeysOfOnePrincipalSplitItsLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New(sandbox.WithLatency(30*time.Millisecond),
+			sandbox.WithLimits(sandbox.Limits{KeyQuota: 300, KeyCapacity: 300, PrincipalQuota: 300}))
+		base := WithBaseURL(uniqueBaseURL())
+		a := sandboxClient(t, srv, base)
+		b := sandboxClient(t, srv, base, WithAPIKey(sandbox.SecondKey))
+		const run = 5 * time.Minute
+		ctx, cancel := context.WithTimeout(context.Background(), run)
+		defer cancel()
+		var wg sync.WaitGroup
+		for _, c := range []*Client{a, b} {
+			for range 8 {
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						_, err := c.Contacts.Count(ctx, nil)
+						if errors.Is(err, context.DeadlineExceeded) {
+							return // the run ends before the call could go
+						}
+						if err != nil {
+							t.Errorf("Count: %v", err)
+							return
+						}
+					}
+				})
+			}
+		}
+		wg.Wait()
+		requests, refused, points := 0, 0, 0
+		for _, k := range []string{sandbox.TestKey, sandbox.SecondKey} {
+			st := srv.Stats(k)
+			requests += st.Requests
+			points += st.PointsAccepted
+			for _, n := range st.Refusals {
+				refused += n
+			}
+		}
+		allowance := 300 + 300*int(run/time.Minute)
+		t.Logf("%d requests, %d refused, %d points of the principal's %d", requests, refused, points, allowance)
+		if float64(refused) > 0.005*float64(requests) {
+			t.Errorf("%d of %d requests refused", refused, requests)
+		}
+		if float64(points) < 0.9*float64(allowance) {
+			t.Errorf("%d points accepted of the principal's %d", points, allowance)
+		}
+		for _, c := range []*Client{a, b} {
+			for _, l := range c.Budget().Levels {
+				if l.Name == "principal" && l.Quota != 300 {
+					t.Errorf("principal level quota %d", l.Quota)
+				}
+			}
+		}
+	})
+}

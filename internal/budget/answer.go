@@ -68,6 +68,7 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 				l.inflight -= tk.amount
 				if uncharged || noRecords && l.name == Egress {
 					l.tokens += tk.amount
+					l.sinceSeen -= tk.amount
 					l.admitted -= tk.amount
 					rel.refund(l, tk.amount, now)
 				} else {
@@ -146,6 +147,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 			}
 		}
 		l.tokens = remaining - pending
+		l.sinceSeen = 0
 		l.at = now
 		if foreign := l.logAvailable(now) - remaining; foreign > 0 {
 			// Others take from it too (another process on the key, or a

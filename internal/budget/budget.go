@@ -97,6 +97,10 @@ type State struct {
 	next    atomic.Pointer[State] // the state that replaced a retired one, last time it looked
 	lastUse time.Time             // the last admission, answer or creation
 
+	ident        identity     // whom the key belongs to; guarded by the lock of states
+	identWanted  atomic.Bool  // a client should fetch ident (WantsIdentity)
+	identRetryAt atomic.Int64 // not before then (unix nanoseconds), after a failure
+
 	levels   map[string]*level
 	order    []*level // levels in the order they were made, for stable iteration
 	version  int      // counts the levels added
@@ -142,8 +146,10 @@ type block struct {
 
 var states = struct {
 	sync.Mutex
-	m map[string]*State
-}{m: map[string]*State{}}
+	m      map[string]*State
+	hosts  map[string]map[*State]struct{} // the states of each host (identity.go)
+	groups map[string]map[*State]struct{} // the states of each principal and org (identity.go)
+}{m: map[string]*State{}, hosts: map[string]map[*State]struct{}{}, groups: map[string]map[*State]struct{}{}}
 
 // IdleTTL is how long a state of For stays in the map without a call. It
 // leaves it then only when nothing is pending: no call in flight or waiting,
@@ -184,6 +190,7 @@ func forID(id string, from *State, now time.Time) *State {
 			from.mu.Unlock()
 		}
 		states.m[id] = s
+		joinHostLocked(s)
 	}
 	return s
 }
@@ -222,11 +229,15 @@ func sweep(now time.Time) {
 		if !s.mu.TryLock() {
 			continue
 		}
-		if s.idleLocked(now) {
+		idle := s.idleLocked(now)
+		if idle {
 			s.retired.Store(true)
 			delete(states.m, id)
 		}
 		s.mu.Unlock()
+		if idle {
+			leaveLocked(s)
+		}
 	}
 	if n := len(states.m); n < before/4 {
 		// A map keeps its tables when entries leave: copy what is left
@@ -573,6 +584,7 @@ func (s *State) takeLocked(c *Call) {
 		t.mark, t.landed = t.l.admitted, t.l.landed
 		t.l.admitted += t.amount
 		t.l.tokens -= t.amount
+		t.l.sinceSeen += t.amount
 		t.l.inflight += t.amount
 	}
 	if s.pace < 1 {
@@ -634,6 +646,7 @@ func (s *State) Settle(c *Call, name string, amount float64) {
 		return
 	}
 	l.tokens = min(max(l.size(), l.tokens), l.tokens+amount)
+	l.sinceSeen -= amount
 	l.gate.wakeHead()
 	s.refundSharedLocked(l, amount, now) // unlocks
 }
