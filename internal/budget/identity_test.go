@@ -2,10 +2,10 @@ package budget
 
 import (
 	"testing"
-
-	"github.com/bodo-app/bodo-go/internal/ops"
 	"testing/synctest"
 	"time"
+
+	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
 func splitOf(s *State, name string) float64 {
