@@ -3,7 +3,7 @@ module github.com/bodo-app/bodo-go/redisbudget
 go 1.26.0
 
 require (
-	github.com/bodo-app/bodo-go v0.0.0
+	github.com/bodo-app/bodo-go v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
@@ -17,5 +17,3 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
-
-replace github.com/bodo-app/bodo-go => ../
