@@ -44,6 +44,7 @@ type Client struct {
 	logger     *slog.Logger
 	onRetry    func(RetryEvent)
 	onWait     func(WaitEvent)
+	onSlow     func(context.Context, budget.SlowWait) // logSlowWait, bound once so that a call does not allocate it
 	budgeted   bool
 	defaults   callSettings
 	state      *budget.State
@@ -148,9 +149,17 @@ func WithHTTPClient(hc *http.Client) Option {
 	})
 }
 
-// WithLogger sets the logger for the client's warnings: every 429 and 503,
-// with host, operation, class, code, policy, attempt, wait and request id.
-// The default is slog.Default(); slog.New(slog.DiscardHandler) silences it.
+// WithLogger sets the client's logger. It logs every 429 and 503 at WARN,
+// with host, operation, class, code, policy, attempt, wait and request id;
+// and at INFO, once per call, a call that has waited 5 s for the budget and
+// is still held ("bodo: waiting for the budget"), with host, operation,
+// class, held_by (what holds it: the level it waits for longest, such as
+// write or key, or in-flight, pace, server-wait, refusal-guard, lockout),
+// waited,
+// expected_remaining (when the model can tell) and queued_behind (the calls
+// waiting behind it for the same level). A call that gets through sooner
+// logs nothing. The default is slog.Default(); slog.New(slog.DiscardHandler)
+// silences it.
 func WithLogger(l *slog.Logger) Option {
 	return clientOption(func(s *clientSettings) error {
 		if l == nil {
@@ -329,6 +338,7 @@ func NewClient(opts ...Option) (*Client, error) {
 	if s.shared != nil {
 		c.state.UseStore(sharedStore{s.shared}, sharedKey(budgetHost(u), s.apiKey), s.logger)
 	}
+	c.onSlow = c.logSlowWait
 	c.initServices()
 	return c, nil
 }
@@ -583,7 +593,7 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 		}
 	}
 	cl := &call{op: op, settings: s, req: req, body: body}
-	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted}
+	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, OnSlow: c.onSlow}
 	if op == ops.Batch {
 		if err := prepareBatch(cl); err != nil {
 			return nil, fmt.Errorf("bodo: batch: %w", err)
