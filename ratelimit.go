@@ -94,7 +94,7 @@ func budgetError(cl *call, err error) error {
 			Request:    redactedRequest(cl.req),
 		}
 	}
-	return err
+	return &Error{Operation: cl.op.ID, Title: "Held by the client", Detail: err.Error(), Local: true, Request: redactedRequest(cl.req), cause: err}
 }
 
 func heldError(cl *call, why string, wait time.Duration) *Error {

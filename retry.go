@@ -99,16 +99,14 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			// An attempt the caller's context ended is no refusal; one that
 			// failed otherwise after it left may have been refused unseen.
 			ticket.Unanswered(!notSent(err) && ctx.Err() == nil)
+			err = withCtx(ctx, err)
 			if !retrySafe(cl, err) {
-				if ctx.Err() != nil {
-					err = ctxErr(ctx)
-				}
-				return nil, nil, fmt.Errorf("bodo: %s: the request was sent and it carries no Idempotency-Key, so it was not retried: %w: %w", cl.op.ID, ErrOutcomeUnknown, err)
+				return nil, nil, outcomeUnknown(cl, err)
 			}
 			if ctx.Err() != nil {
-				return nil, nil, fmt.Errorf("bodo: %s: %w", cl.op.ID, ctxErr(ctx))
+				return nil, nil, noAnswer(cl, err)
 			}
-			last = fmt.Errorf("bodo: %s: %w", cl.op.ID, err)
+			last = noAnswer(cl, err)
 			if hintless >= maxHintlessRetries {
 				return nil, nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: last}
 			}
@@ -335,6 +333,16 @@ func ctxErr(ctx context.Context) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", err, cause)
+}
+
+// withCtx is err, the error of an attempt that got no answer, with why ctx
+// ended when it did and err does not say so already, so that errors.Is
+// finds the context's error (and its cause) as well as the transport's.
+func withCtx(ctx context.Context, err error) error {
+	if ctx.Err() == nil || errors.Is(err, ctx.Err()) && context.Cause(ctx) == ctx.Err() {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ctxErr(ctx), err)
 }
 
 // sleep waits d or until ctx ends.
