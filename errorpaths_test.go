@@ -235,6 +235,13 @@ func answerPaths() []errorPath {
 				t.Errorf("%+v: want the 502 without a code", e)
 			}
 		}},
+		{"503 without a hint, WithMaxRetries(10)", serve(503, "text/plain", "busy", me), func(t *testing.T, err error, e *Error) {
+			var re *RetryError
+			if !errors.As(err, &re) || re.Attempts != 1+maxHintlessRetries || !errors.Is(err, ErrOverloaded) ||
+				!strings.Contains(err.Error(), "at most 4 times, whatever WithMaxRetries says") {
+				t.Errorf("%v: want 5 attempts and why", err)
+			}
+		}},
 	}
 }
 
