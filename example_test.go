@@ -151,3 +151,9 @@ func ExampleOperationsService_Wait() {
 	fmt.Println(op.Status, op.Result.Records)
 	// Output: succeeded 0
 }
+
+func ExampleRateLimitPolicy_String() {
+	p := bodo.RateLimitPolicy{Name: "key", Quota: 300, Window: bodo.Ptr(60), Unit: "points", Remaining: 553, ResetSeconds: 10, Capacity: bodo.Ptr(600)}
+	fmt.Println(p)
+	// Output: key: 553 of 600 points left (300 per 60s), full again in 10s
+}

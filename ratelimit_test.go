@@ -369,3 +369,29 @@ func TestSlowWaitsAreLoggedOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestRateLimitPolicyString prints what the server says of each level as
+// remaining of capacity, with the quota per window.
+func TestRateLimitPolicyString(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := sandboxClient(t, sandbox.New())
+		status, err := c.RateLimit(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, p := range status.Policies {
+			got[p.Name] = fmt.Sprint(p)
+		}
+		for name, want := range map[string]string{
+			"key":        "key: 599 of 600 points left (300 per 60s), full again in 1s",
+			"write":      "write: 60 of 60 requests left (60 per 60s)",
+			"parallel":   "parallel: 5 of 6 concurrent-requests left",
+			"delete-day": "delete-day: 300 of 300 requests left (300 per 86400s)",
+		} {
+			if got[name] != want {
+				t.Errorf("%s prints %q, want %q", name, got[name], want)
+			}
+		}
+	})
+}
