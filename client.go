@@ -204,11 +204,11 @@ func WithOnWait(f func(WaitEvent)) Option {
 // attempt (default 2; 0 turns retries off). Given to NewClient it is the
 // default of every call; given to a call it applies to that call.
 //
-// A retry after a wait the server named (Retry-After or retryAfterMs)
-// counts against n alone. A retry without one (after a connection failure,
-// a cut-off answer, or a 429 or 503 that names no wait) waits a doubling
-// backoff with full jitter under 1, 2, 4 and 8 s, and a call makes at most
-// 4 of those whatever n says: without a hint a client gives up after five
+// Every retry counts against n. A retry after a wait the server named
+// (Retry-After or retryAfterMs) waits that long; a retry without one (after
+// a connection failure, a cut-off answer, or a 429 or 503 that names no
+// wait) waits a doubling backoff with full jitter under 1, 2, 4 and 8 s,
+// and a call makes at most 4 of those whatever n says: without a hint a client gives up after five
 // attempts (the API's contract), and a run of refusals calls for fewer
 // calls, not more retries. So WithMaxRetries(10) against a server that
 // refuses without a hint stops after 5 attempts, with a *RetryError that
