@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/bodo-app/bodo-go/internal/budget"
+	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
 // WaitEvent describes a call that waited for the budget, for WithOnWait.
@@ -30,6 +32,30 @@ func (c *Client) admit(ctx context.Context, cl *call) (*budget.Ticket, WaitEvent
 		return nil, WaitEvent{}, budgetError(cl, err)
 	}
 	return t, WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Wait: ev.Wait, Reason: ev.Reason}, nil
+}
+
+// logSlowWait logs a call that has waited budget.SlowAfter for the budget
+// and is still held; the budget calls it once per call.
+func (c *Client) logSlowWait(ctx context.Context, sw budget.SlowWait) {
+	if !c.logger.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	class := ""
+	if op, ok := ops.ByID(sw.Op); ok {
+		class = string(op.Class)
+	}
+	attrs := []slog.Attr{
+		slog.String("host", c.host),
+		slog.String("operation", sw.Op),
+		slog.String("class", class),
+		slog.String("held_by", sw.Reason),
+		slog.Duration("waited", sw.Waited.Round(time.Millisecond)),
+	}
+	if sw.Remaining >= 0 {
+		attrs = append(attrs, slog.Duration("expected_remaining", sw.Remaining.Round(time.Millisecond)))
+	}
+	attrs = append(attrs, slog.Int("queued_behind", sw.Behind))
+	c.logger.LogAttrs(ctx, slog.LevelInfo, "bodo: waiting for the budget", attrs...)
 }
 
 // budgetError turns the budget's refusal into the *Error the caller sees.
@@ -68,7 +94,7 @@ func budgetError(cl *call, err error) error {
 			Request:    redactedRequest(cl.req),
 		}
 	}
-	return err
+	return &Error{Operation: cl.op.ID, Title: "Held by the client", Detail: err.Error(), Local: true, Request: redactedRequest(cl.req), cause: err}
 }
 
 func heldError(cl *call, why string, wait time.Duration) *Error {

@@ -1,19 +1,24 @@
 package bodo
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/bodo-app/bodo-go/internal/budget"
 	"github.com/bodo-app/bodo-go/internal/ops"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 )
@@ -386,6 +391,117 @@ func TestKeysOfOnePrincipalSplitItsLevel(t *testing.T) {
 				if l.Name == "principal" && l.Quota != 300 {
 					t.Errorf("principal level quota %d", l.Quota)
 				}
+			}
+		}
+	})
+}
+
+// TestSlowWaitsAreLoggedOnce: 20 goroutines import 100 contacts at the
+// documented 60 writes/min. Each create still held by the write level after
+// 5 s is logged once at INFO, with the level, how long it waited, how much
+// longer it expects to wait and how many calls wait behind it. A call that
+// waits 1 s logs nothing.
+func TestSlowWaitsAreLoggedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New()
+		var buf bytes.Buffer
+		var mu sync.Mutex
+		logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
+		var over, atLeast atomic.Int64 // attempts that waited more than, and at least, budget.SlowAfter
+		c := sandboxClient(t, srv, WithLogger(logger), WithOnWait(func(ev WaitEvent) {
+			if ev.Wait > budget.SlowAfter {
+				over.Add(1)
+			}
+			if ev.Wait >= budget.SlowAfter {
+				atLeast.Add(1)
+			}
+		}))
+		if _, err := c.Me(context.Background()); err != nil { // the answer shows the key holds 600 points, so writes bind
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for g := range 20 {
+			wg.Go(func() {
+				for i := range 5 {
+					if _, err := c.Contacts.Create(context.Background(), ContactCreate{Name: fmt.Sprintf("Kontakt %d-%d", g, i)}); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		mu.Lock()
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		mu.Unlock()
+		maxBehind := 0.0
+		for _, line := range lines {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("log %q: %v", line, err)
+			}
+			behind, ok := rec["queued_behind"].(float64)
+			if rec["msg"] != "bodo: waiting for the budget" || rec["level"] != "INFO" || rec["held_by"] != "write" ||
+				rec["operation"] != "createContact" || rec["class"] != "write" || rec["waited"] != float64(budget.SlowAfter) ||
+				rec["expected_remaining"] == nil || !ok {
+				t.Errorf("log line %s", line)
+			}
+			maxBehind = max(maxBehind, behind)
+		}
+		if n := int64(len(lines)); n < over.Load() || n > atLeast.Load() || n == 0 {
+			t.Errorf("%d log lines for %d calls that waited over 5 s (%d at least 5 s): one per call", n, over.Load(), atLeast.Load())
+		}
+		if maxBehind < 10 {
+			t.Errorf("the first call held said %v calls wait behind it; 20 goroutines import", maxBehind)
+		}
+		if st := srv.Stats(sandbox.TestKey); st.Accepted != st.Requests {
+			t.Errorf("%d of %d requests accepted", st.Accepted, st.Requests)
+		}
+
+		// One second's wait for the key level: nothing to say.
+		mu.Lock()
+		buf.Reset()
+		mu.Unlock()
+		var waited time.Duration
+		quick := sandboxClient(t, sandbox.New(), WithLogger(logger), WithOnWait(func(ev WaitEvent) { waited = ev.Wait }))
+		if _, err := quick.Me(context.Background()); err != nil { // the answer shows the key is a bucket that refills
+			t.Fatal(err)
+		}
+		quick.state.Spend("key", -3) // a 2-point list waits 1 s at 5 points a second
+		if _, err := quick.Contacts.List(context.Background(), &ListContactsParams{Limit: Int(1)}); err != nil {
+			t.Fatal(err)
+		}
+		if waited < time.Second || waited > 2*time.Second {
+			t.Errorf("the list waited %v, want about 1 s", waited)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if buf.Len() > 0 {
+			t.Errorf("a call that waited %v logged: %s", waited, buf.String())
+		}
+	})
+}
+
+// TestRateLimitPolicyString prints what the server says of each level as
+// remaining of capacity, with the quota per window.
+func TestRateLimitPolicyString(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := sandboxClient(t, sandbox.New())
+		status, err := c.RateLimit(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, p := range status.Policies {
+			got[p.Name] = fmt.Sprint(p)
+		}
+		for name, want := range map[string]string{
+			"key":        "key: 599 of 600 points left (300 per 60s), full again in 1s",
+			"write":      "write: 60 of 60 requests left (60 per 60s)",
+			"parallel":   "parallel: 5 of 6 concurrent-requests left",
+			"delete-day": "delete-day: 300 of 300 requests left (300 per 86400s)",
+		} {
+			if got[name] != want {
+				t.Errorf("%s prints %q, want %q", name, got[name], want)
 			}
 		}
 	})

@@ -128,11 +128,7 @@ func tour(ctx context.Context, client *bodo.Client) error {
 	}
 	fmt.Println("9. RateLimit():")
 	for _, p := range status.Policies {
-		window := "-"
-		if w, ok := p.Window.Get(); ok {
-			window = fmt.Sprintf("%ds", w)
-		}
-		fmt.Printf("   %-10s %5d of %5d %-19s window %-6s full again in %ds\n", p.Name, p.Remaining, p.Quota, p.Unit, window, p.ResetSeconds)
+		fmt.Println("  ", p)
 	}
 	return nil
 }

@@ -70,8 +70,13 @@ type Call struct {
 	Demand   []Demand // what it takes from the documented levels
 	Target   string   // method and path: a partitioned policy holds one target
 	Budgeted bool     // false: only the lockout and the guard apply
+	// OnSlow, when set, hears of the call once, when one of its attempts
+	// has waited SlowAfter and is still held: from the waiting goroutine,
+	// without the state's lock held, with the context of Admit.
+	OnSlow func(context.Context, SlowWait)
 
 	w            waiter
+	slowSaid     bool   // OnSlow has heard of the call
 	reported     *level // the egress level, when the last answer's RateLimit named it
 	takes        []take
 	takesBuf     [8]take // where takes live when they fit
@@ -299,6 +304,21 @@ type Event struct {
 	Reason string
 }
 
+// SlowAfter is how long an attempt waits before Call.OnSlow hears of it.
+const SlowAfter = 5 * time.Second
+
+// SlowWait describes a call that has waited SlowAfter and is still held.
+type SlowWait struct {
+	Op     string
+	Reason string        // what holds it: a level's name, or one of the Reason constants
+	Waited time.Duration // how long the attempt has waited so far
+	// Remaining is how much longer it should wait, for the calls ahead of
+	// it and itself, as far as the model can tell; negative when it cannot
+	// (a call held for a slot in flight waits for answers).
+	Remaining time.Duration
+	Behind    int // calls that wait behind it for the same thing
+}
+
 // Ticket is an admitted attempt; end it with Finish or Unanswered.
 type Ticket struct {
 	s        *State
@@ -395,14 +415,19 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 	s.seq++
 	w.seq, w.at, w.c = s.seq, nil, c
 	s.waiting++
+	var slow *time.Timer // fires when the attempt has waited SlowAfter, for c.OnSlow
 	fail := func(err error) (*Ticket, Event, error) {
 		w.leave()
 		s.waiting--
 		s.mu.Unlock()
+		if slow != nil {
+			slow.Stop()
+		}
 		return nil, Event{}, err
 	}
 	var reason string
 	var wait time.Duration
+	var waitFrom time.Time // when wait was worked out
 	for {
 		if ctx.Err() != nil {
 			return fail(&HoldError{Reason: reason, Err: ctxErr(ctx)})
@@ -444,10 +469,13 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			c.ticket = Ticket{s: s, c: c, taken: c.takes, budgeted: c.Budgeted, lease: lease}
 			s.lastUse = now
 			s.mu.Unlock()
+			if slow != nil {
+				slow.Stop()
+			}
 			maybeSweep(now)
 			return &c.ticket, Event{Wait: waited, Reason: reason}, nil
 		}
-		reason, wait = why, d
+		reason, wait, waitFrom = why, d, now
 		if deadline, ok := ctx.Deadline(); ok && wait != forever && deadline.Sub(now) < wait {
 			return fail(&HoldError{Reason: why, Wait: wait, Err: context.DeadlineExceeded})
 		}
@@ -483,10 +511,31 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			timer = time.NewTimer(timerWait)
 			timeout = timer.C
 		}
-		select {
-		case <-w.wake:
-		case <-timeout:
-		case <-ctx.Done():
+		var speak <-chan time.Time
+		if c.OnSlow != nil && !c.slowSaid {
+			if slow == nil {
+				slow = time.NewTimer(start.Add(SlowAfter).Sub(now))
+			}
+			speak = slow.C
+		}
+	held:
+		for {
+			select {
+			case <-w.wake:
+			case <-timeout:
+			case <-ctx.Done():
+			case <-speak:
+				// Still held: say so once, then go on waiting for what
+				// the attempt waited for.
+				speak = nil
+				s.mu.Lock()
+				c.slowSaid = true
+				sw := s.slowLocked(c, reason, wait, waitFrom, start)
+				s.mu.Unlock()
+				c.OnSlow(ctx, sw)
+				continue
+			}
+			break held
 		}
 		if timer != nil {
 			timer.Stop()
@@ -494,6 +543,61 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 		s.mu.Lock()
 		now = time.Now()
 	}
+}
+
+// slowLocked describes c, held since start: reason and wait are what
+// holdLocked said at waitFrom. Held by a level, c is said to wait for the
+// level of its call it waits for longest, for what the calls ahead of it in
+// its queue and it need of that level; of levels it waits for equally long,
+// the one of its class (write, delete, egress) rather than the points.
+func (s *State) slowLocked(c *Call, reason string, wait time.Duration, waitFrom, start time.Time) SlowWait {
+	now := time.Now()
+	w := &c.w
+	sw := SlowWait{Op: c.Op, Reason: reason, Waited: now.Sub(start), Remaining: -1}
+	g := w.at
+	if g == nil {
+		return sw
+	}
+	for _, o := range g.q.ws {
+		if o.seq > w.seq {
+			sw.Behind++
+		}
+	}
+	if g.level == nil {
+		if wait != forever {
+			sw.Remaining = max(wait-now.Sub(waitFrom), 0)
+		}
+		return sw
+	}
+	longest := time.Duration(0)
+	for _, t := range c.takes {
+		l := t.l
+		need := l.need(t.amount)
+		for _, o := range g.q.ws {
+			if o.seq < w.seq && o.c != nil {
+				for _, ot := range o.c.takes {
+					if ot.l == l {
+						need += l.need(ot.amount)
+					}
+				}
+			}
+		}
+		l.refill(now)
+		d := l.wait(need, now)
+		if d == forever && l.grossRate() > 0 {
+			d = durationOf(max(need-l.available(now), 0) / l.grossRate())
+		}
+		if d != forever {
+			d = max(d, l.holdUntil.Sub(now))
+		}
+		if d > 0 && d >= longest {
+			longest, sw.Reason = d, l.name
+		}
+	}
+	if longest != forever {
+		sw.Remaining = longest // 0: it goes as soon as it looks again
+	}
+	return sw
 }
 
 // holdLocked returns the first gate that holds c now, how long at least it
