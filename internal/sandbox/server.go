@@ -340,6 +340,7 @@ type call struct {
 	query  url.Values
 	body   []byte
 	header http.Header
+	lang   lang   // of the problems answered, from Accept-Language
 	ans    answer // set by the route's handler
 }
 
@@ -431,7 +432,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, fault Fault, reqID string) exchange {
 	now := time.Now()
 	s.settle(now)
-	c := &call{key: k, now: now, reqID: reqID, method: r.Method, path: r.URL.Path, query: r.URL.Query(), body: body, header: r.Header}
+	c := &call{key: k, now: now, reqID: reqID, method: r.Method, path: r.URL.Path, query: r.URL.Query(), body: body, header: r.Header, lang: languageOf(r.Header)}
 	base := demand{points: 1}
 	withField := func(a answer, d demand) answer {
 		if k != nil {
@@ -469,10 +470,10 @@ func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, 
 		return exchange{ans: withField(overloadedAnswer(c, fault), base)}
 	}
 	if k == nil {
-		return exchange{ans: withField(c.fail(http.StatusUnauthorized, codeUnauthenticated, "Der API-Schlüssel fehlt oder ist unbekannt."), base)}
+		return exchange{ans: withField(c.fail(http.StatusUnauthorized, codeUnauthenticated, msg{"Der API-Schlüssel fehlt oder ist unbekannt.", "The API key is missing or unknown."}), base)}
 	}
 	if v := r.Header.Get("Bodo-Version"); v != "" && v != APIVersion {
-		return exchange{ans: withField(c.badRequest("Die Version %q gibt es nicht; unterstützt wird %s.", v, APIVersion), base)}
+		return exchange{ans: withField(c.badRequest(msg{"Die Version %q gibt es nicht; unterstützt wird %s.", "There is no version %q; %s is supported."}, v, APIVersion), base)}
 	}
 	if now.Before(k.lockedUntil) {
 		s.noteRefusal(k, now, true)
@@ -508,7 +509,7 @@ func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, 
 	case pre != nil:
 		x.ans = *pre
 	case rt.op.KeyRequired && idemKey == "":
-		x.ans = c.fail(http.StatusBadRequest, codeIdemKeyRequired, "Geld-Aktionen brauchen einen Idempotency-Key.")
+		x.ans = c.fail(http.StatusBadRequest, codeIdemKeyRequired, msgKeyRequired)
 	default:
 		if idemKey != "" {
 			x.idem = k.reserve(idemKey, fp, now)
@@ -531,7 +532,7 @@ func (s *Server) plan(c *call, rt *route, bodyErr error) (d demand, pre *answer,
 	op := rt.op
 	d = opDemand(op, c.query.Get)
 	if bodyErr != nil {
-		a := c.badRequest("Der Body ist nicht lesbar oder größer als %d Bytes.", maxBody)
+		a := c.badRequest(msg{"Der Body ist nicht lesbar oder größer als %d Bytes.", "The body is unreadable or larger than %d bytes."}, maxBody)
 		if op.Class == ops.ClassBatch {
 			d = demand{points: 1}
 		}
@@ -541,7 +542,7 @@ func (s *Server) plan(c *call, rt *route, bodyErr error) (d demand, pre *answer,
 		if vals, ok := c.header["Idempotency-Key"]; ok {
 			key := strings.Join(vals, ",")
 			if !validIdemKey(key) {
-				a := c.badRequest("Der Idempotency-Key muss 1 bis 255 Zeichen lang sein.")
+				a := c.badRequest(msg{"Der Idempotency-Key muss 1 bis 255 Zeichen lang sein.", "The Idempotency-Key must be 1 to 255 characters long."})
 				return d, &a, "", "", nil
 			}
 			fp = fingerprint(c.method, c.path, c.query, c.body)
@@ -558,7 +559,7 @@ func (s *Server) plan(c *call, rt *route, bodyErr error) (d demand, pre *answer,
 		if parts, errs, err = parseBatch(c.body); err != nil || errs != nil {
 			a := c.invalid(errs)
 			if err != nil {
-				a = c.badRequest("%s", err.Error())
+				a = c.badRequest(msgBatchJSON)
 			}
 			return demand{points: 1}, &a, idemKey, fp, nil
 		}
