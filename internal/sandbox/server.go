@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"path"
@@ -148,7 +149,8 @@ type config struct {
 	extras    []ExtraPolicy
 	noisy     bool
 	noiseSeed uint64
-	validate  *bool // nil: when testing.Testing()
+	factor    float64 // WithLimitFactor; 1 by default
+	validate  *bool   // nil: when testing.Testing()
 }
 
 // Option configures New.
@@ -169,6 +171,34 @@ func WithFaults(f func(r *http.Request) Fault) Option { return func(c *config) {
 // quota − rate × window.
 func WithForeignLoad(pointsPerSecond float64) Option {
 	return func(c *config) { c.foreign = max(pointsPerSecond, 0) }
+}
+
+// MaxLimitFactor is the largest factor WithLimitFactor takes.
+const MaxLimitFactor = 1e6
+
+// WithLimitFactor multiplies every quota and capacity of the server by f
+// (rounded, at least 1), whatever sets them (WithLimits, a Profile,
+// WithExtraPolicies) and in whatever order the options come: points,
+// writes, parallel calls, deletes, records read, and WithForeignLoad's
+// rate. Windows, the lockout and exports keep their durations. New panics
+// unless 0 < f <= MaxLimitFactor.
+func WithLimitFactor(f float64) Option { return func(c *config) { c.factor = f } }
+
+// scaled is l with every quota and capacity multiplied by f.
+func (l Limits) scaled(f float64) Limits {
+	for _, n := range []*int{&l.KeyQuota, &l.KeyCapacity, &l.WriteQuota, &l.Parallel, &l.PrincipalQuota, &l.OrgQuota,
+		&l.DeleteQuota, &l.DeleteDayQuota, &l.EgressQuota} {
+		*n = scaleQuota(*n, f)
+	}
+	return l
+}
+
+// scaleQuota is a positive n times f, rounded, at least 1.
+func scaleQuota(n int, f float64) int {
+	if n <= 0 {
+		return n
+	}
+	return max(int(math.Round(float64(n)*f)), 1)
 }
 
 // WithLatency makes every answer take at least d; the call stays in flight
@@ -258,7 +288,7 @@ type refusalMark struct {
 // New returns a sandbox with one organisation, principals A and B, the keys
 // TestKey, SecondKey (A) and ForeignKey (B), and no data.
 func New(opts ...Option) *Server {
-	cfg := config{limits: DefaultLimits()}
+	cfg := config{limits: DefaultLimits(), factor: 1}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -267,6 +297,17 @@ func New(opts ...Option) *Server {
 	}
 	now := time.Now()
 	s := &Server{cfg: cfg, lim: cfg.limits.withDefaults(), origin: now.Truncate(time.Second)}
+	if f := cfg.factor; f != 1 {
+		if !(f > 0 && f <= MaxLimitFactor) {
+			panic(fmt.Sprintf("sandbox: WithLimitFactor(%g) is not above 0 and at most %g", f, float64(MaxLimitFactor)))
+		}
+		s.lim = s.lim.scaled(f)
+		cfg.foreign *= f
+		cfg.extras = slices.Clone(cfg.extras)
+		for i := range cfg.extras {
+			cfg.extras[i].Quota = scaleQuota(cfg.extras[i].Quota, f)
+		}
+	}
 	lim := s.lim
 	s.extras = extraPolicies(cfg.extras, lim)
 	s.store = newStore()
