@@ -380,7 +380,10 @@ func TestKeysOfOnePrincipalSplitItsLevel(t *testing.T) {
 		}
 		allowance := 300 + 300*int(run/time.Minute)
 		t.Logf("%d requests, %d refused, %d points of the principal's %d", requests, refused, points, allowance)
-		if float64(refused) > 0.005*float64(requests) {
+		// Without the split 8 % are refused; with it 0 to 6 of about 900
+		// (a key's part of r cannot count the other key's calls still in
+		// flight when r was said).
+		if float64(refused) > 0.015*float64(requests) {
 			t.Errorf("%d of %d requests refused", refused, requests)
 		}
 		if float64(points) < 0.9*float64(allowance) {

@@ -250,7 +250,7 @@ func TestWithFaults(t *testing.T) {
 		if took := time.Since(start); took != 5*time.Second {
 			t.Errorf("a delayed GET took %v", took)
 		}
-		if got, err := client.Contacts.Get(t.Context(), ada.Id); err != nil || got.Name != "Ada" {
+		if got, err := client.Contacts.Get(t.Context(), ada.ID); err != nil || got.Name != "Ada" {
 			t.Errorf("get %+v, %v", got, err)
 		}
 	})
@@ -269,7 +269,7 @@ func TestLanguages(t *testing.T) {
 				"must be greater than 0", "Invalid state"},
 		} {
 			client := newClient(t, srv, tc.opts...)
-			_, err := client.Invoices.Create(t.Context(), bodo.InvoiceCreate{ContactId: "con_00000000000000000000000000", Currency: "EUR"})
+			_, err := client.Invoices.Create(t.Context(), bodo.InvoiceCreate{ContactID: "con_00000000000000000000000000", Currency: "EUR"})
 			var apiErr *bodo.Error
 			if !errors.As(err, &apiErr) || apiErr.Title != tc.title || apiErr.Detail != tc.detail || len(apiErr.Fields) != 2 ||
 				apiErr.Fields[1].Message != tc.field || apiErr.Response.Header.Get("Content-Language") == "" {
@@ -282,11 +282,11 @@ func TestLanguages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			inv, err := client.Invoices.Create(t.Context(), bodo.InvoiceCreate{ContactId: ada.Id, Amount: 100, Currency: "EUR"})
+			inv, err := client.Invoices.Create(t.Context(), bodo.InvoiceCreate{ContactID: ada.ID, Amount: 100, Currency: "EUR"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := client.Invoices.Pay(t.Context(), inv.Id); !errors.As(err, &apiErr) || apiErr.Title != tc.state {
+			if _, err := client.Invoices.Pay(t.Context(), inv.ID); !errors.As(err, &apiErr) || apiErr.Title != tc.state {
 				t.Errorf("pay a draft: %v", err)
 			}
 		}

@@ -31,7 +31,7 @@ func ExampleNewServer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	got, err := client.Contacts.Get(ctx, ada.Id)
+	got, err := client.Contacts.Get(ctx, ada.ID)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func ExampleWithProfile() {
 	}
 	for _, p := range status.Policies {
 		if p.Name == "key" || p.Name == "write" {
-			fmt.Println(p.Name, p.Quota, p.Unit, "per", *p.Window, "s")
+			fmt.Println(p.Name, p.Quota, p.Unit, "per", p.Window.Value(), "s")
 		}
 	}
 	// Output:
@@ -163,7 +163,7 @@ func ExampleServer_english() {
 		log.Fatal(err)
 	}
 
-	_, err = client.Invoices.Create(context.Background(), bodo.InvoiceCreate{ContactId: "con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP", Currency: "EUR"})
+	_, err = client.Invoices.Create(context.Background(), bodo.InvoiceCreate{ContactID: "con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP", Currency: "EUR"})
 	var apiErr *bodo.Error
 	if errors.As(err, &apiErr) {
 		fmt.Printf("%s: %s\n", apiErr.Title, apiErr.Detail)
