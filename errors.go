@@ -158,6 +158,9 @@ func (e *Error) Error() string {
 	if text == "" {
 		text = e.Title
 	}
+	if len(e.Fields) > 0 {
+		text = strings.TrimRight(text, ".!") // the fields follow: "…ungültig; email: …"
+	}
 	if text != "" {
 		if head {
 			b.WriteString(": ")
