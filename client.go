@@ -85,6 +85,7 @@ type callSettings struct {
 	header           http.Header
 	ifMatch          string
 	responseInto     **http.Response
+	statusPoll       bool // the client's own GET /v1/rate_limit (pollStatus): past the levels
 }
 
 // Option configures a Client in NewClient.
@@ -361,7 +362,7 @@ func NewClient(opts ...Option) (*Client, error) {
 	if s.shared != nil {
 		c.state.UseStore(sharedStore{s.shared}, sharedKey(budgetHost(u), s.apiKey), s.logger)
 	}
-	c.onSlow = c.logSlowWait
+	c.onSlow = c.slowWait
 	c.initServices()
 	return c, nil
 }
@@ -525,6 +526,14 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 		if me, ok := out.(*Me); ok && c.budgeted {
 			c.state.SetIdentity(me.Principal.ID, me.Organization.ID)
 		}
+	case op == ops.GetRateLimit:
+		if st, ok := out.(*RateLimitStatus); ok && c.budgeted {
+			levels := make([]budget.LevelStatus, len(st.Policies))
+			for i, p := range st.Policies {
+				levels[i] = budget.LevelStatus{Name: p.Name, Remaining: float64(p.Remaining)}
+			}
+			c.state.ObserveStatus(levels)
+		}
 	case op.Egress == ops.EgressPage:
 		c.settleEgress(cl, pageLen(out))
 	case op == ops.Batch:
@@ -673,7 +682,7 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 		}
 	}
 	cl := &call{op: op, settings: s, req: req, body: body}
-	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, OnSlow: c.onSlow}
+	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, PastLevels: s.statusPoll, OnSlow: c.onSlow}
 	if op == ops.Batch {
 		if err := prepareBatch(cl); err != nil {
 			return nil, badInput(op.ID, true, err.Error(), err)

@@ -34,8 +34,36 @@ func (c *Client) admit(ctx context.Context, cl *call) (*budget.Ticket, WaitEvent
 	return t, WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Wait: ev.Wait, Reason: ev.Reason}, nil
 }
 
+// slowWait hears of a call that has waited budget.SlowAfter for the budget
+// and is still held (once per call): it logs it, and when the level that
+// holds it has not been reported by the server for budget.StaleAfter, it
+// asks the server for the key's status in the background.
+func (c *Client) slowWait(ctx context.Context, sw budget.SlowWait) {
+	if c.budgeted && c.state.WantsStatus(sw.Reason, time.Now()) {
+		go c.pollStatus()
+	}
+	c.logSlowWait(ctx, sw)
+}
+
+// statusPollTimeout bounds the client's own status request.
+const statusPollTimeout = 30 * time.Second
+
+// pollStatus asks GET /v1/rate_limit (1 point) what is left of every level;
+// do hands the answer to the budget. It passes the levels and the pace,
+// since the point is to learn whether a level the budget believes
+// exhausted is, but not a lockout, a wait the server asked for, the guard
+// or the slots in flight.
+func (c *Client) pollStatus() {
+	ctx, cancel := context.WithTimeout(context.Background(), statusPollTimeout)
+	defer cancel()
+	_, _ = c.RateLimit(ctx, requestOption(func(s *callSettings) error {
+		s.statusPoll = true
+		return nil
+	}))
+}
+
 // logSlowWait logs a call that has waited budget.SlowAfter for the budget
-// and is still held; the budget calls it once per call.
+// and is still held.
 func (c *Client) logSlowWait(ctx context.Context, sw budget.SlowWait) {
 	if !c.logger.Enabled(ctx, slog.LevelInfo) {
 		return

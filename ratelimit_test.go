@@ -509,3 +509,29 @@ func TestRateLimitPolicyString(t *testing.T) {
 		}
 	})
 }
+
+// TestAStaleLevelIsAskedAbout: a call held 5 s by a level the server has
+// not named for 30 s makes the client ask GET /v1/rate_limit, whose answer
+// frees it; without the question it would wait for the model's refill (40 s).
+func TestAStaleLevelIsAskedAbout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New(sandbox.WithLatency(30 * time.Millisecond))
+		c := sandboxClient(t, srv)
+		ctx := context.Background()
+		if _, err := c.Me(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(budget.StaleAfter)
+		c.state.Spend("org", -1000) // the model believes the org drained; the server's org is full
+		start := time.Now()
+		if _, err := c.Contacts.Count(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > budget.SlowAfter+time.Second {
+			t.Errorf("the count took %v; the status would have freed it after %v", took, budget.SlowAfter)
+		}
+		if n := srv.Stats(sandbox.TestKey).Requests; n != 3 {
+			t.Errorf("%d requests, want Me, the status and the count", n)
+		}
+	})
+}

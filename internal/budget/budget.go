@@ -70,6 +70,10 @@ type Call struct {
 	Demand   []Demand // what it takes from the documented levels
 	Target   string   // method and path: a partitioned policy holds one target
 	Budgeted bool     // false: only the lockout and the guard apply
+	// PastLevels lets a budgeted call pass the levels and the pace (it still
+	// takes from them): the client's own status request, which asks whether
+	// a level the model believes exhausted is.
+	PastLevels bool
 	// OnSlow, when set, hears of the call once, when one of its attempts
 	// has waited SlowAfter and is still held: from the waiting goroutine,
 	// without the state's lock held, with the context of Admit.
@@ -137,6 +141,7 @@ type State struct {
 
 	learned    bool
 	lastPolicy []string
+	statusAt   time.Time // the last WantsStatus that said yes
 
 	store
 }
@@ -636,6 +641,9 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		return nil, 0, ""
 	}
 	s.adaptLocked(now)
+	if c.PastLevels {
+		return s.slotLocked(w)
+	}
 	for _, t := range s.takesLocked(c) {
 		l := t.l
 		l.refill(now)
@@ -662,6 +670,11 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 			return &s.paceGate, d, ReasonPace
 		}
 	}
+	return s.slotLocked(w)
+}
+
+// slotLocked holds w while the calls in flight are at the adaptive cap.
+func (s *State) slotLocked(w *waiter) (*gate, time.Duration, string) {
 	limit := int(s.capLimit)
 	if !s.learned {
 		limit = 1 // slow start: one call until an answer has shown the server's policies

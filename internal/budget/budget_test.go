@@ -702,3 +702,45 @@ func TestPaceWaitEndsWithTheObservedRate(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusCorrectsAStaleLevel: a level the server has not named for
+// StaleAfter is worth asking about when it holds a call (once per
+// statusEvery), and the status's word frees the calls it held.
+func TestStatusCorrectsAStaleLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		s.mu.Lock()
+		org := s.levels[Org]
+		org.tokens, org.seenAt = -1000, time.Now() // the model believes the org drained for a while
+		s.mu.Unlock()
+		if s.WantsStatus(Org, time.Now()) {
+			t.Error("a status is wanted for a level the server has just named")
+		}
+		time.Sleep(StaleAfter)
+		if !s.WantsStatus(Org, time.Now()) || s.WantsStatus(Org, time.Now()) {
+			t.Error("a stale level does not want a status, or wants two at once")
+		}
+		if s.WantsStatus(Key, time.Now()) {
+			t.Error("a second status within statusEvery")
+		}
+		done := make(chan time.Duration)
+		go func() {
+			start := time.Now()
+			tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+			if err != nil {
+				t.Error(err)
+			}
+			tk.Finish(answer("", ""))
+			done <- time.Since(start)
+		}()
+		synctest.Wait()
+		if why := s.Snapshot(); why.Waiting != 1 {
+			t.Fatalf("%d calls waiting, want the one the org holds", why.Waiting)
+		}
+		s.ObserveStatus([]LevelStatus{{Name: Org, Remaining: 900}, {Name: "no-such-level", Remaining: 1}})
+		if waited := <-done; waited > 0 {
+			t.Errorf("the call waited %v after the status showed the org level with room", waited)
+		}
+	})
+}

@@ -62,10 +62,11 @@ type level struct {
 	unit      string // points, requests, records
 	quota     float64
 	window    time.Duration
-	share     float64 // the part of the quota this key may use
-	split     float64 // of a level keys of this process share, this key's part (identity.go); 1 alone
-	sinceSeen float64 // taken by this key since the server's last word on the level
-	capacity  float64 // the documented size, used only to refuse a call that can never fit
+	share     float64   // the part of the quota this key may use
+	split     float64   // of a level keys of this process share, this key's part (identity.go); 1 alone
+	sinceSeen float64   // taken by this key since the server's last word on the level
+	seenAt    time.Time // when the server last said what is left (status.go)
+	capacity  float64   // the documented size, used only to refuse a call that can never fit
 	docQuota  float64
 	known     bool // a level of the API, whose scope the contract gives
 	own       bool // counted for this key alone: its own log bounds it
