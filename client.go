@@ -53,7 +53,8 @@ type Client struct {
 	logger     *slog.Logger
 	onRetry    func(RetryEvent)
 	onWait     func(WaitEvent)
-	onSlow     func(context.Context, budget.SlowWait) // logSlowWait, bound once so that a call does not allocate it
+	onSlow     func(context.Context, budget.SlowWait) // slowWait, bound once so that a call does not allocate it
+	onHeld     func(reason string) <-chan struct{}    // heldBy, likewise
 	budgeted   bool
 	defaults   callSettings
 	state      *budget.State
@@ -363,6 +364,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		c.state.UseStore(sharedStore{s.shared}, sharedKey(budgetHost(u), s.apiKey), s.logger)
 	}
 	c.onSlow = c.slowWait
+	c.onHeld = c.heldBy
 	c.initServices()
 	return c, nil
 }
@@ -530,7 +532,7 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 		if st, ok := out.(*RateLimitStatus); ok && c.budgeted {
 			levels := make([]budget.LevelStatus, len(st.Policies))
 			for i, p := range st.Policies {
-				levels[i] = budget.LevelStatus{Name: p.Name, Remaining: float64(p.Remaining)}
+				levels[i] = budget.LevelStatus{Name: p.Name, Remaining: float64(p.Remaining), Capacity: float64(p.Capacity.Value())}
 			}
 			c.state.ObserveStatus(levels)
 		}
@@ -682,7 +684,7 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 		}
 	}
 	cl := &call{op: op, settings: s, req: req, body: body}
-	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, PastLevels: s.statusPoll, OnSlow: c.onSlow}
+	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, PastLevels: s.statusPoll, OnSlow: c.onSlow, OnHeld: c.onHeld}
 	if op == ops.Batch {
 		if err := prepareBatch(cl); err != nil {
 			return nil, badInput(op.ID, true, err.Error(), err)

@@ -34,14 +34,31 @@ func (c *Client) admit(ctx context.Context, cl *call) (*budget.Ticket, WaitEvent
 	return t, WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Wait: ev.Wait, Reason: ev.Reason}, nil
 }
 
-// slowWait hears of a call that has waited budget.SlowAfter for the budget
-// and is still held (once per call): it logs it, and when the level that
-// holds it has not been reported by the server for budget.StaleAfter, it
-// asks the server for the key's status in the background.
-func (c *Client) slowWait(ctx context.Context, sw budget.SlowWait) {
-	if c.budgeted && c.state.WantsStatus(sw.Reason, time.Now()) {
-		go c.pollStatus()
+// heldBy hears of a call the budget holds (once per call): when the level
+// that holds it has not been named by the server for budget.StaleAfter, the
+// client asks the server for the key's status in the background, so that a
+// model built on an old word (or on the documented numbers alone) is put
+// right before the calls behind it wait on it too. The channel closes when
+// the answer is in.
+func (c *Client) heldBy(reason string) <-chan struct{} {
+	if !c.budgeted {
+		return nil
 	}
+	done, start := c.state.StatusFor(reason, time.Now())
+	if start {
+		go func() {
+			defer c.state.StatusDone()
+			c.pollStatus()
+		}()
+	}
+	return done
+}
+
+// slowWait hears of a call that has waited budget.SlowAfter for the budget
+// and is still held (once per call): it logs it, and asks for the status as
+// heldBy does, the level's word being older by now.
+func (c *Client) slowWait(ctx context.Context, sw budget.SlowWait) {
+	c.heldBy(sw.Reason)
 	c.logSlowWait(ctx, sw)
 }
 

@@ -535,3 +535,34 @@ func TestAStaleLevelIsAskedAbout(t *testing.T) {
 		}
 	})
 }
+
+// TestAnImportWithDeadlinesLearnsTheKeysBurst: 20 goroutines create 80
+// contacts, each call with a 30 s deadline, on a fresh client. The answers
+// name only the write level, so the model of the key level is the
+// documented quota (300 points) until the server shows more; the first call
+// it holds asks for the status, which shows the key's 600, instead of the
+// 61st create failing at once on a 60 s wait that is not real.
+func TestAnImportWithDeadlinesLearnsTheKeysBurst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New(sandbox.WithLatency(30 * time.Millisecond))
+		c := sandboxClient(t, srv)
+		var wg sync.WaitGroup
+		for g := range 20 {
+			wg.Go(func() {
+				for i := range 4 {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					_, err := c.Contacts.Create(ctx, ContactCreate{Name: fmt.Sprintf("Kontakt %d-%d", g, i)})
+					cancel()
+					if err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		st := srv.Stats(sandbox.TestKey)
+		if st.Writes != 80 || st.Requests-st.Accepted != 0 {
+			t.Errorf("%d writes, %d of %d requests refused", st.Writes, st.Requests-st.Accepted, st.Requests)
+		}
+	})
+}

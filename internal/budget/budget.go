@@ -78,6 +78,13 @@ type Call struct {
 	// has waited SlowAfter and is still held: from the waiting goroutine,
 	// without the state's lock held, with the context of Admit.
 	OnSlow func(context.Context, SlowWait)
+	// OnHeld, when set, hears of the call whenever what holds it changes
+	// (a level's name or a Reason constant); s.mu is not held. It returns a channel that closes when what it started to
+	// put the model right (a status request) has ended, or nil: a call
+	// whose deadline the model's wait would pass waits for it and looks
+	// again instead of failing at once.
+	OnHeld   func(reason string) <-chan struct{}
+	heldSaid string // what OnHeld heard of last
 
 	w            waiter
 	slowSaid     bool   // OnSlow has heard of the call
@@ -141,7 +148,8 @@ type State struct {
 
 	learned    bool
 	lastPolicy []string
-	statusAt   time.Time // the last WantsStatus that said yes
+	statusAt   time.Time     // when StatusFor last started a status request
+	statusDone chan struct{} // closes when that request ends; nil when none is on its way
 
 	store
 }
@@ -481,7 +489,25 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			return &c.ticket, Event{Wait: waited, Reason: reason}, nil
 		}
 		reason, wait, waitFrom = why, d, now
+		sayHeld := c.OnHeld != nil && c.heldSaid != why
+		c.heldSaid = why
 		if deadline, ok := ctx.Deadline(); ok && wait != forever && deadline.Sub(now) < wait {
+			if sayHeld {
+				// It waits for the status out of every queue, so that it
+				// holds no one back, the status request least of all.
+				w.leave()
+				s.mu.Unlock()
+				if asked := c.OnHeld(why); asked != nil {
+					select {
+					case <-asked:
+					case <-ctx.Done():
+					}
+					s.mu.Lock()
+					now = time.Now()
+					continue
+				}
+				s.mu.Lock()
+			}
 			return fail(&HoldError{Reason: why, Wait: wait, Err: context.DeadlineExceeded})
 		}
 		if w.wake == nil {
@@ -509,6 +535,9 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			g.wakeBehind()
 		}
 		s.mu.Unlock()
+		if sayHeld {
+			c.OnHeld(why)
+		}
 
 		var timer *time.Timer
 		var timeout <-chan time.Time

@@ -714,15 +714,23 @@ func TestStatusCorrectsAStaleLevel(t *testing.T) {
 		org := s.levels[Org]
 		org.tokens, org.seenAt = -1000, time.Now() // the model believes the org drained for a while
 		s.mu.Unlock()
-		if s.WantsStatus(Org, time.Now()) {
+		if done, _ := s.StatusFor(Org, time.Now()); done != nil {
 			t.Error("a status is wanted for a level the server has just named")
 		}
 		time.Sleep(StaleAfter)
-		if !s.WantsStatus(Org, time.Now()) || s.WantsStatus(Org, time.Now()) {
-			t.Error("a stale level does not want a status, or wants two at once")
+		first, start := s.StatusFor(Org, time.Now())
+		again, startAgain := s.StatusFor(Org, time.Now())
+		if first == nil || !start || again != first || startAgain {
+			t.Error("a stale level does not want a status, or starts two at once")
 		}
-		if s.WantsStatus(Key, time.Now()) {
+		s.StatusDone()
+		if _, start := s.StatusFor(Key, time.Now()); start {
 			t.Error("a second status within statusEvery")
+		}
+		select {
+		case <-first:
+		default:
+			t.Error("StatusDone did not release the calls that wait for the status")
 		}
 		done := make(chan time.Duration)
 		go func() {

@@ -5,14 +5,18 @@ import "time"
 // A level the server rarely names (RateLimit carries only the narrowest
 // policy, so the org level of a key that others drain may show only in a
 // refusal) can hold calls on a word of the server that is long out of date.
-// When a call has waited SlowAfter for such a level, the client asks GET
-// /v1/rate_limit (WantsStatus) and hands the answer to ObserveStatus.
+// When a call is held by such a level, the client asks GET
+// /v1/rate_limit (StatusFor) and hands the answer to ObserveStatus.
 const (
 	// StaleAfter is how old the server's last word on a level may be
 	// before a call held by it makes the client ask for the status.
 	StaleAfter = 30 * time.Second
 	// statusEvery spaces the status requests of one key.
 	statusEvery = 30 * time.Second
+	// minStatusRefill is how much a level must refill between two status
+	// requests to be asked about: a status costs a point, which a level
+	// that refills less (a tiny quota) cannot spare.
+	minStatusRefill = 20
 )
 
 // LevelStatus is one level of the key's rate-limit status as the server
@@ -20,22 +24,44 @@ const (
 type LevelStatus struct {
 	Name      string
 	Remaining float64
+	Capacity  float64 // what the level holds when full, when the server says (0: its quota)
 }
 
-// WantsStatus reports whether the client should ask the server for the key's
-// rate-limit status now, because a call is held by the named level and the
-// server has said nothing of it for StaleAfter. It answers true at most
-// once per statusEvery.
-func (s *State) WantsStatus(name string, now time.Time) bool {
+// StatusFor tells a caller held by the named level whether the server's
+// word on it is stale (nothing for StaleAfter) and a status request should
+// put it right: it returns the channel that closes when that request has
+// ended, and start true when the caller must make it (and then call
+// StatusDone), false when one is on its way already. It returns nil for a
+// level whose word is fresh, and starts at most one request per statusEvery.
+func (s *State) StatusFor(name string, now time.Time) (done <-chan struct{}, start bool) {
 	s = s.live()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.levels[name]
-	if l == nil || now.Sub(l.seenAt) < StaleAfter || now.Before(s.statusAt.Add(statusEvery)) {
-		return false
+	if l == nil || now.Sub(l.seenAt) < StaleAfter || l.grossRate()*statusEvery.Seconds() < minStatusRefill {
+		return nil, false
+	}
+	if s.statusDone != nil {
+		return s.statusDone, false
+	}
+	if now.Before(s.statusAt.Add(statusEvery)) {
+		return nil, false
 	}
 	s.statusAt = now
-	return true
+	s.statusDone = make(chan struct{})
+	return s.statusDone, true
+}
+
+// StatusDone ends the status request StatusFor started, answered or not,
+// and lets the calls that wait for it look again.
+func (s *State) StatusDone() {
+	s = s.live()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.statusDone != nil {
+		close(s.statusDone)
+		s.statusDone = nil
+	}
 }
 
 // ObserveStatus takes the server's word on every level of a rate-limit
@@ -52,9 +78,9 @@ func (s *State) ObserveStatus(levels []LevelStatus) {
 			continue
 		}
 		l.refill(now)
-		l.seenMax = max(l.seenMax, st.Remaining)
-		if l.quota > 0 && st.Remaining > l.quota*l.share+0.5 {
-			l.bucket = true
+		l.seenMax = max(l.seenMax, st.Remaining, st.Capacity)
+		if l.quota > 0 && max(st.Remaining, st.Capacity) > l.quota*l.share+0.5 {
+			l.bucket = true // it holds more than its quota: a bucket
 		}
 		l.tokens = st.Remaining - l.inflight
 		l.sinceSeen = 0
