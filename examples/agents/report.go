@@ -221,7 +221,7 @@ func (s summary) print(w io.Writer) {
 		fmt.Fprintf(w, "  points accepted %d (the key's level is unknown)\n", s.Points)
 	}
 	fmt.Fprintf(w, "  429s            %d (%.2f %% of requests)%s\n", s.Status429, 100*float64(s.Status429)/float64(max(s.Requests, 1)), byCount(s.Refusals))
-	fmt.Fprintf(w, "  lockouts        %d refusals for a lockout\n", s.Lockouts)
+	fmt.Fprintf(w, "  lockouts        %d (refusals with policy lockout)\n", s.Lockouts)
 	fmt.Fprintf(w, "  errors          %d%s\n", s.Calls-s.OK, byCount(s.Errors))
 	fmt.Fprintf(w, "  gave up         %d (retries ran out, or held locally)\n", s.GaveUp)
 	fmt.Fprintf(w, "  waited          %d calls for %v in all%s\n", s.Waits, ms(s.Waited), byCount(s.HeldBy))
