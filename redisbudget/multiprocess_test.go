@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/bodo-app/bodo-go"
-	"github.com/bodo-app/bodo-go/internal/agents"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 )
 
@@ -53,11 +52,17 @@ func startAgents(t *testing.T, bin, baseURL string, args ...string) *agentProces
 	return p
 }
 
-func (p *agentProcess) wait(t *testing.T) agents.Summary {
+// agentSummary is the part of the program's -json summary the tests read.
+type agentSummary struct {
+	Calls int `json:"calls"`
+	OK    int `json:"ok"`
+}
+
+func (p *agentProcess) wait(t *testing.T) agentSummary {
 	t.Helper()
 	err := p.cmd.Wait()
 	p.ended = time.Since(p.started)
-	var s agents.Summary
+	var s agentSummary
 	if err != nil {
 		t.Fatalf("agents process: %v\n%s%s", err, p.out.String(), p.errOut.String())
 	}
@@ -96,7 +101,7 @@ func TestFourProcessesShareOneBudget(t *testing.T) {
 	for i := range 4 {
 		procs = append(procs, startAgents(t, bin, api.URL, "-redis", rs.Addr, "-agents", "8", "-duration", run.String(), "-seed", fmt.Sprint(i+1)))
 	}
-	var sums []agents.Summary
+	var sums []agentSummary
 	for _, p := range procs {
 		sums = append(sums, p.wait(t))
 	}

@@ -1,6 +1,7 @@
 // Package agents is the mixed workload of many agents sharing one API key:
-// the examples/agents program, the goodput benchmark and the comparison
-// with other clients (internal/compare) run it. Agents call an API: SDK over
+// the goodput benchmark and the comparison with other clients
+// (internal/compare) run it; examples/agents runs the same mix with only
+// the public API. Agents call an API: SDK over
 // *bodo.Client, or Raw over the generated client.
 package agents
 
