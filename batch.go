@@ -6,14 +6,30 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
+
+	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
 // BatchPart makes one part of a batch: method and path (with its query) as
 // the API takes them, and body, when not nil, encoded as the part's JSON
 // body. Write parts without an IdempotencyKey get one from Client.Batch.
+//
+// A method the API does not take in a batch, or a path (before its query)
+// of no operation, is refused here rather than in Client.Batch.
 func BatchPart(method BatchMethod, path string, body any) (BatchRequestItem, error) {
 	part := BatchRequestItem{Method: method, Path: path}
+	if !method.Valid() {
+		return part, badInput("batch", false, fmt.Sprintf("part %q %s: the method is none of GET, POST, PATCH, DELETE", method, path), nil)
+	}
+	u, err := url.Parse(path)
+	if err != nil {
+		return part, badInput("batch", false, fmt.Sprintf("part %s %q: the path does not parse", method, path), err)
+	}
+	if op, _, ok := ops.Match(string(method), u.Path); !ok || op == ops.Batch {
+		return part, badInput("batch", false, fmt.Sprintf("part %s %s: no operation of the API (a path starts with /v1/; a batch holds no batch)", method, path), nil)
+	}
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {

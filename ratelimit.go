@@ -195,7 +195,11 @@ type Budget struct {
 	Waiting     int     // calls waiting for the budget now
 	Waits       int64   // calls that waited so far
 	Waited      time.Duration
-	Refusals    int       // 429 answers in the last 60 s
+	// Refusals counts the 429 answers of the last 60 s, and the attempts
+	// of that time that got no answer (a lost answer may have been a 429
+	// the server counts against the lockout): the guard holds every call
+	// while they reach half the lockout's 50.
+	Refusals    int
 	PausedUntil time.Time // the end of a lockout, or of a wait the server asked of every call, if any
 }
 

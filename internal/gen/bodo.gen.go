@@ -380,7 +380,7 @@ type Invoice struct {
 	// Amount In minor units.
 	Amount int64 `json:"amount"`
 
-	// AmountRefunded How much of the amount was refunded, in minor units.
+	// AmountRefunded How much of the amount was refunded, in minor units; a paid invoice with a partial refund has it above 0.
 	AmountRefunded int64 `json:"amountRefunded"`
 
 	// ContactId The contact billed.
@@ -432,7 +432,7 @@ type InvoiceRefund struct {
 	Amount *int64 `json:"amount,omitempty"`
 }
 
-// InvoiceStatus Where an invoice stands: draft (the default of a new invoice; it cannot be paid), open (can be paid), paid (can be refunded), refunded (fully or partly: see amountRefunded) or void.
+// InvoiceStatus Where an invoice stands: draft (the default of a new invoice; it cannot be paid), open (can be paid), paid (can be refunded; a partial refund leaves it paid, with amountRefunded grown), refunded (refunded in full) or void.
 type InvoiceStatus string
 
 // Me The calling API key, the principal it acts for and its organisation.
@@ -611,7 +611,7 @@ type IfNoneMatch = string
 // InvoiceId defines model for InvoiceId.
 type InvoiceId = string
 
-// InvoiceStatusFilter Where an invoice stands: draft (the default of a new invoice; it cannot be paid), open (can be paid), paid (can be refunded), refunded (fully or partly: see amountRefunded) or void.
+// InvoiceStatusFilter Where an invoice stands: draft (the default of a new invoice; it cannot be paid), open (can be paid), paid (can be refunded; a partial refund leaves it paid, with amountRefunded grown), refunded (refunded in full) or void.
 type InvoiceStatusFilter = InvoiceStatus
 
 // Limit defines model for Limit.
