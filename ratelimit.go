@@ -38,6 +38,7 @@ func budgetError(cl *call, err error) error {
 		held      *budget.HoldError
 		never     *budget.NeverFitsError
 		exhausted *budget.ExhaustedError
+		panicked  *budget.PanicError
 	)
 	switch {
 	case errors.As(err, &held):
@@ -53,6 +54,8 @@ func budgetError(cl *call, err error) error {
 			permanent: true,
 			Request:   redactedRequest(cl.req),
 		}
+	case errors.As(err, &panicked):
+		return fmt.Errorf("bodo: %s: not sent: %w", cl.op.ID, err)
 	case errors.As(err, &exhausted):
 		now := time.Now()
 		return &Error{

@@ -180,7 +180,8 @@ func forID(id string, from *State, now time.Time) *State {
 		s.id, s.lastUse = id, now
 		if from != nil {
 			from.mu.Lock()
-			s.store = store{shared: from.shared, sharedKey: from.sharedKey, logger: from.logger}
+			s.store = store{shared: from.shared, sharedKey: from.sharedKey, logger: from.logger,
+				storeSeq: from.storeSeq, member: from.member, members: from.members, share: from.share}
 			from.mu.Unlock()
 		}
 		states.m[id] = s
@@ -244,7 +245,7 @@ func sweep(now time.Time) {
 // server's wait or an exhausted quota still running, a refusal in the
 // guard's window, a release the shared store has not had.
 func (s *State) idleLocked(now time.Time) bool {
-	if s.waiting > 0 || s.reserved > 0 || s.inflight > 0 || len(s.pendingReleases) > 0 ||
+	if s.waiting > 0 || s.reserved > 0 || s.inflight > 0 || len(s.pending) > 0 || len(s.leases) > 0 ||
 		now.Sub(s.lastUse) < IdleTTL || now.Before(s.lockedUntil) || now.Before(s.heldUntil) {
 		return false
 	}
@@ -295,6 +296,8 @@ type Ticket struct {
 	taken    []take
 	budgeted bool
 	lease    string
+	ref      leaseRef // the store the lease is in
+	start    time.Time
 	once     sync.Once
 }
 
@@ -403,7 +406,7 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 		lease := ""
 		if g == nil && s.sharedActiveLocked(now) {
 			var err error
-			lease, d, why, err = s.acquireSharedLocked(ctx, c, now)
+			lease, d, why, err = s.acquireSharedLocked(c, now)
 			now = time.Now()
 			if err != nil {
 				return fail(err)
@@ -430,7 +433,7 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 				s.waits++
 				s.waited += waited
 			}
-			c.ticket = Ticket{s: s, c: c, taken: c.takes, budgeted: c.Budgeted, lease: lease}
+			c.ticket = Ticket{s: s, c: c, taken: c.takes, budgeted: c.Budgeted, lease: lease, ref: s.leases[lease], start: now}
 			s.lastUse = now
 			s.mu.Unlock()
 			maybeSweep(now)
@@ -499,12 +502,20 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		return &s.pauseGate, max(pausedUntil.Sub(now), 0), why
 	}
 	s.pruneRefusalsLocked(now)
-	if len(s.refusals)+s.reserved >= RefusalLimit || s.guardGate.ahead(w) {
+	share := s.shareLocked(now)
+	guard := RefusalLimit
+	if share.on {
+		guard = share.refusals
+	}
+	if len(s.refusals)+s.reserved >= guard || s.guardGate.ahead(w) {
 		d := forever
-		if len(s.refusals)+s.reserved < RefusalLimit {
+		if len(s.refusals)+s.reserved < guard {
 			d = 0
 		} else if len(s.refusals) > 0 {
 			d = s.refusals[0].Add(RefusalWindow).Sub(now)
+		}
+		if share.on {
+			d = min(d, s.reprobeLocked(now))
 		}
 		return &s.guardGate, d, ReasonGuard
 	}
@@ -518,7 +529,13 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		if !s.learned && s.inflight > 0 || s.slotGate.ahead(w) {
 			return &s.slotGate, forever, ReasonInFlight
 		}
+		if share.on && s.inflight >= share.slots {
+			return &s.slotGate, s.reprobeLocked(now), ReasonInFlight
+		}
 		return nil, 0, ""
+	}
+	if share.on && now.Before(s.drainUntil) {
+		return &s.slotGate, s.drainUntil.Sub(now), ReasonInFlight
 	}
 	s.adaptLocked(now)
 	for _, t := range s.takesLocked(c) {
@@ -535,7 +552,7 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 			return &l.gate, d, l.name
 		}
 	}
-	if s.pace < 1 {
+	if s.paceLocked() < 1 {
 		s.refillPaceLocked(now)
 		// A call needs its cost, or a full burst when it costs more: the
 		// pace then runs into debt, so an expensive call is never starved.
@@ -550,6 +567,9 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 	limit := int(s.capLimit)
 	if !s.learned {
 		limit = 1 // slow start: one call until an answer has shown the server's policies
+	}
+	if share.on && s.inflight >= share.slots {
+		return &s.slotGate, s.reprobeLocked(now), ReasonInFlight
 	}
 	if s.inflight >= limit || s.slotGate.ahead(w) {
 		return &s.slotGate, forever, ReasonInFlight
@@ -575,7 +595,7 @@ func (s *State) takeLocked(c *Call) {
 		t.l.tokens -= t.amount
 		t.l.inflight += t.amount
 	}
-	if s.pace < 1 {
+	if s.paceLocked() < 1 {
 		s.paceTokens -= c.Cost
 	}
 }
@@ -635,7 +655,7 @@ func (s *State) Settle(c *Call, name string, amount float64) {
 	}
 	l.tokens = min(max(l.size(), l.tokens), l.tokens+amount)
 	l.gate.wakeHead()
-	s.refundSharedLocked(l, amount, now) // unlocks
+	s.refundSharedLocked(c, l, amount, now) // unlocks
 }
 
 // ctxErr is why ctx ended: ctx.Err(), and its cause as well when that is
@@ -686,8 +706,17 @@ func (s *State) adaptLocked(now time.Time) {
 	}
 }
 
+// paceLocked is the share of the key's rate the client allows itself: the
+// AIMD pace, under the fallback share's ceiling while that applies.
+func (s *State) paceLocked() float64 {
+	if s.paceShare > 0 {
+		return min(s.pace, s.paceShare)
+	}
+	return s.pace
+}
+
 func (s *State) paceRateLocked(now time.Time) float64 {
-	return s.pace * s.levels[Key].rate(now)
+	return s.paceLocked() * s.levels[Key].rate(now)
 }
 
 // paceBurstLocked is what the pace lets through at once: paceBurst's worth
