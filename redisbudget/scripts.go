@@ -8,7 +8,7 @@ import "github.com/redis/go-redis/v9"
 // matter. Durations cross the wire as milliseconds, rates as per second.
 //
 // A failover may bring a primary whose clock differs from the old one's.
-// A time stored ahead of TIME is taken as now, so that a clock behind
+// A refill time stored ahead of TIME is set to now, so that a clock behind
 // stalls no refill; a clock ahead ends leases early by the difference,
 // which the client's renewals (a third of the lease time at the most)
 // make good unless it exceeds most of the lease time.
@@ -25,7 +25,11 @@ end
 local function tokens_of(name, rate, size)
   local h = redis.call('HMGET', p .. ':lv:' .. name, 't', 'a')
   local tokens = tonumber(h[1]) or size
-  local at = math.min(tonumber(h[2]) or now, now)
+  local at = tonumber(h[2]) or now
+  if at > now then
+    at = now
+    redis.call('HSET', p .. ':lv:' .. name, 'a', now)
+  end
   if now > at then tokens = tokens + rate * (now - at) / 1000 end
   return math.min(size, tokens)
 end
@@ -189,7 +193,11 @@ if not unbudgeted then
     local burst = math.max(pr * 2, 1)
     local s = redis.call('HMGET', p .. ':state', 'pt', 'pa')
     pt = tonumber(s[1]) or burst
-    pa = math.min(tonumber(s[2]) or now, now)
+    pa = tonumber(s[2]) or now
+    if pa > now then
+      pa = now
+      redis.call('HSET', p .. ':state', 'pa', now)
+    end
     if now > pa then pt = math.min(burst, pt + pr * (now - pa) / 1000) end
     local need = math.min(cost, burst)
     if pt < need - 1e-9 and pr > 0 then
