@@ -31,7 +31,14 @@ var hostSeq atomic.Int64
 // its own, so that no other test shares its budget, with the given store.
 func sandboxClient(t *testing.T, srv *sandbox.Server, store bodo.SharedBudget, opts ...bodo.Option) *bodo.Client {
 	t.Helper()
-	host := fmt.Sprintf("t%d.bodo.test", hostSeq.Add(1))
+	return sandboxClientAt(t, srv, newHost(), store, opts...)
+}
+
+func newHost() string { return fmt.Sprintf("t%d.bodo.test", hostSeq.Add(1)) }
+
+// sandboxClientAt is a client of srv on host.
+func sandboxClientAt(t *testing.T, srv *sandbox.Server, host string, store bodo.SharedBudget, opts ...bodo.Option) *bodo.Client {
+	t.Helper()
 	all := []bodo.Option{bodo.WithAPIKey(sandbox.TestKey), bodo.WithBaseURL("https://" + host),
 		bodo.WithHTTPClient(&http.Client{Transport: srv.Transport()})}
 	if store != nil {
@@ -44,8 +51,7 @@ func sandboxClient(t *testing.T, srv *sandbox.Server, store bodo.SharedBudget, o
 	return c
 }
 
-// redisState is what Redis holds for the budgets of a test: the leases in
-// flight over all keys.
+// leasesIn is the number of leases in flight in Redis over all keys.
 func leasesIn(t *testing.T, rdb *redis.Client) int64 {
 	t.Helper()
 	ctx := context.Background()
