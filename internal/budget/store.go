@@ -133,10 +133,9 @@ type store struct {
 	rejoinedAt time.Time
 	paceShare  float64 // the pace's ceiling while the shares apply; 0: none
 
-	leases   map[string]leaseRef // the leases of attempts in flight
-	pending  []pendingOp         // what the store has not had yet
-	keeping  bool                // the keeper runs
-	keepWake chan struct{}
+	leases  map[string]leaseRef // the leases of attempts in flight
+	pending []pendingOp         // what the store has not had yet
+	keeping bool                // the keeper runs
 
 	// The longest call that ended in this minute and in the one before.
 	longest, longestPrev time.Duration
@@ -227,13 +226,13 @@ func (s *State) storeResult(err error, members *StoreMembers) error {
 			s.sharedDown = false
 			s.rejoinedAt = now
 			msg = "bodo: shared budget reachable again"
+			s.slotGate.wakeHead()
+			s.guardGate.wakeHead()
 		}
 		if members != nil && members.Processes > 0 {
 			s.members = *members
 			s.shareLocked(now)
 		}
-		s.slotGate.wakeHead()
-		s.storeGate.wakeHead()
 	}
 	logger := s.logger
 	s.mu.Unlock()
@@ -289,10 +288,12 @@ func shareOf(total, n, rank int) int {
 // processes the store last counted, and of the key's rate by its part of
 // the slots. So no number of processes exceeds the key's limits while they
 // cannot see each other. The processes counted are those of the last
-// answer before the outage: a store that came back empty counts again.
+// answer before the outage; the count shrinks only processTTL after a
+// rejoin, since a store that came back empty counts the processes anew.
 func (s *State) shareLocked(now time.Time) fallbackShare {
 	limited := s.shared != nil && (!s.sharedActiveLocked(now) || now.Before(s.rejoinedAt.Add(rejoinWindow)))
-	if !limited && s.members.Processes > 0 {
+	if !limited && s.members.Processes > 0 &&
+		(s.members.Processes >= s.share.Processes || now.Sub(s.rejoinedAt) > processTTL) {
 		s.share = s.members
 	}
 	n := s.share.Processes
@@ -411,25 +412,13 @@ func (s *State) keepLocked(op pendingOp) {
 	s.startKeeperLocked()
 }
 
-// startKeeperLocked starts the keeper unless it runs, or wakes it.
+// startKeeperLocked starts the keeper unless it runs or has nothing to do.
 func (s *State) startKeeperLocked() {
-	if s.keeping {
-		if s.keepWake != nil {
-			select {
-			case s.keepWake <- struct{}{}:
-			default:
-			}
-		}
-		return
-	}
-	if len(s.leases) == 0 && len(s.pending) == 0 {
+	if s.keeping || len(s.leases) == 0 && len(s.pending) == 0 {
 		return
 	}
 	s.keeping = true
-	if s.keepWake == nil {
-		s.keepWake = make(chan struct{}, 1)
-	}
-	go s.keep(s.keepWake)
+	go s.keep()
 }
 
 // keep is the keeper: while attempts hold leases or the store has not had
@@ -439,18 +428,12 @@ func (s *State) startKeeperLocked() {
 // its lease runs out). Its requests tell the store that this process is
 // alive, and show when a store that was down is back. It never holds a
 // caller: it runs on its own, and ends when nothing is left to do.
-func (s *State) keep(wake chan struct{}) {
-	timer := time.NewTimer(keepEvery)
-	defer timer.Stop()
+func (s *State) keep() {
 	for {
-		select {
-		case <-timer.C:
-		case <-wake:
-		}
+		time.Sleep(s.keepInterval())
 		if !s.keepOnce() {
 			return
 		}
-		timer.Reset(s.keepInterval())
 	}
 }
 
