@@ -2,7 +2,6 @@ package redisbudget
 
 import (
 	"fmt"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -19,18 +18,12 @@ func TestEightProcessesOutlastA70SecondOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an 88 s run of 8 processes")
 	}
-	rs := startRedis(t)
-	px := startProxy(t, rs.Addr)
-	bin := buildAgents(t)
-	lim := shrunken()
-	srv := sandbox.New(sandbox.WithLimits(lim), sandbox.WithLatency(20*time.Millisecond))
-	api := httptest.NewServer(srv)
-	defer api.Close()
+	_, px, bin, lim, srv, api := chaosSetup(t, 20*time.Millisecond)
 	const before, outage, after = 8 * time.Second, 70 * time.Second, 10 * time.Second
 	run := before + outage + after
 	var procs []*agentProcess
 	for i := range 8 {
-		procs = append(procs, startAgents(t, bin, api.URL, "-redis", px.Addr, "-agents", "4", "-duration", run.String(), "-seed", fmt.Sprint(i+1)))
+		procs = append(procs, startAgents(t, bin, api, "-redis", px.Addr, "-agents", "4", "-duration", run.String(), "-seed", fmt.Sprint(i+1)))
 	}
 	time.Sleep(before)
 	atCut := srv.Stats(sandbox.TestKey)

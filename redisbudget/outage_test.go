@@ -13,6 +13,7 @@ import (
 
 	"github.com/bodo-app/bodo-go"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
+	"github.com/redis/go-redis/v9"
 )
 
 // slowSandbox is a sandbox whose answers take what *latency says (read per
@@ -47,20 +48,36 @@ func firstError(errs []error) error {
 	return nil
 }
 
+// proxied is a client of a sandbox whose answers take what latency says,
+// sharing its budget through a private Redis reached through a proxy,
+// after one call that taught it the server's policies.
+type proxied struct {
+	rs      *redisServer
+	px      *netProxy
+	rdb     *redis.Client // straight to Redis
+	latency atomic.Int64
+	c       *bodo.Client
+}
+
+func newProxied(t *testing.T) *proxied {
+	t.Helper()
+	p := &proxied{rs: startRedis(t)}
+	p.px = startProxy(t, p.rs.Addr)
+	p.rdb = p.rs.Client(t)
+	p.c = sandboxClient(t, slowSandbox(&p.latency), New(clientAt(t, p.px.Addr)))
+	if _, err := p.c.Me(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestFailedReleasesAreSentLater: Redis is unreachable for 1.5 s while 6
 // calls are in flight, so their releases fail. They are kept and sent once
 // Redis is back: the leases leave Redis at once, not when they expire, and
 // the next call on the idle key is not held.
 func TestFailedReleasesAreSentLater(t *testing.T) {
-	rs := startRedis(t)
-	px := startProxy(t, rs.Addr)
-	rdb := rs.Client(t)
-	var latency atomic.Int64
-	srv := slowSandbox(&latency)
-	c := sandboxClient(t, srv, New(clientAt(t, px.Addr)))
-	if _, err := c.Me(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	p := newProxied(t)
+	px, rdb, latency, c := p.px, p.rdb, &p.latency, p.c
 	latency.Store(int64(600 * time.Millisecond))
 	done := make(chan []error)
 	go func() { done <- calls(c, 6, 10*time.Second) }()

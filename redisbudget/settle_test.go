@@ -71,7 +71,20 @@ func TestRandomFaultsLeaveNothingHeld(t *testing.T) {
 			srv := sandbox.New(sandbox.WithLimits(lim), sandbox.WithLatency(10*time.Millisecond))
 			c := sandboxClient(t, srv, store)
 			stats := agents.NewStats()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			go func() {
+				// Run until every fault happened twice.
+				for ctx.Err() == nil {
+					time.Sleep(100 * time.Millisecond)
+					all := true
+					for f := faultError; f <= faultPanicLate; f++ {
+						all = all && store.count[f].Load() >= 2
+					}
+					if all {
+						cancel()
+					}
+				}
+			}()
 			agents.Run(ctx, 12, c, stats, seed)
 			cancel()
 			faulty.Store(false)
@@ -107,16 +120,9 @@ func TestRandomFaultsLeaveNothingHeld(t *testing.T) {
 // Redis and gives back what it did not return. When its answer comes while
 // Redis is unreachable, the refund reaches Redis once it is back.
 func TestEgressRefundsSurviveAnOutage(t *testing.T) {
-	rs := startRedis(t)
-	px := startProxy(t, rs.Addr)
-	rdb := rs.Client(t)
-	var latency atomic.Int64
-	srv := slowSandbox(&latency)
-	c := sandboxClient(t, srv, New(clientAt(t, px.Addr)))
+	p := newProxied(t)
+	px, rdb, latency, c := p.px, p.rdb, &p.latency, p.c
 	ctx := context.Background()
-	if _, err := c.Me(ctx); err != nil {
-		t.Fatal(err)
-	}
 	latency.Store(int64(400 * time.Millisecond))
 	done := make(chan error)
 	go func() {
