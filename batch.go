@@ -17,7 +17,7 @@ func BatchPart(method BatchMethod, path string, body any) (BatchRequestItem, err
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return part, fmt.Errorf("bodo: batch part %s %s: %w", method, path, err)
+			return part, badInput("batch", false, fmt.Sprintf("part %s %s: the body cannot be encoded as JSON", method, path), err)
 		}
 		part.Body = Value(json.RawMessage(b))
 	}
@@ -42,7 +42,8 @@ func (it BatchResultItem) Decode(v any) error {
 		return nil
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("bodo: batch part: decoding the %d answer into %T: %w", it.Status, v, err)
+		return &Error{Operation: "batch part", Status: it.Status, Title: "Invalid response", cause: err, Body: body,
+			Detail: fmt.Sprintf("the part's %d answer does not decode into %T: %v", it.Status, v, err)}
 	}
 	return nil
 }

@@ -53,6 +53,7 @@ type Client struct {
 	logger     *slog.Logger
 	onRetry    func(RetryEvent)
 	onWait     func(WaitEvent)
+	onSlow     func(context.Context, budget.SlowWait) // logSlowWait, bound once so that a call does not allocate it
 	budgeted   bool
 	defaults   callSettings
 	state      *budget.State
@@ -84,6 +85,7 @@ type callSettings struct {
 	header           http.Header
 	ifMatch          string
 	responseInto     **http.Response
+	statusPoll       bool // the client's own GET /v1/rate_limit (pollStatus): past the levels
 }
 
 // Option configures a Client in NewClient.
@@ -157,9 +159,17 @@ func WithHTTPClient(hc *http.Client) Option {
 	})
 }
 
-// WithLogger sets the logger for the client's warnings: every 429 and 503,
-// with host, operation, class, code, policy, attempt, wait and request id.
-// The default is slog.Default(); slog.New(slog.DiscardHandler) silences it.
+// WithLogger sets the client's logger. It logs every 429 and 503 at WARN,
+// with host, operation, class, code, policy, attempt, wait and request id;
+// and at INFO, once per call, a call that has waited 5 s for the budget and
+// is still held ("bodo: waiting for the budget"), with host, operation,
+// class, held_by (what holds it: the level it waits for longest, such as
+// write or key, or in-flight, pace, server-wait, refusal-guard, lockout),
+// waited,
+// expected_remaining (when the model can tell) and queued_behind (the calls
+// waiting behind it for the same level). A call that gets through sooner
+// logs nothing. The default is slog.Default(); slog.New(slog.DiscardHandler)
+// silences it.
 func WithLogger(l *slog.Logger) Option {
 	return clientOption(func(s *clientSettings) error {
 		if l == nil {
@@ -203,6 +213,16 @@ func WithOnWait(f func(WaitEvent)) Option {
 // WithMaxRetries sets how many times a call is retried after its first
 // attempt (default 2; 0 turns retries off). Given to NewClient it is the
 // default of every call; given to a call it applies to that call.
+//
+// Every retry counts against n. A retry after a wait the server named
+// (Retry-After or retryAfterMs) waits that long; a retry without one (after
+// a connection failure, a cut-off answer, or a 429 or 503 that names no
+// wait) waits a doubling backoff with full jitter under 1, 2, 4 and 8 s,
+// and a call makes at most 4 of those whatever n says: without a hint a client gives up after five
+// attempts (the API's contract), and a run of refusals calls for fewer
+// calls, not more retries. So WithMaxRetries(10) against a server that
+// refuses without a hint stops after 5 attempts, with a *RetryError that
+// says why.
 func WithMaxRetries(n int) ClientOrRequestOption {
 	return eitherOption(func(s *callSettings) error {
 		if n < 0 {
@@ -276,7 +296,9 @@ func WithIdempotencyKey(key string) RequestOption {
 // WithoutIdempotencyKey sends a POST or PATCH without an Idempotency-Key.
 // Such a write is not retried after a connection failure, since the client
 // cannot know whether it took effect (ErrOutcomeUnknown). Money actions
-// require a key and refuse this option.
+// (Invoices.Pay, Invoices.Refund) require a key: given this option they
+// are not sent and fail with a local *Error, 400 IDEMPOTENCY_KEY_REQUIRED
+// (errors.Is(err, ErrBadRequest)).
 func WithoutIdempotencyKey() RequestOption {
 	return requestOption(func(s *callSettings) error {
 		s.idempotencyKey = ""
@@ -301,21 +323,21 @@ func NewClient(opts ...Option) (*Client, error) {
 			continue
 		}
 		if err := o.applyClient(&s); err != nil {
-			return nil, fmt.Errorf("bodo: %w", err)
+			return nil, badInput("", false, err.Error(), err)
 		}
 	}
 	if s.apiKey == "" {
-		return nil, errors.New("bodo: no API key: pass WithAPIKey or set BODO_API_KEY")
+		return nil, badInput("", false, "no API key: pass WithAPIKey or set BODO_API_KEY", nil)
 	}
 	if strings.ContainsAny(s.apiKey, " \t\r\n") {
-		return nil, errors.New("bodo: the API key contains white space")
+		return nil, badInput("", false, "the API key contains white space", nil)
 	}
 	if s.baseURL == "" {
 		s.baseURL = DefaultBaseURL
 	}
 	u, err := parseBaseURL(s.baseURL, s.allowHTTP)
 	if err != nil {
-		return nil, err
+		return nil, badInput("", false, err.Error(), errors.Unwrap(err))
 	}
 	if s.httpClient == nil {
 		s.httpClient = &http.Client{}
@@ -340,6 +362,7 @@ func NewClient(opts ...Option) (*Client, error) {
 	if s.shared != nil {
 		c.state.UseStore(sharedStore{s.shared}, sharedKey(budgetHost(u), s.apiKey), s.logger)
 	}
+	c.onSlow = c.slowWait
 	c.initServices()
 	return c, nil
 }
@@ -390,19 +413,19 @@ func redactKey(k string) string {
 func parseBaseURL(raw string, allowHTTP bool) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("bodo: base URL %q: %w", raw, err)
+		return nil, fmt.Errorf("base URL %q: %w", raw, err)
 	}
 	if u.Scheme != "https" && u.Scheme != "http" {
-		return nil, fmt.Errorf("bodo: base URL %q: the scheme must be https or http", raw)
+		return nil, fmt.Errorf("base URL %q: the scheme must be https or http", raw)
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("bodo: base URL %q has no host", raw)
+		return nil, fmt.Errorf("base URL %q has no host", raw)
 	}
 	if u.Scheme == "http" && !allowHTTP && !isLoopback(u.Hostname()) {
-		return nil, fmt.Errorf("bodo: base URL %q: plain http is only allowed to a loopback host; use https or WithInsecureHTTP", raw)
+		return nil, fmt.Errorf("base URL %q: plain http is only allowed to a loopback host; use https or WithInsecureHTTP", raw)
 	}
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("bodo: base URL %q must not carry user info, a query or a fragment", raw)
+		return nil, fmt.Errorf("base URL %q must not carry user info, a query or a fragment", raw)
 	}
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
@@ -437,8 +460,9 @@ type call struct {
 	op       *ops.Operation
 	settings callSettings
 	req      *http.Request
-	body     []byte      // the request body, replayed byte for byte on each attempt
-	bc       budget.Call // the call as the key's budget sees it: cost, demand, its place in the queues
+	body     []byte           // the request body, replayed byte for byte on each attempt
+	bc       budget.Call      // the call as the key's budget sees it: cost, demand, its place in the queues
+	parts    []*ops.Operation // a batch's parts, in order
 }
 
 // do runs one call of op: builds the request, sends it through the retry
@@ -446,11 +470,14 @@ type call struct {
 // service method ends here.
 func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server string) (*http.Request, error), out any, opts []RequestOption) error {
 	if ctx == nil {
-		return fmt.Errorf("bodo: %s: nil context", op.ID)
+		return badInput(op.ID, true, "nil context: pass context.Background() or the caller's", nil)
 	}
 	cl, err := c.newCall(op, build, opts)
 	if err != nil {
 		return err
+	}
+	if c.budgeted && c.state.WantsIdentity(time.Now()) {
+		c.learnIdentity(ctx)
 	}
 	var cacheKey string
 	if c.cache != nil {
@@ -494,10 +521,36 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 			c.cache.put(cacheKey, etag, body)
 		}
 	}
-	if op.Egress == ops.EgressPage {
+	switch {
+	case op == ops.GetMe:
+		if me, ok := out.(*Me); ok && c.budgeted {
+			c.state.SetIdentity(me.Principal.ID, me.Organization.ID)
+		}
+	case op == ops.GetRateLimit:
+		if st, ok := out.(*RateLimitStatus); ok && c.budgeted {
+			levels := make([]budget.LevelStatus, len(st.Policies))
+			for i, p := range st.Policies {
+				levels[i] = budget.LevelStatus{Name: p.Name, Remaining: float64(p.Remaining)}
+			}
+			c.state.ObserveStatus(levels)
+		}
+	case op.Egress == ops.EgressPage:
 		c.settleEgress(cl, pageLen(out))
+	case op == ops.Batch:
+		c.settleEgress(cl, batchRecords(cl.parts, out))
 	}
 	return nil
+}
+
+// learnIdentity asks GET /v1/me whom the client's key belongs to (one
+// point, once per key and process), so that the principal and org levels
+// are split among the keys of this process that share them (do records the
+// answer). A failure is asked again a minute later; the call goes on either
+// way.
+func (c *Client) learnIdentity(ctx context.Context) {
+	if _, err := c.Me(ctx); err != nil {
+		c.state.IdentityFailed(time.Now())
+	}
 }
 
 // notModified is the error of a 304 the client has no cached answer for
@@ -528,6 +581,33 @@ func (c *Client) settleEgress(cl *call, records int) {
 	}
 }
 
+// batchRecords counts the records a batch's answer returned for the egress
+// level: the page length of every list part answered 2xx and one for every
+// other read of one record answered 2xx. A part that failed, or answered
+// 304, returned none.
+func batchRecords(parts []*ops.Operation, out any) int {
+	res, ok := out.(*BatchResult)
+	if !ok {
+		return 0
+	}
+	n := 0
+	for i, r := range res.Responses {
+		if i >= len(parts) || r.Status < 200 || r.Status > 299 {
+			continue
+		}
+		switch parts[i].Egress {
+		case ops.EgressOne:
+			n++
+		case ops.EgressPage:
+			var page struct{ Data []json.RawMessage }
+			if body, ok := r.Body.Get(); ok && json.Unmarshal(body, &page) == nil {
+				n += len(page.Data)
+			}
+		}
+	}
+	return n
+}
+
 // pageLen is the number of records in a list answer: the length of its Data
 // field.
 func pageLen(out any) int {
@@ -553,19 +633,19 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 			continue
 		}
 		if err := o.applyRequest(&s); err != nil {
-			return nil, fmt.Errorf("bodo: %s: %w", op.ID, err)
+			return nil, badInput(op.ID, true, err.Error(), err)
 		}
 	}
 	req, err := build(c.server)
 	if err != nil {
-		return nil, fmt.Errorf("bodo: %s: building the request: %w", op.ID, err)
+		return nil, badInput(op.ID, true, "building the request: "+err.Error(), err)
 	}
 	var body []byte
 	if req.Body != nil {
 		body, err = io.ReadAll(req.Body)
 		_ = req.Body.Close()
 		if err != nil {
-			return nil, fmt.Errorf("bodo: %s: reading the request body: %w", op.ID, err)
+			return nil, badInput(op.ID, true, "reading the request body: "+err.Error(), err)
 		}
 	}
 	for name, values := range s.header {
@@ -583,7 +663,15 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 	if req.Method == http.MethodPost || req.Method == http.MethodPatch {
 		switch {
 		case s.noIdempotencyKey && op.KeyRequired:
-			return nil, fmt.Errorf("bodo: %s: a money action requires an Idempotency-Key; drop WithoutIdempotencyKey", op.ID)
+			return nil, &Error{
+				Operation: op.ID,
+				Status:    http.StatusBadRequest,
+				Code:      CodeIdempotencyKeyRequired,
+				Title:     "Idempotency-Key required",
+				Detail:    "a money action requires an Idempotency-Key, which the client makes unless told not to: drop WithoutIdempotencyKey, or pass WithIdempotencyKey",
+				Local:     true,
+				Request:   redactedRequest(req),
+			}
 		case s.noIdempotencyKey:
 			req.Header.Del("Idempotency-Key")
 		default:
@@ -594,10 +682,10 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 		}
 	}
 	cl := &call{op: op, settings: s, req: req, body: body}
-	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted}
+	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, PastLevels: s.statusPoll, OnSlow: c.onSlow}
 	if op == ops.Batch {
 		if err := prepareBatch(cl); err != nil {
-			return nil, fmt.Errorf("bodo: batch: %w", err)
+			return nil, badInput(op.ID, true, err.Error(), err)
 		}
 	} else {
 		var q url.Values
@@ -636,6 +724,7 @@ func prepareBatch(cl *call) error {
 		if op == ops.Batch {
 			return fmt.Errorf("part %d: a batch cannot contain a batch", i)
 		}
+		cl.parts = append(cl.parts, op)
 		cl.bc.Cost += float64(op.CostFor(u.Query().Get))
 		cl.bc.Demand = budget.AddDemand(cl.bc.Demand, budget.DemandOf(op, u.Query()))
 	}

@@ -80,13 +80,28 @@ var sentinelByStatus = map[int]error{
 	http.StatusInternalServerError: ErrInternal,
 }
 
-// Error is a failed call that the server answered (or, with Local set, that
-// the client refused without sending because the server is known to refuse
-// it). Every problem+json answer becomes an *Error; so does any other
-// non-2xx answer, such as an HTML 502 from a proxy, with Code empty.
+// Error is every error the client returns, or is wrapped in it (by a
+// *RetryError, an *OperationFailedError, or an error that adds
+// ErrOutcomeUnknown or the context's error): errors.As(err, &e) with e a
+// *bodo.Error holds for every error of every call, and of NewClient.
+//
+// Most are answers: every problem+json answer becomes an *Error; so does
+// any other non-2xx answer, such as an HTML 502 from a proxy, with Code
+// empty, and a 2xx whose body cannot be read. With Local set the client
+// refused the call without sending it, because the server is known to
+// refuse it: Status and Code are then the server's refusal (429 for the
+// budget's, 400 IDEMPOTENCY_KEY_REQUIRED for a money action sent with
+// WithoutIdempotencyKey).
+//
+// Status is 0 when no answer came: the connection failed or the context
+// ended (Unwrap returns the transport's error, a *url.Error, so errors.Is
+// finds context.DeadlineExceeded, context.Canceled or the network error),
+// or the client found bad input before sending anything: a bad option, a
+// nil context, a batch it cannot read, a bad configuration in NewClient
+// (Code CodeBadRequest, so errors.Is(err, ErrBadRequest)).
 type Error struct {
-	Operation string // operationId, e.g. "createContact"
-	Status    int    // HTTP status
+	Operation string // operationId, e.g. "createContact"; empty for NewClient
+	Status    int    // HTTP status; 0 when no answer came
 	Code      string // problem code, e.g. CodeRateLimited; empty when the body was no problem
 	Title     string
 	Detail    string
@@ -122,20 +137,35 @@ func (e *Error) Error() string {
 	if e.Local {
 		b.WriteString("not sent: ")
 	}
-	fmt.Fprintf(&b, "%d", e.Status)
-	if e.Code != "" {
-		b.WriteString(" " + e.Code)
-	} else if t := http.StatusText(e.Status); t != "" {
-		b.WriteString(" " + t)
+	head := true
+	switch {
+	case e.Status != 0:
+		fmt.Fprintf(&b, "%d", e.Status)
+		if e.Code != "" {
+			b.WriteString(" " + e.Code)
+		} else if t := http.StatusText(e.Status); t != "" {
+			b.WriteString(" " + t)
+		}
+	case e.Code != "":
+		b.WriteString(e.Code)
+	default:
+		head = false // no answer: the detail says what happened
 	}
 	if e.Policy != "" {
 		fmt.Fprintf(&b, " (policy %s)", e.Policy)
 	}
-	switch {
-	case e.Detail != "":
-		b.WriteString(": " + e.Detail)
-	case e.Title != "":
-		b.WriteString(": " + e.Title)
+	text := e.Detail
+	if text == "" {
+		text = e.Title
+	}
+	if len(e.Fields) > 0 {
+		text = strings.TrimRight(text, ".!") // the fields follow: "…ungültig; email: …"
+	}
+	if text != "" {
+		if head {
+			b.WriteString(": ")
+		}
+		b.WriteString(text)
 	}
 	for i, f := range e.Fields {
 		sep := "; "
@@ -171,6 +201,9 @@ func (e *Error) advice() string {
 	case CodeUnauthenticated:
 		return "check the API key (WithAPIKey or BODO_API_KEY)"
 	case CodeValidationFailed, CodeBadRequest, CodeIdempotencyKeyRequired:
+		if e.Status == 0 {
+			return "" // bad input: the detail says what to change
+		}
 		return "fix the request"
 	case CodeIdempotencyKeyReused:
 		return "use a new Idempotency-Key for a different request"
@@ -206,8 +239,40 @@ func (e *Error) Is(target error) bool {
 	return false
 }
 
-// Unwrap returns why the answer could not be read, if that is the error.
+// Unwrap returns the error underneath: why no answer came (the
+// transport's error, the context's), why an answer could not be read, or
+// why an option was refused.
 func (e *Error) Unwrap() error { return e.cause }
+
+// noAnswer is an attempt of cl that got no answer because of err: the
+// connection failed, or the context ended.
+func noAnswer(cl *call, err error) *Error {
+	return &Error{
+		Operation: cl.op.ID,
+		Title:     "No answer",
+		Detail:    "no answer: " + err.Error(),
+		Request:   redactedRequest(cl.req),
+		cause:     err,
+	}
+}
+
+// outcomeUnknown is a write without an Idempotency-Key that got no answer
+// after it was sent: the client does not repeat it. It wraps
+// ErrOutcomeUnknown and err.
+func outcomeUnknown(cl *call, err error) *Error {
+	e := noAnswer(cl, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err))
+	e.Title = "Outcome unknown"
+	e.Detail = "outcome unknown: the request was sent and it carries no Idempotency-Key, so it was not retried: " + err.Error()
+	return e
+}
+
+// badInput is input the client refuses before it sends anything: detail
+// says what is wrong and what to do; cause is the error underneath, if any.
+// local is true for a call's input (the call was not sent), false for
+// NewClient's.
+func badInput(operation string, local bool, detail string, cause error) *Error {
+	return &Error{Operation: operation, Code: CodeBadRequest, Title: "Bad input", Detail: detail, Local: local, cause: cause}
+}
 
 // Temporary reports whether the same call may succeed later without
 // change: exactly the answers the client retries (every 429 and 503 but

@@ -149,3 +149,14 @@ func TestProblemBodyIsReadCapped(t *testing.T) {
 		t.Fatalf("got %v with a body of %d bytes", err, len(e.Body))
 	}
 }
+
+// TestErrorTextEndsTheDetailOnce: a detail that ends in a full stop and the
+// invalid fields after it read as one sentence, not "ungültig.; email: …".
+func TestErrorTextEndsTheDetailOnce(t *testing.T) {
+	e := &Error{Operation: "createContact", Status: 422, Code: CodeValidationFailed, Detail: "Ein Feld ist ungültig.",
+		Fields: []FieldError{{Field: "name", Message: "ist erforderlich"}, {Field: "tags[0]", Message: "muss ein Text sein"}}}
+	want := "bodo: createContact: 422 VALIDATION_FAILED: Ein Feld ist ungültig; name: ist erforderlich, tags[0]: muss ein Text sein"
+	if got := e.Error(); !strings.HasPrefix(got, want) {
+		t.Errorf("Error() = %q, want it to start with %q", got, want)
+	}
+}

@@ -198,3 +198,9 @@ func ExampleOpt() {
 	// ada@example.com true (no phone)
 	// true Ada
 }
+
+func ExampleRateLimitPolicy_String() {
+	p := bodo.RateLimitPolicy{Name: "key", Quota: 300, Window: bodo.Int(60), Unit: "points", Remaining: 553, ResetSeconds: 10, Capacity: bodo.Int(600)}
+	fmt.Println(p)
+	// Output: key: 553 of 600 points left (300 per 60s), full again in 10s
+}

@@ -3,7 +3,10 @@ package bodo
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
+
+	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
 // Polling intervals of OperationsService.Wait: from waitFirstPoll, doubling
@@ -27,10 +30,21 @@ func (e *OperationFailedError) Error() string {
 	return fmt.Sprintf("bodo: operation %s failed: %s", e.Operation.ID, msg)
 }
 
+// Unwrap returns the failure as an *Error: the getOperation answer (200)
+// that said so, with the operation's error code and message.
+func (e *OperationFailedError) Unwrap() error {
+	apiErr := &Error{Operation: ops.GetOperation.ID, Status: http.StatusOK, Title: "Operation failed", Detail: "operation " + e.Operation.ID + " failed"}
+	if oe, ok := e.Operation.Error.Get(); ok {
+		apiErr.Code, apiErr.Detail = oe.Code, oe.Message
+	}
+	return apiErr
+}
+
 // Wait polls the operation id until it is no longer running and returns it:
 // every 0.5 s at first, doubling up to every 8 s, each poll one getOperation
 // call (1 point). A failed operation is returned with an
-// *OperationFailedError. The wait ends early, with ctx's error, when ctx ends.
+// *OperationFailedError. The wait ends early when ctx ends, with an *Error
+// that wraps ctx's error.
 func (s *OperationsService) Wait(ctx context.Context, id string, opts ...RequestOption) (*Operation, error) {
 	interval := waitFirstPoll
 	for {
@@ -45,7 +59,7 @@ func (s *OperationsService) Wait(ctx context.Context, id string, opts ...Request
 			return op, &OperationFailedError{Operation: op}
 		}
 		if err := sleep(ctx, interval); err != nil {
-			return op, fmt.Errorf("bodo: waiting for operation %s: %w", id, err)
+			return op, &Error{Operation: ops.GetOperation.ID, Title: "Wait ended", Detail: fmt.Sprintf("waiting for operation %s: %v", id, err), cause: err}
 		}
 		interval = min(2*interval, waitMaxPoll)
 	}

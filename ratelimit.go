@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/bodo-app/bodo-go/internal/budget"
+	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
 // WaitEvent describes a call that waited for the budget, for WithOnWait.
@@ -30,6 +32,58 @@ func (c *Client) admit(ctx context.Context, cl *call) (*budget.Ticket, WaitEvent
 		return nil, WaitEvent{}, budgetError(cl, err)
 	}
 	return t, WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Wait: ev.Wait, Reason: ev.Reason}, nil
+}
+
+// slowWait hears of a call that has waited budget.SlowAfter for the budget
+// and is still held (once per call): it logs it, and when the level that
+// holds it has not been reported by the server for budget.StaleAfter, it
+// asks the server for the key's status in the background.
+func (c *Client) slowWait(ctx context.Context, sw budget.SlowWait) {
+	if c.budgeted && c.state.WantsStatus(sw.Reason, time.Now()) {
+		go c.pollStatus()
+	}
+	c.logSlowWait(ctx, sw)
+}
+
+// statusPollTimeout bounds the client's own status request.
+const statusPollTimeout = 30 * time.Second
+
+// pollStatus asks GET /v1/rate_limit (1 point) what is left of every level;
+// do hands the answer to the budget. It passes the levels and the pace,
+// since the point is to learn whether a level the budget believes
+// exhausted is, but not a lockout, a wait the server asked for, the guard
+// or the slots in flight.
+func (c *Client) pollStatus() {
+	ctx, cancel := context.WithTimeout(context.Background(), statusPollTimeout)
+	defer cancel()
+	_, _ = c.RateLimit(ctx, requestOption(func(s *callSettings) error {
+		s.statusPoll = true
+		return nil
+	}))
+}
+
+// logSlowWait logs a call that has waited budget.SlowAfter for the budget
+// and is still held.
+func (c *Client) logSlowWait(ctx context.Context, sw budget.SlowWait) {
+	if !c.logger.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	class := ""
+	if op, ok := ops.ByID(sw.Op); ok {
+		class = string(op.Class)
+	}
+	attrs := []slog.Attr{
+		slog.String("host", c.host),
+		slog.String("operation", sw.Op),
+		slog.String("class", class),
+		slog.String("held_by", sw.Reason),
+		slog.Duration("waited", sw.Waited.Round(time.Millisecond)),
+	}
+	if sw.Remaining >= 0 {
+		attrs = append(attrs, slog.Duration("expected_remaining", sw.Remaining.Round(time.Millisecond)))
+	}
+	attrs = append(attrs, slog.Int("queued_behind", sw.Behind))
+	c.logger.LogAttrs(ctx, slog.LevelInfo, "bodo: waiting for the budget", attrs...)
 }
 
 // budgetError turns the budget's refusal into the *Error the caller sees.
@@ -55,7 +109,9 @@ func budgetError(cl *call, err error) error {
 			Request:   redactedRequest(cl.req),
 		}
 	case errors.As(err, &panicked):
-		return fmt.Errorf("bodo: %s: not sent: %w", cl.op.ID, err)
+		// The shared store or the logger panicked: this call is not sent,
+		// the key's other calls go on.
+		return &Error{Operation: cl.op.ID, Title: "Shared budget failed", Detail: err.Error(), Local: true, Request: redactedRequest(cl.req), cause: err}
 	case errors.As(err, &exhausted):
 		now := time.Now()
 		return &Error{
@@ -71,7 +127,7 @@ func budgetError(cl *call, err error) error {
 			Request:    redactedRequest(cl.req),
 		}
 	}
-	return err
+	return &Error{Operation: cl.op.ID, Title: "Held by the client", Detail: err.Error(), Local: true, Request: redactedRequest(cl.req), cause: err}
 }
 
 func heldError(cl *call, why string, wait time.Duration) *Error {

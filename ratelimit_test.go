@@ -1,19 +1,24 @@
 package bodo
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/bodo-app/bodo-go/internal/budget"
 	"github.com/bodo-app/bodo-go/internal/ops"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 )
@@ -278,4 +283,255 @@ func TestOneBudgetPerServer(t *testing.T) {
 	if any(other.state) == states[0] {
 		t.Errorf("another port shares the budget")
 	}
+}
+
+// TestBatchGivesBackUnusedEgress: a batch reserves each list part's limit
+// of egress records and gives back what the parts did not return (issue 11,
+// item 6). 60 batches of two lists of limit 100 reserve 12,000 records, more
+// than the 10,000 of the egress level; they return 6 records each, so no
+// call may wait for egress, and the client's view stays the server's.
+func TestBatchGivesBackUnusedEgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New(sandbox.WithLatency(30 * time.Millisecond))
+		c := sandboxClient(t, srv)
+		ctx := context.Background()
+		for _, name := range []string{"Ada", "Grace", "Edsger"} {
+			if _, err := c.Contacts.Create(ctx, ContactCreate{Name: name}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		list, _ := BatchPart(BatchMethodGET, "/v1/contacts?limit=100", nil)
+		bad, _ := BatchPart(BatchMethodGET, "/v1/contacts?limit=100&cursor=nope", nil)
+		start := time.Now()
+		for range 60 {
+			res, err := c.Batch(ctx, BatchRequest{Requests: []BatchRequestItem{list, list, bad}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Responses[2].Status != http.StatusBadRequest {
+				t.Fatalf("the part with a foreign cursor answered %d", res.Responses[2].Status)
+			}
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("60 batches took %v: they waited for egress records they never got", took)
+		}
+		var mine float64
+		for _, l := range c.Budget().Levels {
+			if l.Name == "egress" {
+				mine = l.Remaining
+			}
+		}
+		status, err := c.RateLimit(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		server := -1
+		for _, p := range status.Policies {
+			if p.Name == "egress" {
+				server = p.Remaining
+			}
+		}
+		if mine < float64(server)-1 || mine > float64(server)+1 {
+			t.Errorf("the client believes %v egress records are left, the server %d", mine, server)
+		}
+	})
+}
+
+// TestKeysOfOnePrincipalSplitItsLevel: two keys of one principal in one
+// process, each able to take the whole principal level, learn from GET
+// /v1/me that they share it and split it, instead of both taking what the
+// server's r says is left (issue 11, item 10: 7 % 429s).
+func TestKeysOfOnePrincipalSplitItsLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New(sandbox.WithLatency(30*time.Millisecond),
+			sandbox.WithLimits(sandbox.Limits{KeyQuota: 300, KeyCapacity: 300, PrincipalQuota: 300}))
+		base := WithBaseURL(uniqueBaseURL())
+		a := sandboxClient(t, srv, base)
+		b := sandboxClient(t, srv, base, WithAPIKey(sandbox.SecondKey))
+		const run = 5 * time.Minute
+		ctx, cancel := context.WithTimeout(context.Background(), run)
+		defer cancel()
+		var wg sync.WaitGroup
+		for _, c := range []*Client{a, b} {
+			for range 8 {
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						_, err := c.Contacts.Count(ctx, nil)
+						if errors.Is(err, context.DeadlineExceeded) {
+							return // the run ends before the call could go
+						}
+						if err != nil {
+							t.Errorf("Count: %v", err)
+							return
+						}
+					}
+				})
+			}
+		}
+		wg.Wait()
+		requests, refused, points := 0, 0, 0
+		for _, k := range []string{sandbox.TestKey, sandbox.SecondKey} {
+			st := srv.Stats(k)
+			requests += st.Requests
+			points += st.PointsAccepted
+			for _, n := range st.Refusals {
+				refused += n
+			}
+		}
+		allowance := 300 + 300*int(run/time.Minute)
+		t.Logf("%d requests, %d refused, %d points of the principal's %d", requests, refused, points, allowance)
+		// Without the split 8 % are refused; with it 0 to 6 of about 900
+		// (a key's part of r cannot count the other key's calls still in
+		// flight when r was said).
+		if float64(refused) > 0.015*float64(requests) {
+			t.Errorf("%d of %d requests refused", refused, requests)
+		}
+		if float64(points) < 0.9*float64(allowance) {
+			t.Errorf("%d points accepted of the principal's %d", points, allowance)
+		}
+		for _, c := range []*Client{a, b} {
+			for _, l := range c.Budget().Levels {
+				if l.Name == "principal" && l.Quota != 300 {
+					t.Errorf("principal level quota %d", l.Quota)
+				}
+			}
+		}
+	})
+}
+
+// TestSlowWaitsAreLoggedOnce: 20 goroutines import 100 contacts at the
+// documented 60 writes/min. Each create still held by the write level after
+// 5 s is logged once at INFO, with the level, how long it waited, how much
+// longer it expects to wait and how many calls wait behind it. A call that
+// waits 1 s logs nothing.
+func TestSlowWaitsAreLoggedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New()
+		var buf bytes.Buffer
+		var mu sync.Mutex
+		logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
+		var over, atLeast atomic.Int64 // attempts that waited more than, and at least, budget.SlowAfter
+		c := sandboxClient(t, srv, WithLogger(logger), WithOnWait(func(ev WaitEvent) {
+			if ev.Wait > budget.SlowAfter {
+				over.Add(1)
+			}
+			if ev.Wait >= budget.SlowAfter {
+				atLeast.Add(1)
+			}
+		}))
+		if _, err := c.Me(context.Background()); err != nil { // the answer shows the key holds 600 points, so writes bind
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for g := range 20 {
+			wg.Go(func() {
+				for i := range 5 {
+					if _, err := c.Contacts.Create(context.Background(), ContactCreate{Name: fmt.Sprintf("Kontakt %d-%d", g, i)}); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		mu.Lock()
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		mu.Unlock()
+		maxBehind := 0.0
+		for _, line := range lines {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("log %q: %v", line, err)
+			}
+			behind, ok := rec["queued_behind"].(float64)
+			if rec["msg"] != "bodo: waiting for the budget" || rec["level"] != "INFO" || rec["held_by"] != "write" ||
+				rec["operation"] != "createContact" || rec["class"] != "write" || rec["waited"] != float64(budget.SlowAfter) ||
+				rec["expected_remaining"] == nil || !ok {
+				t.Errorf("log line %s", line)
+			}
+			maxBehind = max(maxBehind, behind)
+		}
+		if n := int64(len(lines)); n < over.Load() || n > atLeast.Load() || n == 0 {
+			t.Errorf("%d log lines for %d calls that waited over 5 s (%d at least 5 s): one per call", n, over.Load(), atLeast.Load())
+		}
+		if maxBehind < 10 {
+			t.Errorf("the first call held said %v calls wait behind it; 20 goroutines import", maxBehind)
+		}
+		if st := srv.Stats(sandbox.TestKey); st.Accepted != st.Requests {
+			t.Errorf("%d of %d requests accepted", st.Accepted, st.Requests)
+		}
+
+		// One second's wait for the key level: nothing to say.
+		mu.Lock()
+		buf.Reset()
+		mu.Unlock()
+		var waited time.Duration
+		quick := sandboxClient(t, sandbox.New(), WithLogger(logger), WithOnWait(func(ev WaitEvent) { waited = ev.Wait }))
+		if _, err := quick.Me(context.Background()); err != nil { // the answer shows the key is a bucket that refills
+			t.Fatal(err)
+		}
+		quick.state.Spend("key", -3) // a 2-point list waits 1 s at 5 points a second
+		if _, err := quick.Contacts.List(context.Background(), &ListContactsParams{Limit: Int(1)}); err != nil {
+			t.Fatal(err)
+		}
+		if waited < time.Second || waited > 2*time.Second {
+			t.Errorf("the list waited %v, want about 1 s", waited)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if buf.Len() > 0 {
+			t.Errorf("a call that waited %v logged: %s", waited, buf.String())
+		}
+	})
+}
+
+// TestRateLimitPolicyString prints what the server says of each level as
+// remaining of capacity, with the quota per window.
+func TestRateLimitPolicyString(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := sandboxClient(t, sandbox.New())
+		status, err := c.RateLimit(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, p := range status.Policies {
+			got[p.Name] = fmt.Sprint(p)
+		}
+		for name, want := range map[string]string{
+			"key":        "key: 599 of 600 points left (300 per 60s), full again in 1s",
+			"write":      "write: 60 of 60 requests left (60 per 60s)",
+			"parallel":   "parallel: 5 of 6 concurrent-requests left",
+			"delete-day": "delete-day: 300 of 300 requests left (300 per 86400s)",
+		} {
+			if got[name] != want {
+				t.Errorf("%s prints %q, want %q", name, got[name], want)
+			}
+		}
+	})
+}
+
+// TestAStaleLevelIsAskedAbout: a call held 5 s by a level the server has
+// not named for 30 s makes the client ask GET /v1/rate_limit, whose answer
+// frees it; without the question it would wait for the model's refill (40 s).
+func TestAStaleLevelIsAskedAbout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New(sandbox.WithLatency(30 * time.Millisecond))
+		c := sandboxClient(t, srv)
+		ctx := context.Background()
+		if _, err := c.Me(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(budget.StaleAfter)
+		c.state.Spend("org", -1000) // the model believes the org drained; the server's org is full
+		start := time.Now()
+		if _, err := c.Contacts.Count(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > budget.SlowAfter+time.Second {
+			t.Errorf("the count took %v; the status would have freed it after %v", took, budget.SlowAfter)
+		}
+		if n := srv.Stats(sandbox.TestKey).Requests; n != 3 {
+			t.Errorf("%d requests, want Me, the status and the count", n)
+		}
+	})
 }

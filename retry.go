@@ -24,7 +24,10 @@ import (
 var ErrOutcomeUnknown = errors.New("bodo: outcome unknown")
 
 // The backoff schedule when the server gives no hint: 1, 2, 4, 8 s with full
-// jitter, and at most maxHintlessRetries such retries per call.
+// jitter, and at most maxHintlessRetries such retries per call, whatever
+// MaxRetries says: five attempts, as bodo-api.md has a client give up
+// without a hint (client-backoff-discipline step 2 bounds them; step 6: a
+// pattern of refusals is no reason to raise the bound).
 const (
 	backoffBase        = time.Second
 	backoffCap         = 8 * time.Second
@@ -41,15 +44,23 @@ type RetryEvent struct {
 	Err error
 }
 
-// RetryError is returned when a call's retries run out. It wraps the last
-// attempt's error, so errors.As finds the *Error.
+// RetryError is returned when a call's retries run out: the retries
+// WithMaxRetries allows, or the 4 retries without a wait from the server
+// that a call makes at most (see WithMaxRetries). It wraps the last
+// attempt's *Error.
 type RetryError struct {
 	Operation string
 	Attempts  int // attempts made, the first one included
 	Err       error
+
+	hintless bool // the bound on retries without a hint ended the call
 }
 
 func (e *RetryError) Error() string {
+	if e.hintless {
+		return fmt.Sprintf("bodo: %s: gave up after %d attempts: without a wait named by the server a call retries at most %d times, whatever WithMaxRetries says: %v",
+			e.Operation, e.Attempts, maxHintlessRetries, e.Err)
+	}
 	return fmt.Sprintf("bodo: %s: gave up after %d attempts: %v", e.Operation, e.Attempts, e.Err)
 }
 
@@ -91,7 +102,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			}
 			last = lost
 			if hintless >= maxHintlessRetries {
-				return nil, nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: last}
+				return nil, nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: last, hintless: true}
 			}
 			wait = backoff(hintless)
 			hintless++
@@ -99,18 +110,16 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			// An attempt the caller's context ended is no refusal; one that
 			// failed otherwise after it left may have been refused unseen.
 			ticket.Unanswered(!notSent(err) && ctx.Err() == nil)
+			err = withCtx(ctx, err)
 			if !retrySafe(cl, err) {
-				if ctx.Err() != nil {
-					err = ctxErr(ctx)
-				}
-				return nil, nil, fmt.Errorf("bodo: %s: the request was sent and it carries no Idempotency-Key, so it was not retried: %w: %w", cl.op.ID, ErrOutcomeUnknown, err)
+				return nil, nil, outcomeUnknown(cl, err)
 			}
 			if ctx.Err() != nil {
-				return nil, nil, fmt.Errorf("bodo: %s: %w", cl.op.ID, ctxErr(ctx))
+				return nil, nil, noAnswer(cl, err)
 			}
-			last = fmt.Errorf("bodo: %s: %w", cl.op.ID, err)
+			last = noAnswer(cl, err)
 			if hintless >= maxHintlessRetries {
-				return nil, nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: last}
+				return nil, nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: last, hintless: true}
 			}
 			wait = backoff(hintless)
 			hintless++
@@ -137,7 +146,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			if !hinted {
 				if hintless >= maxHintlessRetries {
 					c.logRefusal(cl, apiErr, attempt, -1)
-					return nil, nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: apiErr}
+					return nil, nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: apiErr, hintless: true}
 				}
 				hintless++
 			}
@@ -335,6 +344,16 @@ func ctxErr(ctx context.Context) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", err, cause)
+}
+
+// withCtx is err, the error of an attempt that got no answer, with why ctx
+// ended when it did and err does not say so already, so that errors.Is
+// finds the context's error (and its cause) as well as the transport's.
+func withCtx(ctx context.Context, err error) error {
+	if ctx.Err() == nil || errors.Is(err, ctx.Err()) && context.Cause(ctx) == ctx.Err() {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ctxErr(ctx), err)
 }
 
 // sleep waits d or until ctx ends.

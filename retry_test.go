@@ -406,12 +406,22 @@ func TestDialFailureIsRetriedEvenWithoutKey(t *testing.T) {
 
 func TestMoneyActionRefusesWithoutKey(t *testing.T) {
 	c, mt := mockClient(t)
-	err := func() error {
-		_, err := c.Invoices.Pay(context.Background(), "inv_1", WithoutIdempotencyKey())
-		return err
-	}()
-	if err == nil || !strings.Contains(err.Error(), "requires an Idempotency-Key") || mt.GetTotalCallCount() != 0 {
-		t.Errorf("err = %v after %d calls", err, mt.GetTotalCallCount())
+	for _, call := range []func() error{
+		func() error {
+			_, err := c.Invoices.Pay(context.Background(), "inv_1", WithoutIdempotencyKey())
+			return err
+		},
+		func() error {
+			_, err := c.Invoices.Refund(context.Background(), "inv_1", InvoiceRefund{}, WithoutIdempotencyKey())
+			return err
+		},
+	} {
+		err := call()
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeIdempotencyKeyRequired || !e.Local || !errors.Is(err, ErrBadRequest) ||
+			!strings.Contains(err.Error(), "requires an Idempotency-Key") || mt.GetTotalCallCount() != 0 {
+			t.Errorf("err = %v after %d calls", err, mt.GetTotalCallCount())
+		}
 	}
 }
 

@@ -67,6 +67,9 @@ func (p *ListContactsParams) query() url.Values {
 }
 
 // List calls listContacts (GET /v1/contacts, 2 points, 5 more with q): list contacts.
+//
+// Costs 2 points, 5 more when `q` is given. Each returned record counts
+// against the egress level.
 func (s *ContactsService) List(ctx context.Context, params *ListContactsParams, opts ...RequestOption) (*ContactList, error) {
 	build := func(server string) (*http.Request, error) {
 		return newRequest(http.MethodGet, server+"v1/contacts", params.query(), nil)
@@ -137,6 +140,8 @@ func (p *CountContactsParams) query() url.Values {
 }
 
 // Count calls countContacts (GET /v1/contacts/count, 2 points, 5 more with q): count contacts.
+//
+// Costs 2 points, 5 more when `q` is given.
 func (s *ContactsService) Count(ctx context.Context, params *CountContactsParams, opts ...RequestOption) (*ContactCount, error) {
 	build := func(server string) (*http.Request, error) {
 		return newRequest(http.MethodGet, server+"v1/contacts/count", params.query(), nil)
@@ -164,6 +169,8 @@ func (s *ContactsService) Get(ctx context.Context, id string, opts ...RequestOpt
 }
 
 // Update calls updateContact (PATCH /v1/contacts/{id}, 5 points): update a contact.
+//
+// A JSON merge patch: absent fields are kept, `null` clears a field.
 func (s *ContactsService) Update(ctx context.Context, id string, body ContactUpdate, opts ...RequestOption) (*Contact, error) {
 	build := func(server string) (*http.Request, error) {
 		if id == "" {
@@ -179,6 +186,8 @@ func (s *ContactsService) Update(ctx context.Context, id string, body ContactUpd
 }
 
 // Delete calls deleteContact (DELETE /v1/contacts/{id}, 10 points): delete a contact.
+//
+// Counts against the write, delete (10/min) and delete-day (300/day) levels.
 func (s *ContactsService) Delete(ctx context.Context, id string, opts ...RequestOption) error {
 	build := func(server string) (*http.Request, error) {
 		if id == "" {
@@ -213,6 +222,9 @@ func (p *ListEventsParams) query() url.Values {
 }
 
 // List calls listEvents (GET /v1/events, 1 point): list events.
+//
+// Events oldest first, a page at a time: pass the last event id of a page as
+// `after` for the next.
 func (s *EventsService) List(ctx context.Context, params *ListEventsParams, opts ...RequestOption) (*EventList, error) {
 	build := func(server string) (*http.Request, error) {
 		return newRequest(http.MethodGet, server+"v1/events", params.query(), nil)
@@ -253,6 +265,9 @@ func (s *EventsService) All(ctx context.Context, params *ListEventsParams, opts 
 }
 
 // Create calls createExport (POST /v1/exports, 10 points): start an export.
+//
+// Answers 202 with the running Operation and its Location; poll getOperation
+// until it has succeeded or failed.
 func (s *ExportsService) Create(ctx context.Context, body ExportCreate, opts ...RequestOption) (*Operation, error) {
 	build := func(server string) (*http.Request, error) {
 		return newRequest(http.MethodPost, server+"v1/exports", nil, body)
@@ -333,6 +348,9 @@ func (s *InvoicesService) All(ctx context.Context, params *ListInvoicesParams, o
 }
 
 // Create calls createInvoice (POST /v1/invoices, 5 points): create an invoice.
+//
+// A new invoice is a `draft` unless it is created with `status: open`; only an
+// open invoice can be paid, and no operation opens a draft.
 func (s *InvoicesService) Create(ctx context.Context, body InvoiceCreate, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
 		return newRequest(http.MethodPost, server+"v1/invoices", nil, body)
@@ -360,6 +378,12 @@ func (s *InvoicesService) Get(ctx context.Context, id string, opts ...RequestOpt
 }
 
 // Pay calls payInvoice (POST /v1/invoices/{id}/pay, 10 points): pay an open invoice.
+//
+// A money action: the Idempotency-Key header is required. Only an open invoice
+// can be paid; a draft or a paid one answers 409 `INVALID_STATE`.
+//
+// The client sends an Idempotency-Key of its own, the same on every retry,
+// unless WithIdempotencyKey gives one.
 func (s *InvoicesService) Pay(ctx context.Context, id string, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
 		if id == "" {
@@ -375,6 +399,12 @@ func (s *InvoicesService) Pay(ctx context.Context, id string, opts ...RequestOpt
 }
 
 // Refund calls refundInvoice (POST /v1/invoices/{id}/refund, 10 points): refund a paid invoice.
+//
+// A money action: the Idempotency-Key header is required. Without `amount` the
+// whole rest is refunded.
+//
+// The client sends an Idempotency-Key of its own, the same on every retry,
+// unless WithIdempotencyKey gives one.
 func (s *InvoicesService) Refund(ctx context.Context, id string, body InvoiceRefund, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
 		if id == "" {
@@ -390,6 +420,9 @@ func (s *InvoicesService) Refund(ctx context.Context, id string, body InvoiceRef
 }
 
 // Get calls getOperation (GET /v1/operations/{id}, 1 point): get a long-running operation.
+//
+// A long run such as an export: `running` until it has `succeeded` (with its
+// result) or `failed` (with its error).
 func (s *OperationsService) Get(ctx context.Context, id string, opts ...RequestOption) (*Operation, error) {
 	build := func(server string) (*http.Request, error) {
 		if id == "" {
@@ -405,6 +438,14 @@ func (s *OperationsService) Get(ctx context.Context, id string, opts ...RequestO
 }
 
 // Batch calls batch (POST /v1/batch, the sum of its parts' points): run up to 20 requests in one call.
+//
+// Costs the sum of its parts (`x-bodo-cost: {"sum": "parts"}`): each part
+// costs what the call it stands for costs, a part that replays or has no route
+// 1 point. The sum is charged up front; if it does not fit, the whole batch is
+// refused. A body that does not match BatchRequest (no parts, more than 20, a
+// path outside /v1/, a nested batch, an empty idempotencyKey) is 422
+// `VALIDATION_FAILED`; what is wrong with a part's content is that part's
+// answer.
 func (c *Client) Batch(ctx context.Context, body BatchRequest, opts ...RequestOption) (*BatchResult, error) {
 	build := func(server string) (*http.Request, error) {
 		return newRequest(http.MethodPost, server+"v1/batch", nil, body)
@@ -417,6 +458,10 @@ func (c *Client) Batch(ctx context.Context, body BatchRequest, opts ...RequestOp
 }
 
 // Me calls getMe (GET /v1/me, 1 point): who am I.
+//
+// The calling key, the principal it acts for and its organisation: keys of one
+// principal share the `principal` level, keys of one organisation the `org`
+// level.
 func (c *Client) Me(ctx context.Context, opts ...RequestOption) (*Me, error) {
 	build := func(server string) (*http.Request, error) {
 		return newRequest(http.MethodGet, server+"v1/me", nil, nil)
@@ -441,6 +486,9 @@ func (c *Client) OpenAPI(ctx context.Context, opts ...RequestOption) (*OpenAPIDo
 }
 
 // RateLimit calls getRateLimit (GET /v1/rate_limit, 1 point): the key's rate-limit status.
+//
+// Every level of the key as the server counts it now, the lockout and the
+// refusals of the last 60 seconds.
 func (c *Client) RateLimit(ctx context.Context, opts ...RequestOption) (*RateLimitStatus, error) {
 	build := func(server string) (*http.Request, error) {
 		return newRequest(http.MethodGet, server+"v1/rate_limit", nil, nil)

@@ -45,7 +45,10 @@ type SharedBudget interface {
 }
 
 // SharedLevel is one level in a SharedBudget request: the amount taken,
-// given back or reported left, and the level's model.
+// given back or reported left, and the level's model. In Acquire, an
+// Amount larger than Size is admitted when the level is full and leaves it
+// in debt, as the local budget does: a call bigger than a level the server
+// announced is not held for ever.
 type SharedLevel struct {
 	Name   string
 	Amount float64

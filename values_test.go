@@ -49,8 +49,8 @@ func TestBatchPartAndDecode(t *testing.T) {
 	if err != nil || string(part.Body.Value()) != `{"name":"Ada"}` {
 		t.Fatalf("BatchPart = %+v, %v", part, err)
 	}
-	if _, err := BatchPart(BatchMethodPOST, "/v1/contacts", func() {}); err == nil {
-		t.Error("BatchPart took a body that JSON cannot encode")
+	if _, err := BatchPart(BatchMethodPOST, "/v1/contacts", func() {}); !errors.As(err, new(*Error)) {
+		t.Errorf("BatchPart of a body that JSON cannot encode = %v, want an *Error", err)
 	}
 	if p, err := BatchPart(BatchMethodGET, "/v1/contacts/count", nil); err != nil || !p.Body.IsZero() {
 		t.Errorf("BatchPart without a body = %+v, %v", p, err)
@@ -64,8 +64,8 @@ func TestBatchPartAndDecode(t *testing.T) {
 	if err := (BatchResultItem{Status: 204, Body: Null[json.RawMessage]()}).Decode(&c); err != nil {
 		t.Errorf("Decode of a 204 = %v", err)
 	}
-	if err := (BatchResultItem{Status: 200, Body: Value(json.RawMessage(`[1]`))}).Decode(&c); err == nil {
-		t.Error("Decode of a list into a Contact gave no error")
+	if err := (BatchResultItem{Status: 200, Body: Value(json.RawMessage(`[1]`))}).Decode(&c); !errors.As(err, new(*Error)) {
+		t.Errorf("Decode of a list into a Contact = %v, want an *Error", err)
 	}
 	notFound := BatchResultItem{Status: 404, Body: Value(json.RawMessage(`{"type":"https://developers.bodo-app.com/problems/NOT_FOUND","title":"Nicht gefunden","status":404,"code":"NOT_FOUND","requestId":"req_1"}`))}
 	err = notFound.Decode(&c)

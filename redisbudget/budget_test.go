@@ -170,3 +170,27 @@ func TestKeysAreNamespacedAndHashed(t *testing.T) {
 		}
 	}
 }
+
+// TestACallBiggerThanALevelGoesOnAFullOne: a level learned from a header
+// can be smaller than a call (a batch of 20 parts against a policy of 10);
+// as in one process, the call goes when the level is full and leaves it in
+// debt, instead of never (issue 11, item 5).
+func TestACallBiggerThanALevelGoesOnAFullOne(t *testing.T) {
+	srv := startRedis(t)
+	b := New(srv.Client(t))
+	ctx, k := context.Background(), testKey()
+	small := func(amount float64) bodo.SharedLevel {
+		return bodo.SharedLevel{Name: "bodo-batch", Amount: amount, Rate: 1, Size: 10}
+	}
+	g, err := b.Acquire(ctx, k, acquire("big", time.Minute, key(20), small(20)))
+	if err != nil || !g.Admitted {
+		t.Fatalf("a call of 20 on a full level of 10: %+v %v", g, err)
+	}
+	if err := b.Release(ctx, k, bodo.SharedRelease{Lease: "big", RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+		t.Fatal(err)
+	}
+	g, err = b.Acquire(ctx, k, acquire("next", time.Minute, key(1), small(1)))
+	if err != nil || g.Admitted || g.Reason != "bodo-batch" || g.Wait < 10*time.Second {
+		t.Fatalf("right after it, with the level 10 in debt: %+v %v", g, err)
+	}
+}

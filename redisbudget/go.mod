@@ -3,7 +3,7 @@ module github.com/bodo-app/bodo-go/redisbudget
 go 1.26.0
 
 require (
-	github.com/bodo-app/bodo-go v0.0.0
+	github.com/bodo-app/bodo-go v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
@@ -24,5 +24,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.40.0 // indirect
 )
-
-replace github.com/bodo-app/bodo-go => ../

@@ -194,7 +194,8 @@ func TestPanickingStoreDoesNotWedgeTheKey(t *testing.T) {
 	}()
 	err := <-seventh
 	t.Logf("the call whose Acquire panicked: %v", err)
-	if err == nil || err.Error() == "the call panicked" || !strings.Contains(err.Error(), "panic") {
+	var apiErr *bodo.Error
+	if !errors.As(err, &apiErr) || !apiErr.Local || !strings.Contains(err.Error(), "panic") {
 		t.Errorf("the call whose Acquire panicked: %v", err)
 	}
 	if err := firstError(<-held); err != nil {
@@ -245,7 +246,8 @@ func TestPanickingLogHandlerDoesNotWedgeTheKey(t *testing.T) {
 	}()
 	err := <-first
 	t.Logf("the call that logged the outage: %v", err)
-	if err == nil || err.Error() == "the call panicked" {
+	var apiErr *bodo.Error
+	if !errors.As(err, &apiErr) || !apiErr.Local || !strings.Contains(err.Error(), "logger panicked") {
 		t.Errorf("the call that logged the outage: %v", err)
 	}
 	px.Cut(false)

@@ -181,9 +181,11 @@ if not unbudgeted then
   local wait, reason = 0, ''
   for _, l in ipairs(levels) do
     l.tokens = tokens_of(l.name, l.rate, l.size)
-    if l.tokens < l.amount - 1e-9 then
+    -- A call bigger than the level goes when it is full, into debt.
+    local need = math.min(l.amount, l.size)
+    if l.tokens < need - 1e-9 then
       local w = 3600000
-      if l.rate > 0 then w = math.min(3600000, math.ceil((l.amount - l.tokens) / l.rate * 1000)) end
+      if l.rate > 0 then w = math.min(3600000, math.ceil((need - l.tokens) / l.rate * 1000)) end
       if w > wait then wait, reason = w, l.name end
     end
   end

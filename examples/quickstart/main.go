@@ -3,7 +3,8 @@
 // to completion and prints the key's rate-limit status.
 //
 // With BODO_BASE_URL and BODO_API_KEY set it runs against that server;
-// without BODO_BASE_URL it starts the embedded sandbox on loopback first.
+// without BODO_BASE_URL it starts a bodotest server (the in-memory bodo API
+// of package bodotest) on loopback first.
 //
 //	go run ./examples/quickstart
 package main
@@ -17,7 +18,7 @@ import (
 	"time"
 
 	"github.com/bodo-app/bodo-go"
-	"github.com/bodo-app/bodo-go/internal/sandbox"
+	"github.com/bodo-app/bodo-go/bodotest"
 )
 
 func main() {
@@ -27,13 +28,13 @@ func main() {
 
 	var opts []bodo.Option
 	if os.Getenv("BODO_BASE_URL") == "" {
-		url, stop, err := sandbox.ServeLoopback(sandbox.New())
-		if err != nil {
+		srv := bodotest.NewServer()
+		if err := srv.Start(); err != nil {
 			log.Fatal(err)
 		}
-		defer stop()
-		fmt.Printf("BODO_BASE_URL is not set: using the embedded sandbox at %s\n\n", url)
-		opts = append(opts, bodo.WithBaseURL(url), bodo.WithAPIKey(sandbox.TestKey))
+		defer srv.Close()
+		fmt.Printf("BODO_BASE_URL is not set: using a bodotest server at %s\n\n", srv.URL)
+		opts = append(opts, bodo.WithBaseURL(srv.URL), bodo.WithAPIKey(bodotest.APIKey))
 	}
 	client, err := bodo.NewClient(opts...)
 	if err != nil {
@@ -128,11 +129,7 @@ func tour(ctx context.Context, client *bodo.Client) error {
 	}
 	fmt.Println("9. RateLimit():")
 	for _, p := range status.Policies {
-		window := "-"
-		if w, ok := p.Window.Get(); ok {
-			window = fmt.Sprintf("%ds", w)
-		}
-		fmt.Printf("   %-10s %5d of %5d %-19s window %-6s full again in %ds\n", p.Name, p.Remaining, p.Quota, p.Unit, window, p.ResetSeconds)
+		fmt.Println("  ", p)
 	}
 	return nil
 }

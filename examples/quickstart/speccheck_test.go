@@ -1,5 +1,11 @@
 package main
 
-// The quickstart's exchanges with the sandbox are checked against
-// openapi.json.
-import _ "github.com/bodo-app/bodo-go/internal/sandbox/speccheck"
+import (
+	"testing"
+
+	"github.com/bodo-app/bodo-go/internal/sandbox/speccheck"
+)
+
+// TestMain fails the package when an exchange of the tour with the
+// bodotest server violated openapi.json.
+func TestMain(m *testing.M) { speccheck.Main(m) }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/bodo-app/bodo-go"
@@ -48,6 +49,7 @@ func Main(name string, args []string, stdout io.Writer, ext Extension) error {
 	noBudget := fs.Bool("no-budget", false, "turn the client's budget off (retries only)")
 	seed := fs.Uint64("seed", 1, "seed of the agents' choices")
 	asJSON := fs.Bool("json", false, "print the summary as JSON, without the progress line")
+	logLevel := fs.String("log", "info", "what the client logs to stderr: info (calls held by the budget for 5 s, and refusals), warn (refusals only) or off")
 	var extra func() ([]bodo.Option, error)
 	if ext != nil {
 		extra = ext(fs)
@@ -58,13 +60,22 @@ func Main(name string, args []string, stdout io.Writer, ext Extension) error {
 	if *n < 1 || *duration <= 0 {
 		return errors.New("-agents must be at least 1 and -duration positive")
 	}
+	tty := false
+	if f, ok := stdout.(*os.File); ok && !*asJSON {
+		tty = isTerminal(f)
+	}
+	con := &console{out: stdout, progress: tty}
+	logger, err := con.logger(*logLevel)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
 	stats := NewStats()
 	opts := []bodo.Option{
 		bodo.WithHTTPClient(&http.Client{Transport: stats.Transport(http.DefaultTransport)}),
-		bodo.WithLogger(slog.New(slog.DiscardHandler)),
+		bodo.WithLogger(logger),
 	}
 	var srv *sandbox.Server
 	target := os.Getenv("BODO_BASE_URL")
@@ -105,8 +116,8 @@ func Main(name string, args []string, stdout io.Writer, ext Extension) error {
 		<-runCtx.Done() // agents whose next turn is past the end stop early; the run still lasts its time
 		close(done)
 	}()
-	if f, ok := stdout.(*os.File); ok && !*asJSON && isTerminal(f) {
-		progress(stdout, done, start, client, stats)
+	if tty {
+		progress(con, done, start, client, stats)
 	} else {
 		<-done
 	}
@@ -132,8 +143,52 @@ func summarize(elapsed time.Duration, client *bodo.Client, stats *Stats) Summary
 	}
 }
 
+// console is the terminal the program writes to: the summary and, on a
+// terminal, the progress line go to out; the client's log lines to stderr,
+// each on a line of its own above the progress line.
+type console struct {
+	mu       sync.Mutex
+	out      io.Writer
+	progress bool // a progress line is drawn on out
+}
+
+// logger is a text logger on stderr at level ("info", "warn" or "off").
+func (c *console) logger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	switch level {
+	case "off":
+		return slog.New(slog.DiscardHandler), nil
+	case "info":
+		l = slog.LevelInfo
+	case "warn":
+		l = slog.LevelWarn
+	default:
+		return nil, fmt.Errorf("-log must be info, warn or off, not %q", level)
+	}
+	return slog.New(slog.NewTextHandler(logWriter{c}, &slog.HandlerOptions{Level: l})), nil
+}
+
+// logWriter writes log lines to stderr, clearing the progress line first.
+type logWriter struct{ c *console }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	if w.c.progress {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
+	return os.Stderr.Write(p)
+}
+
+// printf writes to out under the console's lock.
+func (c *console) printf(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprintf(c.out, format, args...)
+}
+
 // progress redraws one line twice a second until done.
-func progress(w io.Writer, done <-chan struct{}, start time.Time, client *bodo.Client, stats *Stats) {
+func progress(w *console, done <-chan struct{}, start time.Time, client *bodo.Client, stats *Stats) {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	type sample struct {
@@ -144,7 +199,7 @@ func progress(w io.Writer, done <-chan struct{}, start time.Time, client *bodo.C
 	for {
 		select {
 		case <-done:
-			fmt.Fprint(w, "\r\033[K")
+			w.printf("\r\033[K")
 			return
 		case <-tick.C:
 			c := stats.Snapshot()
@@ -157,7 +212,7 @@ func progress(w io.Writer, done <-chan struct{}, start time.Time, client *bodo.C
 			first := window[0]
 			perMin := float64(c.Points-first.points) / max(now.Sub(first.at).Minutes(), 1.0/60)
 			quota, capacity := keyLevel(b)
-			fmt.Fprintf(w, "\r\033[K%5.0fs  %5.0f points/min over the last %2.0fs (limit %d/min, capacity %d)  %d calls  %d × 429  %d waiting  %d in flight",
+			w.printf("\r\033[K%5.0fs  %5.0f points/min over the last %2.0fs (limit %d/min, capacity %d)  %d calls  %d × 429  %d waiting  %d in flight",
 				now.Sub(start).Seconds(), perMin, now.Sub(first.at).Seconds(), quota, capacity, c.Calls, c.Count429(), b.Waiting, b.InFlight)
 		}
 	}

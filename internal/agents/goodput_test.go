@@ -105,28 +105,31 @@ func TestGoodput(t *testing.T) {
 	}
 	var mu sync.Mutex
 	results := map[string]outcome{}
-	for _, sc := range goodputScenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			o := runScenario(t, sc)
-			mu.Lock()
-			results[sc.name] = o
-			mu.Unlock()
-			switch {
-			case !sc.budget:
-				if o.server.Lockouts != 0 {
-					t.Errorf("%d lockouts", o.server.Lockouts)
+	t.Run("scenarios", func(t *testing.T) {
+		for _, sc := range goodputScenarios {
+			t.Run(sc.name, func(t *testing.T) {
+				t.Parallel() // each in a bubble and on a host of its own
+				o := runScenario(t, sc)
+				mu.Lock()
+				results[sc.name] = o
+				mu.Unlock()
+				switch {
+				case !sc.budget:
+					if o.server.Lockouts != 0 {
+						t.Errorf("%d lockouts", o.server.Lockouts)
+					}
+				case sc.foreign > 0:
+					if o.server.Lockouts != 0 || o.rate429() > 0.02 || o.goodput() < 0.90 {
+						t.Errorf("lockouts %d, 429s %.2f %%, goodput %.1f %% of what the org leaves", o.server.Lockouts, 100*o.rate429(), 100*o.goodput())
+					}
+				case sc.agents == 64:
+					if o.server.Lockouts != 0 || o.rate429() > 0.005 || o.goodput() < 0.98 || o.server.MaxInFlight > 6 {
+						t.Errorf("lockouts %d, 429s %.2f %%, goodput %.1f %%, max in flight %d", o.server.Lockouts, 100*o.rate429(), 100*o.goodput(), o.server.MaxInFlight)
+					}
 				}
-			case sc.foreign > 0:
-				if o.server.Lockouts != 0 || o.rate429() > 0.02 || o.goodput() < 0.90 {
-					t.Errorf("lockouts %d, 429s %.2f %%, goodput %.1f %% of what the org leaves", o.server.Lockouts, 100*o.rate429(), 100*o.goodput())
-				}
-			case sc.agents == 64:
-				if o.server.Lockouts != 0 || o.rate429() > 0.005 || o.goodput() < 0.98 || o.server.MaxInFlight > 6 {
-					t.Errorf("lockouts %d, 429s %.2f %%, goodput %.1f %%, max in flight %d", o.server.Lockouts, 100*o.rate429(), 100*o.goodput(), o.server.MaxInFlight)
-				}
-			}
-		})
-	}
+			})
+		}
+	})
 	var b strings.Builder
 	b.WriteString("| run (60 virtual min) | requests | points accepted | allowance | goodput | 429s | lockouts | max in flight | gave up | p50 | p99 |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")

@@ -68,6 +68,7 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 				l.inflight -= tk.amount
 				if uncharged || noRecords && l.name == Egress {
 					l.tokens += tk.amount
+					l.sinceSeen -= tk.amount
 					l.admitted -= tk.amount
 					rel.refund(l, tk.amount, now)
 				} else {
@@ -146,6 +147,8 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 			}
 		}
 		l.tokens = remaining - pending
+		l.sinceSeen = 0
+		l.seenAt = now
 		l.at = now
 		if foreign := l.logAvailable(now) - remaining; foreign > 0 {
 			// Others take from it too (another process on the key, or a
@@ -291,6 +294,7 @@ func (s *State) refusedLocked(c *Call, status int, p *Problem, now time.Time, re
 				owe -= l.rate(now) * wait.Seconds()
 			}
 			l.tokens = min(l.tokens, owe)
+			l.seenAt = now
 			rel.owe(l, owe, now)
 		}
 	default:

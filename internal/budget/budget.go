@@ -70,8 +70,17 @@ type Call struct {
 	Demand   []Demand // what it takes from the documented levels
 	Target   string   // method and path: a partitioned policy holds one target
 	Budgeted bool     // false: only the lockout and the guard apply
+	// PastLevels lets a budgeted call pass the levels and the pace (it still
+	// takes from them): the client's own status request, which asks whether
+	// a level the model believes exhausted is.
+	PastLevels bool
+	// OnSlow, when set, hears of the call once, when one of its attempts
+	// has waited SlowAfter and is still held: from the waiting goroutine,
+	// without the state's lock held, with the context of Admit.
+	OnSlow func(context.Context, SlowWait)
 
 	w            waiter
+	slowSaid     bool   // OnSlow has heard of the call
 	reported     *level // the egress level, when the last answer's RateLimit named it
 	takes        []take
 	takesBuf     [8]take // where takes live when they fit
@@ -96,6 +105,10 @@ type State struct {
 	retired atomic.Bool           // dropped from the map of For when idle (set with mu and the map's lock held)
 	next    atomic.Pointer[State] // the state that replaced a retired one, last time it looked
 	lastUse time.Time             // the last admission, answer or creation
+
+	ident        identity     // whom the key belongs to; guarded by the lock of states
+	identWanted  atomic.Bool  // a client should fetch ident (WantsIdentity)
+	identRetryAt atomic.Int64 // not before then (unix nanoseconds), after a failure
 
 	levels   map[string]*level
 	order    []*level // levels in the order they were made, for stable iteration
@@ -128,6 +141,7 @@ type State struct {
 
 	learned    bool
 	lastPolicy []string
+	statusAt   time.Time // the last WantsStatus that said yes
 
 	store
 }
@@ -142,8 +156,10 @@ type block struct {
 
 var states = struct {
 	sync.Mutex
-	m map[string]*State
-}{m: map[string]*State{}}
+	m      map[string]*State
+	hosts  map[string]map[*State]struct{} // the states of each host (identity.go)
+	groups map[string]map[*State]struct{} // the states of each principal and org (identity.go)
+}{m: map[string]*State{}, hosts: map[string]map[*State]struct{}{}, groups: map[string]map[*State]struct{}{}}
 
 // IdleTTL is how long a state of For stays in the map without a call. It
 // leaves it then only when nothing is pending: no call in flight or waiting,
@@ -185,6 +201,7 @@ func forID(id string, from *State, now time.Time) *State {
 			from.mu.Unlock()
 		}
 		states.m[id] = s
+		joinHostLocked(s)
 	}
 	return s
 }
@@ -223,11 +240,15 @@ func sweep(now time.Time) {
 		if !s.mu.TryLock() {
 			continue
 		}
-		if s.idleLocked(now) {
+		idle := s.idleLocked(now)
+		if idle {
 			s.retired.Store(true)
 			delete(states.m, id)
 		}
 		s.mu.Unlock()
+		if idle {
+			leaveLocked(s)
+		}
 	}
 	if n := len(states.m); n < before/4 {
 		// A map keeps its tables when entries leave: copy what is left
@@ -287,6 +308,21 @@ func New() *State {
 type Event struct {
 	Wait   time.Duration
 	Reason string
+}
+
+// SlowAfter is how long an attempt waits before Call.OnSlow hears of it.
+const SlowAfter = 5 * time.Second
+
+// SlowWait describes a call that has waited SlowAfter and is still held.
+type SlowWait struct {
+	Op     string
+	Reason string        // what holds it: a level's name, or one of the Reason constants
+	Waited time.Duration // how long the attempt has waited so far
+	// Remaining is how much longer it should wait, for the calls ahead of
+	// it and itself, as far as the model can tell; negative when it cannot
+	// (a call held for a slot in flight waits for answers).
+	Remaining time.Duration
+	Behind    int // calls that wait behind it for the same thing
 }
 
 // Ticket is an admitted attempt; end it with Finish or Unanswered.
@@ -387,14 +423,19 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 	s.seq++
 	w.seq, w.at, w.c = s.seq, nil, c
 	s.waiting++
+	var slow *time.Timer // fires when the attempt has waited SlowAfter, for c.OnSlow
 	fail := func(err error) (*Ticket, Event, error) {
 		w.leave()
 		s.waiting--
 		s.mu.Unlock()
+		if slow != nil {
+			slow.Stop()
+		}
 		return nil, Event{}, err
 	}
 	var reason string
 	var wait time.Duration
+	var waitFrom time.Time // when wait was worked out
 	for {
 		if ctx.Err() != nil {
 			return fail(&HoldError{Reason: reason, Err: ctxErr(ctx)})
@@ -436,10 +477,13 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			c.ticket = Ticket{s: s, c: c, taken: c.takes, budgeted: c.Budgeted, lease: lease, ref: s.leases[lease], start: now}
 			s.lastUse = now
 			s.mu.Unlock()
+			if slow != nil {
+				slow.Stop()
+			}
 			maybeSweep(now)
 			return &c.ticket, Event{Wait: waited, Reason: reason}, nil
 		}
-		reason, wait = why, d
+		reason, wait, waitFrom = why, d, now
 		if deadline, ok := ctx.Deadline(); ok && wait != forever && deadline.Sub(now) < wait {
 			return fail(&HoldError{Reason: why, Wait: wait, Err: context.DeadlineExceeded})
 		}
@@ -475,10 +519,31 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			timer = time.NewTimer(timerWait)
 			timeout = timer.C
 		}
-		select {
-		case <-w.wake:
-		case <-timeout:
-		case <-ctx.Done():
+		var speak <-chan time.Time
+		if c.OnSlow != nil && !c.slowSaid {
+			if slow == nil {
+				slow = time.NewTimer(start.Add(SlowAfter).Sub(now))
+			}
+			speak = slow.C
+		}
+	held:
+		for {
+			select {
+			case <-w.wake:
+			case <-timeout:
+			case <-ctx.Done():
+			case <-speak:
+				// Still held: say so once, then go on waiting for what
+				// the attempt waited for.
+				speak = nil
+				s.mu.Lock()
+				c.slowSaid = true
+				sw := s.slowLocked(c, reason, wait, waitFrom, start)
+				s.mu.Unlock()
+				c.OnSlow(ctx, sw)
+				continue
+			}
+			break held
 		}
 		if timer != nil {
 			timer.Stop()
@@ -486,6 +551,61 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 		s.mu.Lock()
 		now = time.Now()
 	}
+}
+
+// slowLocked describes c, held since start: reason and wait are what
+// holdLocked said at waitFrom. Held by a level, c is said to wait for the
+// level of its call it waits for longest, for what the calls ahead of it in
+// its queue and it need of that level; of levels it waits for equally long,
+// the one of its class (write, delete, egress) rather than the points.
+func (s *State) slowLocked(c *Call, reason string, wait time.Duration, waitFrom, start time.Time) SlowWait {
+	now := time.Now()
+	w := &c.w
+	sw := SlowWait{Op: c.Op, Reason: reason, Waited: now.Sub(start), Remaining: -1}
+	g := w.at
+	if g == nil {
+		return sw
+	}
+	for _, o := range g.q.ws {
+		if o.seq > w.seq {
+			sw.Behind++
+		}
+	}
+	if g.level == nil {
+		if wait != forever {
+			sw.Remaining = max(wait-now.Sub(waitFrom), 0)
+		}
+		return sw
+	}
+	longest := time.Duration(0)
+	for _, t := range c.takes {
+		l := t.l
+		need := l.need(t.amount)
+		for _, o := range g.q.ws {
+			if o.seq < w.seq && o.c != nil {
+				for _, ot := range o.c.takes {
+					if ot.l == l {
+						need += l.need(ot.amount)
+					}
+				}
+			}
+		}
+		l.refill(now)
+		d := l.wait(need, now)
+		if d == forever && l.grossRate() > 0 {
+			d = durationOf(max(need-l.available(now), 0) / l.grossRate())
+		}
+		if d != forever {
+			d = max(d, l.holdUntil.Sub(now))
+		}
+		if d > 0 && d >= longest {
+			longest, sw.Reason = d, l.name
+		}
+	}
+	if longest != forever {
+		sw.Remaining = longest // 0: it goes as soon as it looks again
+	}
+	return sw
 }
 
 // holdLocked returns the first gate that holds c now, how long at least it
@@ -538,6 +658,9 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		return &s.slotGate, s.drainUntil.Sub(now), ReasonInFlight
 	}
 	s.adaptLocked(now)
+	if c.PastLevels {
+		return s.slotLocked(w, share, now)
+	}
 	for _, t := range s.takesLocked(c) {
 		l := t.l
 		l.refill(now)
@@ -558,12 +681,18 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		// pace then runs into debt, so an expensive call is never starved.
 		d := time.Duration(0)
 		if deficit := min(c.Cost, s.paceBurstLocked(now)) - s.paceTokens; deficit > 1e-9 {
-			d = durationOf(deficit / s.paceRateLocked(now))
+			d = s.paceWaitLocked(deficit, now)
 		}
 		if d > 0 || s.paceGate.ahead(w) {
 			return &s.paceGate, d, ReasonPace
 		}
 	}
+	return s.slotLocked(w, share, now)
+}
+
+// slotLocked holds w while the calls in flight are at the adaptive cap, or
+// at the slots of the fallback share while that applies.
+func (s *State) slotLocked(w *waiter, share fallbackShare, now time.Time) (*gate, time.Duration, string) {
 	limit := int(s.capLimit)
 	if !s.learned {
 		limit = 1 // slow start: one call until an answer has shown the server's policies
@@ -593,6 +722,7 @@ func (s *State) takeLocked(c *Call) {
 		t.mark, t.landed = t.l.admitted, t.l.landed
 		t.l.admitted += t.amount
 		t.l.tokens -= t.amount
+		t.l.sinceSeen += t.amount
 		t.l.inflight += t.amount
 	}
 	if s.paceLocked() < 1 {
@@ -654,6 +784,7 @@ func (s *State) Settle(c *Call, name string, amount float64) {
 		return
 	}
 	l.tokens = min(max(l.size(), l.tokens), l.tokens+amount)
+	l.sinceSeen -= amount
 	l.gate.wakeHead()
 	s.refundSharedLocked(c, l, amount, now) // unlocks
 }
@@ -713,6 +844,25 @@ func (s *State) paceLocked() float64 {
 		return min(s.pace, s.paceShare)
 	}
 	return s.pace
+}
+
+// paceWaitLocked is how long the pace needs to grant deficit more points
+// at its rate now, cut short where that rate changes: when an observed
+// refill rate of the key level expires, and when the pace next grows. The
+// call is looked at again then, so a rate that held for seconds never makes
+// it wait hours.
+func (s *State) paceWaitLocked(deficit float64, now time.Time) time.Duration {
+	d := forever
+	if r := s.paceRateLocked(now); r > 0 {
+		d = durationOf(deficit / r)
+	}
+	if until := s.levels[Key].observedUntil; now.Before(until) {
+		d = min(d, until.Sub(now))
+	}
+	if next := s.lastChange.Add(quietInterval); now.Before(next) {
+		d = min(d, next.Sub(now))
+	}
+	return d
 }
 
 func (s *State) paceRateLocked(now time.Time) float64 {

@@ -199,6 +199,20 @@ func learn(t *testing.T, s *State) {
 	admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", ""))
 }
 
+// admitLater admits c in a goroutine of wg and finishes it with a plain
+// answer; it returns once that goroutine is admitted or held.
+func admitLater(t *testing.T, s *State, wg *sync.WaitGroup, c *Call) {
+	wg.Go(func() {
+		tk, _, err := s.Admit(context.Background(), c)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		tk.Finish(answer("", ""))
+	})
+	synctest.Wait()
+}
+
 // TestNoHeadOfLineBlocking: a write held by the write level does not hold
 // a read, however many writes wait; the writes go in the order they came.
 func TestNoHeadOfLineBlocking(t *testing.T) {
@@ -210,15 +224,7 @@ func TestNoHeadOfLineBlocking(t *testing.T) {
 		writes := make([]*Call, 3)
 		for i := range writes {
 			writes[i] = call(ops.CreateContact, "")
-			wg.Go(func() {
-				tk, _, err := s.Admit(context.Background(), writes[i])
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				tk.Finish(answer("", ""))
-			})
-			synctest.Wait()
+			admitLater(t, s, &wg, writes[i])
 		}
 		if b := s.Snapshot(); b.Waiting != 3 {
 			t.Fatalf("%d waiting, want the 3 writes", b.Waiting)
@@ -238,6 +244,50 @@ func TestNoHeadOfLineBlocking(t *testing.T) {
 		// level a window after the takes.
 		if el := time.Since(start); el < time.Minute || el > time.Minute+time.Second {
 			t.Errorf("the writes waited %v, want the write window", el)
+		}
+	})
+}
+
+// TestSlowWaitIsSaidOnce: a call still held after SlowAfter is reported
+// once, with what holds it, how long until it can go (for the calls ahead
+// of it too) and how many wait behind it; a call that gets through sooner
+// is not reported, and neither is one without OnSlow.
+func TestSlowWaitIsSaidOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		s.Spend(Write, 0) // the write log frees the whole quota a minute from now
+		var mu sync.Mutex
+		said := map[*Call][]SlowWait{}
+		onSlow := func(c *Call) func(context.Context, SlowWait) {
+			return func(_ context.Context, sw SlowWait) {
+				mu.Lock()
+				said[c] = append(said[c], sw)
+				mu.Unlock()
+			}
+		}
+		var wg sync.WaitGroup
+		writes := make([]*Call, 3)
+		for i := range writes {
+			writes[i] = call(ops.CreateContact, "")
+			writes[i].OnSlow = onSlow(writes[i])
+			admitLater(t, s, &wg, writes[i])
+		}
+		admitLater(t, s, &wg, call(ops.CreateContact, "")) // without OnSlow
+		time.Sleep(56 * time.Second)
+		late := call(ops.UpdateContact, "") // waits the last 4 s of the window
+		late.OnSlow = onSlow(late)
+		admitLater(t, s, &wg, late)
+		wg.Wait()
+		time.Sleep(time.Minute)
+		for i, c := range writes {
+			want := SlowWait{Op: "createContact", Reason: Write, Waited: SlowAfter, Remaining: time.Minute - SlowAfter, Behind: 3 - i}
+			if got := said[c]; len(got) != 1 || got[0] != want {
+				t.Errorf("write %d: said %+v, want once %+v", i, got, want)
+			}
+		}
+		if got := said[late]; len(got) != 0 {
+			t.Errorf("a call that waited 4 s was said: %+v", got)
 		}
 	})
 }
@@ -267,15 +317,7 @@ func TestCostlyCallHoldsItsPlace(t *testing.T) {
 		calls := []*Call{call(ops.DeleteContact, ""), call(ops.GetContact, ""), call(ops.GetContact, "")}
 		var wg sync.WaitGroup
 		for _, c := range calls {
-			wg.Go(func() {
-				tk, _, err := s.Admit(context.Background(), c)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				tk.Finish(answer("", ""))
-			})
-			synctest.Wait()
+			admitLater(t, s, &wg, c)
 		}
 		wg.Wait()
 		if order := admissionOrder(Key, calls...); !slices.IsSorted(order) {
@@ -590,15 +632,7 @@ func TestCheapCallPassesOnlyWhenItDelaysNoOne(t *testing.T) {
 				s.Spend(Key, 5)
 				costly := call(ops.DeleteContact, "") // 10 points
 				var wg sync.WaitGroup
-				wg.Go(func() {
-					tk, _, err := s.Admit(context.Background(), costly)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					tk.Finish(answer("", ""))
-				})
-				synctest.Wait()
+				admitLater(t, s, &wg, costly)
 				if b := s.Snapshot(); b.Waiting != 1 {
 					t.Fatalf("%d waiting, want the costly call", b.Waiting)
 				}
@@ -637,6 +671,76 @@ func TestFailedReadGivesEgressBack(t *testing.T) {
 		admitNow(t, s, call(ops.ListContacts, "limit=100")).Finish(answer("", ""))
 		if got := egress(); got != before-100 {
 			t.Errorf("after a list answered 200, egress holds %v, want %v until it is settled", got, before-100)
+		}
+	})
+}
+
+// TestPaceWaitEndsWithTheObservedRate: a refill rate read off a header
+// holds for ObservedRateTTL only, so a call the pace holds is looked at
+// again when it expires, not made to wait what the slow rate alone would
+// ask (issue 11, item 8: a call waited its whole 2-minute deadline).
+func TestPaceWaitEndsWithTheObservedRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		now := time.Now()
+		s.mu.Lock()
+		key := s.levels[Key]
+		key.observedRate, key.observedUntil = 1.0/60, now.Add(ObservedRateTTL)
+		s.pace, s.paceTokens, s.paceAt = 0.5, 0, now
+		s.lastChange = now.Add(time.Hour) // no additive increase during the test
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		tk, _, err := s.Admit(ctx, call(ops.CreateContact, ""))
+		if err != nil {
+			t.Fatalf("a call the pace held until its deadline: %v", err)
+		}
+		tk.Finish(answer("", ""))
+		if waited := time.Since(now); waited > ObservedRateTTL+5*time.Second {
+			t.Errorf("the call waited %v; the observed rate expired after %v", waited, ObservedRateTTL)
+		}
+	})
+}
+
+// TestStatusCorrectsAStaleLevel: a level the server has not named for
+// StaleAfter is worth asking about when it holds a call (once per
+// statusEvery), and the status's word frees the calls it held.
+func TestStatusCorrectsAStaleLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		s.mu.Lock()
+		org := s.levels[Org]
+		org.tokens, org.seenAt = -1000, time.Now() // the model believes the org drained for a while
+		s.mu.Unlock()
+		if s.WantsStatus(Org, time.Now()) {
+			t.Error("a status is wanted for a level the server has just named")
+		}
+		time.Sleep(StaleAfter)
+		if !s.WantsStatus(Org, time.Now()) || s.WantsStatus(Org, time.Now()) {
+			t.Error("a stale level does not want a status, or wants two at once")
+		}
+		if s.WantsStatus(Key, time.Now()) {
+			t.Error("a second status within statusEvery")
+		}
+		done := make(chan time.Duration)
+		go func() {
+			start := time.Now()
+			tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+			if err != nil {
+				t.Error(err)
+			}
+			tk.Finish(answer("", ""))
+			done <- time.Since(start)
+		}()
+		synctest.Wait()
+		if why := s.Snapshot(); why.Waiting != 1 {
+			t.Fatalf("%d calls waiting, want the one the org holds", why.Waiting)
+		}
+		s.ObserveStatus([]LevelStatus{{Name: Org, Remaining: 900}, {Name: "no-such-level", Remaining: 1}})
+		if waited := <-done; waited > 0 {
+			t.Errorf("the call waited %v after the status showed the org level with room", waited)
 		}
 	})
 }

@@ -58,16 +58,19 @@ func durationOf(seconds float64) time.Duration {
 // A refusal on the level holds every call that takes from it until the
 // moment the server named.
 type level struct {
-	name     string
-	unit     string // points, requests, records
-	quota    float64
-	window   time.Duration
-	share    float64 // the part of the quota this key may use
-	capacity float64 // the documented size, used only to refuse a call that can never fit
-	docQuota float64
-	known    bool // a level of the API, whose scope the contract gives
-	own      bool // counted for this key alone: its own log bounds it
-	seenMax  float64
+	name      string
+	unit      string // points, requests, records
+	quota     float64
+	window    time.Duration
+	share     float64   // the part of the quota this key may use
+	split     float64   // of a level keys of this process share, this key's part (identity.go); 1 alone
+	sinceSeen float64   // taken by this key since the server's last word on the level
+	seenAt    time.Time // when the server last said what is left (status.go)
+	capacity  float64   // the documented size, used only to refuse a call that can never fit
+	docQuota  float64
+	known     bool // a level of the API, whose scope the contract gives
+	own       bool // counted for this key alone: its own log bounds it
+	seenMax   float64
 
 	// bucket: the server showed more left than the quota (r > q), so the
 	// level refills continuously; shared: other keys take from it too.
@@ -111,7 +114,7 @@ type level struct {
 }
 
 func newLevel(name string) *level {
-	l := &level{name: name, share: 1}
+	l := &level{name: name, share: 1, split: 1}
 	l.gate.name, l.gate.level = name, l
 	return l
 }
@@ -199,7 +202,26 @@ func (l *level) logAvailable(now time.Time) float64 {
 
 // available is what the model believes is left now; refill first.
 func (l *level) available(now time.Time) float64 {
+	v := l.believed(now)
+	if l.split < 1 {
+		v = min(v, l.partLeft())
+	}
+	return v
+}
+
+// believed is the larger of the model's lower bounds of what is left.
+func (l *level) believed(now time.Time) float64 {
 	return max(l.tokens, l.logAvailable(now), l.afterReset(now))
+}
+
+// partLeft is what is left of this key's part of a level that keys of this
+// process split: its part of the server's word, brought forward by its part
+// of the refill, less what this key took since the server said it. Keys
+// that read the same r thus take it once between them. (A part of the
+// quota per window would not do: the server's word already counts what the
+// others took, and keys of other processes take from it too.)
+func (l *level) partLeft() float64 {
+	return l.split*l.tokens - (1-l.split)*l.sinceSeen
 }
 
 // afterReset is what a level that said it resets at resetAt holds from
@@ -287,30 +309,56 @@ func (l *level) oldestFree(now time.Time) float64 {
 // wait is how long until n is available: zero when it is, forever when
 // only an answer or a release can help.
 func (l *level) wait(n float64, now time.Time) time.Duration {
-	if l.available(now) >= n-1e-9 {
-		return 0
+	d := time.Duration(0)
+	if l.believed(now) < n-1e-9 {
+		d = l.boundsWait(n, now)
 	}
+	if l.split < 1 {
+		if missing := n - l.partLeft(); missing > 1e-9 {
+			d = max(d, l.refillWait(missing, l.split, now))
+		}
+	}
+	return d
+}
+
+// refillWait is how long the level's refill takes to bring part of missing
+// (of the whole level: part 1), cut short when an observed rate expires;
+// forever for a level that does not refill.
+func (l *level) refillWait(missing, part float64, now time.Time) time.Duration {
 	d := forever
 	if l.refills() {
-		if r := l.rate(now); r > 0 {
-			d = durationOf((n - l.tokens) / r)
+		if r := l.rate(now) * part; r > 0 {
+			d = durationOf(missing / r)
 		}
 		if now.Before(l.observedUntil) {
 			d = min(d, l.observedUntil.Sub(now))
 		}
 	}
+	return d
+}
+
+// logFrees is how long until the oldest takes of the key's log that add up
+// to missing have left the window; forever when the log holds less.
+func (l *level) logFrees(missing float64, now time.Time) time.Duration {
+	for i := l.log.head; i < len(l.log.entries); i++ {
+		e := l.log.entries[i]
+		if missing -= e.amount; missing <= 1e-9 {
+			return e.at.Add(l.window).Sub(now)
+		}
+	}
+	return forever
+}
+
+// boundsWait is how long until the larger of the lower bounds holds n.
+func (l *level) boundsWait(n float64, now time.Time) time.Duration {
+	d := l.refillWait(n-l.tokens, 1, now)
 	if now.Before(l.resetAt) && l.size()-(l.admitted-l.resetMark) >= n-1e-9 {
 		d = min(d, l.resetAt.Sub(now))
 	}
 	if l.own && l.window > 0 {
 		// The takes that must leave the window first, oldest first.
-		missing := n - l.logAvailable(now)
-		for i := l.log.head; i < len(l.log.entries) && missing > 1e-9; i++ {
-			e := l.log.entries[i]
-			missing -= e.amount
-			if missing <= 1e-9 {
-				d = min(d, e.at.Add(l.window).Sub(now))
-			}
+		if missing := n - l.logAvailable(now); missing > 1e-9 {
+			d = min(d, l.logFrees(missing, now))
 		}
 	}
 	return d

@@ -3,7 +3,7 @@ module github.com/bodo-app/bodo-go/internal/compare
 go 1.26.0
 
 require (
-	github.com/bodo-app/bodo-go v0.0.0-00010101000000-000000000000
+	github.com/bodo-app/bodo-go v0.1.0
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/go-retryablehttp v0.7.8
@@ -34,5 +34,3 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/text v0.40.0 // indirect
 )
-
-replace github.com/bodo-app/bodo-go => ../..

@@ -12,6 +12,9 @@
 # "time x.xx× (p25–p75), allocs +n": the median of bodo-go's wall time over
 # the raw client's in paired rounds, and its allocations per call against
 # the raw client's.
+#
+# bash internal/compare/run.sh stall runs TestBudgetStall, a 20 s diagnosis
+# that logs, second by second, what bodo-go's calls waited for.
 set -euo pipefail
 cd "$(dirname "$0")"
 case "${1:-all}" in
@@ -25,7 +28,8 @@ overhead)
 	cat "$lines"
 	exit 0
 	;;
-*) echo "usage: $0 [all|compare|profiles|overhead]" >&2; exit 2 ;;
+stall) exec env BODO_DIAGNOSE=1 go test -run '^TestBudgetStall$' -count=1 -v . ;;
+*) echo "usage: $0 [all|compare|profiles|overhead|stall]" >&2; exit 2 ;;
 esac
 go test -run "$tests" -update -count=1 -timeout 120m -v .
 echo "wrote $(pwd)/results/ (${1:-all})"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"testing"
 	"time"
@@ -72,8 +73,13 @@ func counts(m map[string]int) []string {
 // TestBudgetStall is a diagnosis for overhead.md: it runs sustained for
 // bodo-go for 20 s and logs for every second how many calls got through,
 // what the ones that waited waited for (WithOnWait), and which levels held
-// how many past their deadline. It fails only when no call got through.
+// how many past their deadline. It fails only when no call got through,
+// so it is a diagnosis, not a test: it runs only with BODO_DIAGNOSE=1
+// (bash internal/compare/run.sh stall).
 func TestBudgetStall(t *testing.T) {
+	if os.Getenv("BODO_DIAGNOSE") == "" {
+		t.Skip("a 20 s diagnosis that asserts next to nothing; set BODO_DIAGNOSE=1 to run it")
+	}
 	total := 0
 	for s, p := range sustained(t, benchClients[1], 20) {
 		t.Logf("second %2d: %6d calls through (waited for %v), held past their deadline by %v", s, p.ok, counts(p.waited), counts(p.held))

@@ -925,10 +925,14 @@ type ClientInterface interface {
 
 	// ListEvents List events
 	//
+	// Events oldest first, a page at a time: pass the last event id of a page as `after` for the next.
+	//
 	// Corresponds with GET /v1/events (the `ListEvents` operationId).
 	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateExportWithBody Start an export
+	//
+	// Answers 202 with the running Operation and its Location; poll getOperation until it has succeeded or failed.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -936,6 +940,8 @@ type ClientInterface interface {
 	CreateExportWithBody(ctx context.Context, params *CreateExportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateExport Start an export
+	//
+	// Answers 202 with the running Operation and its Location; poll getOperation until it has succeeded or failed.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -949,12 +955,16 @@ type ClientInterface interface {
 
 	// CreateInvoiceWithBody Create an invoice
 	//
+	// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/invoices (the `CreateInvoice` operationId).
 	CreateInvoiceWithBody(ctx context.Context, params *CreateInvoiceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateInvoice Create an invoice
+	//
+	// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -968,7 +978,7 @@ type ClientInterface interface {
 
 	// PayInvoice Pay an open invoice
 	//
-	// A money action: the Idempotency-Key header is required.
+	// A money action: the Idempotency-Key header is required. Only an open invoice can be paid; a draft or a paid one answers 409 `INVALID_STATE`.
 	//
 	// Corresponds with POST /v1/invoices/{id}/pay (the `PayInvoice` operationId).
 	PayInvoice(ctx context.Context, id InvoiceId, params *PayInvoiceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -993,6 +1003,8 @@ type ClientInterface interface {
 
 	// GetMe Who am I
 	//
+	// The calling key, the principal it acts for and its organisation: keys of one principal share the `principal` level, keys of one organisation the `org` level.
+	//
 	// Corresponds with GET /v1/me (the `GetMe` operationId).
 	GetMe(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1003,10 +1015,14 @@ type ClientInterface interface {
 
 	// GetOperation Get a long-running operation
 	//
+	// A long run such as an export: `running` until it has `succeeded` (with its result) or `failed` (with its error).
+	//
 	// Corresponds with GET /v1/operations/{id} (the `GetOperation` operationId).
 	GetOperation(ctx context.Context, id OperationId, params *GetOperationParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetRateLimit The key's rate-limit status
+	//
+	// Every level of the key as the server counts it now, the lockout and the refusals of the last 60 seconds.
 	//
 	// Corresponds with GET /v1/rate_limit (the `GetRateLimit` operationId).
 	GetRateLimit(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1190,6 +1206,8 @@ func (c *Client) UpdateContact(ctx context.Context, id ContactId, params *Update
 
 // ListEvents List events
 //
+// Events oldest first, a page at a time: pass the last event id of a page as `after` for the next.
+//
 // Corresponds with GET /v1/events (the `ListEvents` operationId).
 func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListEventsRequest(c.Server, params)
@@ -1204,6 +1222,8 @@ func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEd
 }
 
 // CreateExportWithBody Start an export
+//
+// Answers 202 with the running Operation and its Location; poll getOperation until it has succeeded or failed.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1221,6 +1241,8 @@ func (c *Client) CreateExportWithBody(ctx context.Context, params *CreateExportP
 }
 
 // CreateExport Start an export
+//
+// Answers 202 with the running Operation and its Location; poll getOperation until it has succeeded or failed.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1254,6 +1276,8 @@ func (c *Client) ListInvoices(ctx context.Context, params *ListInvoicesParams, r
 
 // CreateInvoiceWithBody Create an invoice
 //
+// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/invoices (the `CreateInvoice` operationId).
@@ -1270,6 +1294,8 @@ func (c *Client) CreateInvoiceWithBody(ctx context.Context, params *CreateInvoic
 }
 
 // CreateInvoice Create an invoice
+//
+// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1303,7 +1329,7 @@ func (c *Client) GetInvoice(ctx context.Context, id InvoiceId, params *GetInvoic
 
 // PayInvoice Pay an open invoice
 //
-// A money action: the Idempotency-Key header is required.
+// A money action: the Idempotency-Key header is required. Only an open invoice can be paid; a draft or a paid one answers 409 `INVALID_STATE`.
 //
 // Corresponds with POST /v1/invoices/{id}/pay (the `PayInvoice` operationId).
 func (c *Client) PayInvoice(ctx context.Context, id InvoiceId, params *PayInvoiceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1358,6 +1384,8 @@ func (c *Client) RefundInvoice(ctx context.Context, id InvoiceId, params *Refund
 
 // GetMe Who am I
 //
+// The calling key, the principal it acts for and its organisation: keys of one principal share the `principal` level, keys of one organisation the `org` level.
+//
 // Corresponds with GET /v1/me (the `GetMe` operationId).
 func (c *Client) GetMe(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetMeRequest(c.Server)
@@ -1388,6 +1416,8 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 
 // GetOperation Get a long-running operation
 //
+// A long run such as an export: `running` until it has `succeeded` (with its result) or `failed` (with its error).
+//
 // Corresponds with GET /v1/operations/{id} (the `GetOperation` operationId).
 func (c *Client) GetOperation(ctx context.Context, id OperationId, params *GetOperationParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOperationRequest(c.Server, id, params)
@@ -1402,6 +1432,8 @@ func (c *Client) GetOperation(ctx context.Context, id OperationId, params *GetOp
 }
 
 // GetRateLimit The key's rate-limit status
+//
+// Every level of the key as the server counts it now, the lockout and the refusals of the last 60 seconds.
 //
 // Corresponds with GET /v1/rate_limit (the `GetRateLimit` operationId).
 func (c *Client) GetRateLimit(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2484,6 +2516,8 @@ type ClientWithResponsesInterface interface {
 
 	// ListEventsWithResponse List events
 	//
+	// Events oldest first, a page at a time: pass the last event id of a page as `after` for the next.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/events (the `ListEvents` operationId).
@@ -2491,12 +2525,16 @@ type ClientWithResponsesInterface interface {
 
 	// CreateExportWithBodyWithResponse Start an export
 	//
+	// Answers 202 with the running Operation and its Location; poll getOperation until it has succeeded or failed.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/exports (the `CreateExport` operationId).
 	CreateExportWithBodyWithResponse(ctx context.Context, params *CreateExportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateExportResponse, error)
 
 	// CreateExportWithResponse Start an export
+	//
+	// Answers 202 with the running Operation and its Location; poll getOperation until it has succeeded or failed.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2512,12 +2550,16 @@ type ClientWithResponsesInterface interface {
 
 	// CreateInvoiceWithBodyWithResponse Create an invoice
 	//
+	// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/invoices (the `CreateInvoice` operationId).
 	CreateInvoiceWithBodyWithResponse(ctx context.Context, params *CreateInvoiceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateInvoiceResponse, error)
 
 	// CreateInvoiceWithResponse Create an invoice
+	//
+	// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2533,7 +2575,7 @@ type ClientWithResponsesInterface interface {
 
 	// PayInvoiceWithResponse Pay an open invoice
 	//
-	// A money action: the Idempotency-Key header is required.
+	// A money action: the Idempotency-Key header is required. Only an open invoice can be paid; a draft or a paid one answers 409 `INVALID_STATE`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2560,6 +2602,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetMeWithResponse Who am I
 	//
+	// The calling key, the principal it acts for and its organisation: keys of one principal share the `principal` level, keys of one organisation the `org` level.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/me (the `GetMe` operationId).
@@ -2574,12 +2618,16 @@ type ClientWithResponsesInterface interface {
 
 	// GetOperationWithResponse Get a long-running operation
 	//
+	// A long run such as an export: `running` until it has `succeeded` (with its result) or `failed` (with its error).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/operations/{id} (the `GetOperation` operationId).
 	GetOperationWithResponse(ctx context.Context, id OperationId, params *GetOperationParams, reqEditors ...RequestEditorFn) (*GetOperationResponse, error)
 
 	// GetRateLimitWithResponse The key's rate-limit status
+	//
+	// Every level of the key as the server counts it now, the lockout and the refusals of the last 60 seconds.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6134,6 +6182,8 @@ func (c *ClientWithResponses) UpdateContactWithResponse(ctx context.Context, id 
 
 // ListEventsWithResponse List events
 //
+// Events oldest first, a page at a time: pass the last event id of a page as `after` for the next.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/events (the `ListEvents` operationId).
@@ -6147,6 +6197,8 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 
 // CreateExportWithBodyWithResponse Start an export
 //
+// Answers 202 with the running Operation and its Location; poll getOperation until it has succeeded or failed.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/exports (the `CreateExport` operationId).
@@ -6159,6 +6211,8 @@ func (c *ClientWithResponses) CreateExportWithBodyWithResponse(ctx context.Conte
 }
 
 // CreateExportWithResponse Start an export
+//
+// Answers 202 with the running Operation and its Location; poll getOperation until it has succeeded or failed.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6186,6 +6240,8 @@ func (c *ClientWithResponses) ListInvoicesWithResponse(ctx context.Context, para
 
 // CreateInvoiceWithBodyWithResponse Create an invoice
 //
+// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/invoices (the `CreateInvoice` operationId).
@@ -6198,6 +6254,8 @@ func (c *ClientWithResponses) CreateInvoiceWithBodyWithResponse(ctx context.Cont
 }
 
 // CreateInvoiceWithResponse Create an invoice
+//
+// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6225,7 +6283,7 @@ func (c *ClientWithResponses) GetInvoiceWithResponse(ctx context.Context, id Inv
 
 // PayInvoiceWithResponse Pay an open invoice
 //
-// A money action: the Idempotency-Key header is required.
+// A money action: the Idempotency-Key header is required. Only an open invoice can be paid; a draft or a paid one answers 409 `INVALID_STATE`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6270,6 +6328,8 @@ func (c *ClientWithResponses) RefundInvoiceWithResponse(ctx context.Context, id 
 
 // GetMeWithResponse Who am I
 //
+// The calling key, the principal it acts for and its organisation: keys of one principal share the `principal` level, keys of one organisation the `org` level.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/me (the `GetMe` operationId).
@@ -6296,6 +6356,8 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 
 // GetOperationWithResponse Get a long-running operation
 //
+// A long run such as an export: `running` until it has `succeeded` (with its result) or `failed` (with its error).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/operations/{id} (the `GetOperation` operationId).
@@ -6308,6 +6370,8 @@ func (c *ClientWithResponses) GetOperationWithResponse(ctx context.Context, id O
 }
 
 // GetRateLimitWithResponse The key's rate-limit status
+//
+// Every level of the key as the server counts it now, the lockout and the refusals of the last 60 seconds.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -30,8 +30,11 @@ type batchResponseJSON struct {
 }
 
 // errBatchJSON is parseBatch's error for a body that is no JSON object: 400
-// BAD_REQUEST, as for every other body.
-var errBatchJSON = errors.New("Der Body ist kein gültiges JSON-Objekt; erwartet wird {\"requests\":[…]}.")
+// BAD_REQUEST with msgBatchJSON, as for every other body.
+var errBatchJSON = errors.New("the batch body is no JSON object")
+
+var msgBatchJSON = msg{`Der Body ist kein gültiges JSON-Objekt; erwartet wird {"requests":[…]}.`,
+	`The body is not a valid JSON object; {"requests":[…]} is expected.`}
 
 // parseBatch checks a batch body against BatchRequest of openapi.json: a
 // body that is no JSON object is errBatchJSON, one that does not match the
@@ -48,11 +51,11 @@ func parseBatch(body []byte) ([]batchPart, []fieldError, error) {
 	var v validator
 	var raw []json.RawMessage
 	if r, ok := req["requests"]; !ok {
-		v.add("requests", "ist erforderlich")
+		v.add("requests", msgRequired)
 	} else if json.Unmarshal(r, &raw) != nil || isNull(r) {
-		v.add("requests", "muss eine Liste von Teilen sein")
+		v.add("requests", msg{"muss eine Liste von Teilen sein", "must be a list of parts"})
 	} else if n := len(raw); n < 1 || n > maxBatchParts {
-		v.add("requests", fmt.Sprintf("ein Batch hat 1 bis %d Teile, nicht %d", maxBatchParts, n))
+		v.add("requests", msg{"ein Batch hat 1 bis %d Teile, nicht %d", "a batch has 1 to %d parts, not %d"}, maxBatchParts, n)
 	}
 	if v.errs != nil {
 		return nil, v.errs, nil
@@ -62,24 +65,24 @@ func parseBatch(body []byte) ([]batchPart, []fieldError, error) {
 		field := func(name string) string { return fmt.Sprintf("requests[%d].%s", i, name) }
 		var p map[string]json.RawMessage
 		if json.Unmarshal(r, &p) != nil || p == nil {
-			v.add(fmt.Sprintf("requests[%d]", i), "muss ein Objekt sein")
+			v.add(fmt.Sprintf("requests[%d]", i), msg{"muss ein Objekt sein", "must be an object"})
 			continue
 		}
 		var method, path string
 		if m, ok := p["method"]; !ok {
-			v.add(field("method"), "ist erforderlich")
+			v.add(field("method"), msgRequired)
 		} else if json.Unmarshal(m, &method) != nil || !slices.Contains([]string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete}, method) {
-			v.add(field("method"), "muss GET, POST, PATCH oder DELETE sein")
+			v.add(field("method"), msg{"muss GET, POST, PATCH oder DELETE sein", "must be GET, POST, PATCH or DELETE"})
 		}
 		var u *url.URL
 		if pr, ok := p["path"]; !ok {
-			v.add(field("path"), "ist erforderlich")
+			v.add(field("path"), msgRequired)
 		} else if json.Unmarshal(pr, &path) != nil || !strings.HasPrefix(path, "/v1/") {
-			v.add(field("path"), "muss ein Pfad der API sein, der mit /v1/ beginnt")
+			v.add(field("path"), msgBatchPath)
 		} else if pu, err := url.Parse(path); err != nil || pu.Scheme != "" || pu.Host != "" || pu.Fragment != "" {
-			v.add(field("path"), "muss ein Pfad der API sein, der mit /v1/ beginnt")
+			v.add(field("path"), msgBatchPath)
 		} else if op, _, ok := ops.Match(method, pu.Path); ok && op.Class == ops.ClassBatch {
-			v.add(field("path"), "ein Batch darf keinen Batch enthalten")
+			v.add(field("path"), msg{"ein Batch darf keinen Batch enthalten", "a batch must not contain a batch"})
 		} else {
 			u = pu
 		}
@@ -87,7 +90,7 @@ func parseBatch(body []byte) ([]batchPart, []fieldError, error) {
 		if k, ok := p["idempotencyKey"]; ok {
 			var key string
 			if json.Unmarshal(k, &key) != nil || !validIdemKey(key) {
-				v.add(field("idempotencyKey"), "muss ein Text von 1 bis 255 Zeichen sein")
+				v.add(field("idempotencyKey"), msg{"muss ein Text von 1 bis 255 Zeichen sein", "must be a string of 1 to 255 characters"})
 			}
 			idemKey = &key
 		}
@@ -135,7 +138,7 @@ func (p batchPart) keyed() bool {
 }
 
 func nestedBatch(c *call, _ *http.Request) answer {
-	return c.badRequest("Ein Batch darf keinen Batch enthalten.")
+	return c.badRequest(msg{"Ein Batch darf keinen Batch enthalten.", "A batch must not contain a batch."})
 }
 
 // runBatch runs the parts in order through the same handlers as single
@@ -163,7 +166,7 @@ func (s *Server) runBatch(c *call, parts []batchPart) answer {
 
 func (s *Server) runPart(parent *call, p batchPart) answer {
 	c := &call{key: parent.key, now: parent.now, reqID: parent.reqID, method: p.method, path: p.u.Path,
-		query: p.u.Query(), body: p.body, header: http.Header{}}
+		query: p.u.Query(), body: p.body, header: http.Header{}, lang: parent.lang}
 	rt := s.lookup(p.method, p.u)
 	if rt == nil {
 		if allow := s.allowed(p.u); allow != nil {
@@ -173,13 +176,13 @@ func (s *Server) runPart(parent *call, p batchPart) answer {
 	}
 	if !p.keyed() {
 		if rt.op.KeyRequired {
-			return c.fail(http.StatusBadRequest, codeIdemKeyRequired, "Geld-Aktionen brauchen einen Idempotency-Key.")
+			return c.fail(http.StatusBadRequest, codeIdemKeyRequired, msgKeyRequired)
 		}
 		return s.dispatch(c, p.u)
 	}
 	key := *p.idemKey
 	if !validIdemKey(key) {
-		return c.badRequest("Der idempotencyKey muss 1 bis 255 Zeichen lang sein.")
+		return c.badRequest(msg{"Der idempotencyKey muss 1 bis 255 Zeichen lang sein.", "The idempotencyKey must be 1 to 255 characters long."})
 	}
 	fp := fingerprint(c.method, c.path, c.query, c.body)
 	if e := c.key.lookup(key, c.now); e != nil {

@@ -81,6 +81,13 @@
 // admitted call, problems included, and before a DropAfterCommit fault drops
 // the connection.
 //
+// Languages. Problems are German (Content-Language: de) unless the
+// request's Accept-Language prefers English (see languageOf); then title,
+// detail and the field messages are English (en). A batch's parts answer in
+// the batch request's language; a replay in the first answer's. The detail
+// of VALIDATION_FAILED counts the invalid fields and ends without a full
+// stop, as clients print the fields after it.
+//
 // Stats. KeyStats.InFlight and MaxInFlight count every request inside the
 // handler, refused ones included; the parallel level counts admitted calls.
 package sandbox

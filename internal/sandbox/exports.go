@@ -114,7 +114,7 @@ func (s *Server) listEvents(c *call, _ *http.Request) answer {
 	}
 	after := c.query.Get("after")
 	if after != "" && !validID(after, "evt_") {
-		return c.badRequest("after muss eine Ereignis-ID (evt_…) sein.")
+		return c.badRequest(msg{"after muss eine Ereignis-ID (evt_…) sein.", "after must be an event id (evt_…)."})
 	}
 	i, found := slices.BinarySearchFunc(s.events, after, func(e event, id string) int {
 		switch {

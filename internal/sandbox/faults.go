@@ -42,8 +42,9 @@ func overloadedAnswer(c *call, f Fault) answer {
 	if status != http.StatusTooManyRequests {
 		status = http.StatusServiceUnavailable
 	}
-	a := retryable(problem{Status: status, Code: codeOverloaded, Instance: c.path, RequestID: c.reqID,
-		Detail: "Die Instanz ist gerade ausgelastet; versuche es nach Retry-After mit etwas Zufallsabstand erneut."}, overloadWait(f))
+	a := retryable(c.problem(status, codeOverloaded,
+		msg{"Die Instanz ist gerade ausgelastet; versuche es nach Retry-After mit etwas Zufallsabstand erneut.",
+			"The instance is overloaded right now; try again after Retry-After with some random spread."}), overloadWait(f))
 	if f.HintInBodyOnly {
 		a.header.Del("Retry-After")
 	}

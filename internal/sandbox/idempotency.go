@@ -79,9 +79,11 @@ func (e *idemEntry) complete(a answer) {
 func (e *idemEntry) answerFor(c *call, fp string) answer {
 	switch {
 	case e.fp != fp:
-		return c.fail(http.StatusUnprocessableEntity, codeIdemKeyReused, "Dieser Idempotency-Key wurde schon für eine andere Anfrage benutzt.")
+		return c.fail(http.StatusUnprocessableEntity, codeIdemKeyReused,
+			msg{"Dieser Idempotency-Key wurde schon für eine andere Anfrage benutzt.", "This Idempotency-Key was already used for another request."})
 	case !e.done:
-		a := c.fail(http.StatusConflict, codeIdemKeyInUse, "Eine Anfrage mit diesem Idempotency-Key läuft noch; versuche es gleich noch einmal.")
+		a := c.fail(http.StatusConflict, codeIdemKeyInUse,
+			msg{"Eine Anfrage mit diesem Idempotency-Key läuft noch; versuche es gleich noch einmal.", "A request with this Idempotency-Key is still running; try again in a moment."})
 		a.header.Set("Retry-After", "1")
 		return a
 	}

@@ -48,7 +48,7 @@ func (s *Server) listInvoices(c *call, _ *http.Request) answer {
 	}
 	status := c.query.Get("status")
 	if status != "" && !slices.Contains([]string{statusDraft, statusOpen, statusPaid, statusRefunded, statusVoid}, status) {
-		return c.badRequest("status muss draft, open, paid, refunded oder void sein.")
+		return c.badRequest(msg{"status muss draft, open, paid, refunded oder void sein.", "status must be draft, open, paid, refunded or void."})
 	}
 	items, last, more := page(s.invoiceIDs, after, limit, func(id string) (invoiceJSON, bool) {
 		in := s.invoices[id]
@@ -77,23 +77,23 @@ func (s *Server) createInvoice(c *call, _ *http.Request) answer {
 	contactID, _ := v.text(f, "contactId", 100)
 	switch {
 	case !hasValue(f, "contactId"):
-		v.add("contactId", "ist erforderlich")
+		v.add("contactId", msgRequired)
 	case contactID != nil && s.contacts[*contactID] == nil:
-		v.add("contactId", "diesen Kontakt gibt es nicht")
+		v.add("contactId", msg{"diesen Kontakt gibt es nicht", "there is no such contact"})
 	}
 	amount, set := v.integer(f, "amount")
 	switch {
 	case !hasValue(f, "amount"):
-		v.add("amount", "ist erforderlich")
+		v.add("amount", msgRequired)
 	case set && amount < 1:
-		v.add("amount", "muss größer als 0 sein")
+		v.add("amount", msgPositive)
 	}
 	currency, _ := v.text(f, "currency", 100)
 	switch {
 	case !hasValue(f, "currency"):
-		v.add("currency", "ist erforderlich")
+		v.add("currency", msgRequired)
 	case currency != nil && !currencyPattern.MatchString(*currency):
-		v.add("currency", "muss ein ISO-4217-Code aus drei Großbuchstaben sein")
+		v.add("currency", msg{"muss ein ISO-4217-Code aus drei Großbuchstaben sein", "must be an ISO 4217 code of three capital letters"})
 	}
 	status := v.oneOf(f, "status", false, statusDraft, statusOpen)
 	if v.errs != nil {
@@ -115,9 +115,9 @@ func (s *Server) createInvoice(c *call, _ *http.Request) answer {
 	return a
 }
 
-func (c *call) wrongState(in *invoice, action string) answer {
-	return c.fail(http.StatusConflict, codeInvalidState,
-		"Die Rechnung ist im Zustand "+in.status+"; "+action+" geht so nicht.")
+// wrongState answers 409 INVALID_STATE; m takes the invoice's status.
+func (c *call) wrongState(in *invoice, m msg) answer {
+	return c.fail(http.StatusConflict, codeInvalidState, m, in.status)
 }
 
 func (s *Server) payInvoice(c *call, r *http.Request) answer {
@@ -129,7 +129,8 @@ func (s *Server) payInvoice(c *call, r *http.Request) answer {
 		return *bad
 	}
 	if in.status != statusOpen {
-		return c.wrongState(in, "bezahlt werden kann nur eine offene Rechnung, das")
+		return c.wrongState(in, msg{"Die Rechnung ist im Zustand %s; bezahlt werden kann nur eine offene Rechnung.",
+			"The invoice is %s; only an open invoice can be paid."})
 	}
 	in.status = statusPaid
 	in.updated = c.now
@@ -150,7 +151,8 @@ func (s *Server) refundInvoice(c *call, r *http.Request) answer {
 		return *bad
 	}
 	if in.status != statusPaid {
-		return c.wrongState(in, "erstattet werden kann nur eine bezahlte Rechnung, das")
+		return c.wrongState(in, msg{"Die Rechnung ist im Zustand %s; erstattet werden kann nur eine bezahlte Rechnung.",
+			"The invoice is %s; only a paid invoice can be refunded."})
 	}
 	var v validator
 	rest := in.amount - in.refunded
@@ -159,9 +161,9 @@ func (s *Server) refundInvoice(c *call, r *http.Request) answer {
 	case !set && len(v.errs) == 0:
 		amount = rest
 	case set && amount < 1:
-		v.add("amount", "muss größer als 0 sein")
+		v.add("amount", msgPositive)
 	case set && amount > rest:
-		v.add("amount", "darf nicht größer sein als der noch nicht erstattete Betrag "+itoa(int(rest)))
+		v.add("amount", msg{"darf nicht größer sein als der noch nicht erstattete Betrag %d", "must not exceed the amount not yet refunded, %d"}, rest)
 	}
 	if v.errs != nil {
 		return c.invalid(v.errs)

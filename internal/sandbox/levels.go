@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -37,20 +36,22 @@ type refusal struct {
 	code     string
 	policy   string
 	part     string // the partition of a partitioned extra policy
-	detail   string
+	detail   msg
+	args     []any // of detail
 	wait     time.Duration
 	resetsAt time.Time
 }
 
-var refusalDetails = map[string]string{
-	policyKey:       "Die Grenze dieses Schlüssels ist erreicht.",
-	policyWrite:     "Die Schreibgrenze dieses Schlüssels ist erreicht.",
-	policyParallel:  "Zu viele gleichzeitige Aufrufe mit diesem Schlüssel.",
-	policyPrincipal: "Die Grenze aller Schlüssel dieses Prinzipals ist erreicht.",
-	policyOrg:       "Die Grenze der Organisation ist erreicht.",
-	policyDelete:    "Die Löschgrenze dieses Schlüssels ist erreicht.",
-	policyDeleteDay: "Das tägliche Löschkontingent dieses Schlüssels ist verbraucht; das Löschen ist bis zum Zurücksetzen pausiert.",
-	policyEgress:    "Das Kontingent gelesener Datensätze dieses Schlüssels ist verbraucht.",
+var refusalDetails = map[string]msg{
+	policyKey:       {"Die Grenze dieses Schlüssels ist erreicht.", "This key's limit is reached."},
+	policyWrite:     {"Die Schreibgrenze dieses Schlüssels ist erreicht.", "This key's write limit is reached."},
+	policyParallel:  {"Zu viele gleichzeitige Aufrufe mit diesem Schlüssel.", "Too many concurrent calls with this key."},
+	policyPrincipal: {"Die Grenze aller Schlüssel dieses Prinzipals ist erreicht.", "The limit of all keys of this principal is reached."},
+	policyOrg:       {"Die Grenze der Organisation ist erreicht.", "The organisation's limit is reached."},
+	policyDelete:    {"Die Löschgrenze dieses Schlüssels ist erreicht.", "This key's delete limit is reached."},
+	policyDeleteDay: {"Das tägliche Löschkontingent dieses Schlüssels ist verbraucht; das Löschen ist bis zum Zurücksetzen pausiert.",
+		"This key's daily delete quota is used up; deleting is paused until it resets."},
+	policyEgress: {"Das Kontingent gelesener Datensätze dieses Schlüssels ist verbraucht.", "This key's quota of records read is used up."},
 }
 
 // shapeOf is the shape of a built-in level: Limits.Shapes, else
@@ -121,12 +122,15 @@ func (s *Server) admit(k *apiKey, now time.Time, d demand) *refusal {
 	for _, n := range needs {
 		if n.n > n.l.full()+eps {
 			return &refusal{status: http.StatusBadRequest, code: codeBadRequest,
-				detail: fmt.Sprintf("Diese Anfrage braucht %g, die Grenze %q fasst höchstens %g; teile sie auf.", n.n, n.policy, n.l.full())}
+				detail: msg{"Diese Anfrage braucht %g, die Grenze %q fasst höchstens %g; teile sie auf.",
+					"This request needs %g, the limit %q holds at most %g; split it up."},
+				args: []any{n.n, n.policy, n.l.full()}}
 		}
 	}
 	if d.deletes > lim.DeleteDayQuota {
 		return &refusal{status: http.StatusBadRequest, code: codeBadRequest,
-			detail: fmt.Sprintf("Diese Anfrage löscht %d Datensätze, die Grenze %q erlaubt %d.", d.deletes, policyDeleteDay, lim.DeleteDayQuota)}
+			detail: msg{"Diese Anfrage löscht %d Datensätze, die Grenze %q erlaubt %d.", "This request deletes %d records, the limit %q allows %d."},
+			args:   []any{d.deletes, policyDeleteDay, lim.DeleteDayQuota}}
 	}
 
 	var quota, limited *refusal
@@ -161,10 +165,12 @@ func (s *Server) admit(k *apiKey, now time.Time, d demand) *refusal {
 		limited.code = codeRateLimited
 		limited.detail = refusalDetails[limited.policy]
 		switch {
-		case limited.detail == "":
-			limited.detail = fmt.Sprintf("Die Grenze %q dieses Schlüssels ist erreicht.", limited.policy)
+		case limited.detail == msg{}:
+			limited.detail = msg{"Die Grenze %q dieses Schlüssels ist erreicht.", "This key's limit %q is reached."}
+			limited.args = []any{limited.policy}
 		case limited.policy == policyOrg && s.org.has(d.points):
-			limited.detail = "Dieser Schlüssel hat seinen Anteil an der Grenze der Organisation ausgeschöpft."
+			limited.detail = msg{"Dieser Schlüssel hat seinen Anteil an der Grenze der Organisation ausgeschöpft.",
+				"This key has used up its share of the organisation's limit."}
 		}
 		return limited
 	}
@@ -187,7 +193,8 @@ func (s *Server) charge(k *apiKey, now time.Time, d demand) {
 
 // refusalAnswer is the 429 (or 400) for r.
 func (s *Server) refusalAnswer(c *call, r *refusal) answer {
-	p := problem{Status: r.status, Code: r.code, Detail: r.detail, Instance: c.path, RequestID: c.reqID, Policy: r.policy}
+	p := c.problem(r.status, r.code, r.detail, r.args...)
+	p.Policy = r.policy
 	if r.status != http.StatusTooManyRequests {
 		return problemAnswer(p)
 	}
@@ -229,11 +236,11 @@ func (s *Server) pruneRefusals(k *apiKey, now time.Time) {
 
 func (s *Server) lockoutAnswer(c *call, k *apiKey) answer {
 	left := k.lockedUntil.Sub(c.now)
-	a := retryable(problem{
-		Status: http.StatusTooManyRequests, Code: codeRateLimited, Policy: policyLockout,
-		Detail:   fmt.Sprintf("Dieser Schlüssel ist nach zu vielen Absagen bis %s gesperrt.", k.lockedUntil.UTC().Format(time.RFC3339)),
-		Instance: c.path, RequestID: c.reqID,
-	}, left)
+	p := c.problem(http.StatusTooManyRequests, codeRateLimited,
+		msg{"Dieser Schlüssel ist nach zu vielen Absagen bis %s gesperrt.", "This key is locked after too many refusals until %s."},
+		k.lockedUntil.UTC().Format(time.RFC3339))
+	p.Policy = policyLockout
+	a := retryable(p, left)
 	a.header.Set("RateLimit", s.formatRateLimit([]levelState{{name: policyKey, remaining: 0, reset: left}}))
 	return a
 }

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -30,22 +29,25 @@ const (
 
 const problemBase = "https://developers.bodo-app.com/problems/"
 
-var problemTitles = map[string]string{
-	codeRateLimited:        "Zu viele Anfragen",
-	codeOverloaded:         "Dienst ausgelastet",
-	codeQuotaExhausted:     "Kontingent verbraucht",
-	codeBadRequest:         "Ungültige Anfrage",
-	codeIdemKeyRequired:    "Idempotency-Key erforderlich",
-	codeUnauthenticated:    "Nicht angemeldet",
-	codeNotFound:           "Nicht gefunden",
-	codeMethodNotAllowed:   "Methode nicht erlaubt",
-	codeInvalidState:       "Ungültiger Zustand",
-	codeIdemKeyInUse:       "Idempotency-Key in Bearbeitung",
-	codePreconditionFailed: "Vorbedingung fehlgeschlagen",
-	codeValidationFailed:   "Ungültige Felder",
-	codeIdemKeyReused:      "Idempotency-Key wiederverwendet",
-	codeInternal:           "Interner Fehler",
+var problemTitles = map[string]msg{
+	codeRateLimited:        {"Zu viele Anfragen", "Too many requests"},
+	codeOverloaded:         {"Dienst ausgelastet", "Service overloaded"},
+	codeQuotaExhausted:     {"Kontingent verbraucht", "Quota exhausted"},
+	codeBadRequest:         {"Ungültige Anfrage", "Bad request"},
+	codeIdemKeyRequired:    {"Idempotency-Key erforderlich", "Idempotency-Key required"},
+	codeUnauthenticated:    {"Nicht angemeldet", "Not authenticated"},
+	codeNotFound:           {"Nicht gefunden", "Not found"},
+	codeMethodNotAllowed:   {"Methode nicht erlaubt", "Method not allowed"},
+	codeInvalidState:       {"Ungültiger Zustand", "Invalid state"},
+	codeIdemKeyInUse:       {"Idempotency-Key in Bearbeitung", "Idempotency-Key in use"},
+	codePreconditionFailed: {"Vorbedingung fehlgeschlagen", "Precondition failed"},
+	codeValidationFailed:   {"Ungültige Felder", "Invalid fields"},
+	codeIdemKeyReused:      {"Idempotency-Key wiederverwendet", "Idempotency-Key reused"},
+	codeInternal:           {"Interner Fehler", "Internal error"},
 }
+
+// msgKeyRequired is the detail of IDEMPOTENCY_KEY_REQUIRED.
+var msgKeyRequired = msg{"Geld-Aktionen brauchen einen Idempotency-Key.", "Money actions need an Idempotency-Key."}
 
 // problem is an RFC 9457 body with bodo's extension members.
 type problem struct {
@@ -60,11 +62,16 @@ type problem struct {
 	Policy       string       `json:"policy,omitempty"`
 	ResetsAt     string       `json:"resetsAt,omitempty"`
 	Errors       []fieldError `json:"errors,omitempty"`
+	lang         lang         // of Title, Detail and the Errors' messages
 }
 
+// fieldError is one invalid field; Message is m with args in the answer's
+// language, filled in by call.invalid.
 type fieldError struct {
 	Field   string `json:"field"`
 	Message string `json:"message"`
+	m       msg
+	args    []any
 }
 
 // answer is a complete response before it is written: handlers return it,
@@ -101,41 +108,56 @@ func marshal(v any) []byte {
 
 func problemAnswer(p problem) answer {
 	p.Type = problemBase + p.Code
-	p.Title = problemTitles[p.Code]
+	p.Title = problemTitles[p.Code].in(p.lang)
 	a := newAnswer(p.Status)
 	a.header.Set("Content-Type", "application/problem+json")
-	a.header.Set("Content-Language", "de")
+	a.header.Set("Content-Language", p.lang.tag())
 	a.body = marshal(p)
 	a.code = p.Code
 	return a
 }
 
-// fail builds a problem for call c.
-func (c *call) fail(status int, code, detail string) answer {
-	return problemAnswer(problem{Status: status, Code: code, Detail: detail, Instance: c.path, RequestID: c.reqID})
+// fail builds a problem for call c, its detail m with args in c's
+// language.
+func (c *call) fail(status int, code string, m msg, args ...any) answer {
+	return problemAnswer(c.problem(status, code, m, args...))
 }
 
-func (c *call) badRequest(format string, args ...any) answer {
-	return c.fail(http.StatusBadRequest, codeBadRequest, fmt.Sprintf(format, args...))
+// problem is the problem of call c, for the callers that add members.
+func (c *call) problem(status int, code string, m msg, args ...any) problem {
+	return problem{Status: status, Code: code, Detail: m.in(c.lang, args...), Instance: c.path, RequestID: c.reqID, lang: c.lang}
+}
+
+func (c *call) badRequest(m msg, args ...any) answer {
+	return c.fail(http.StatusBadRequest, codeBadRequest, m, args...)
 }
 
 func (c *call) notFound() answer {
-	return c.fail(http.StatusNotFound, codeNotFound, "Diese Ressource gibt es nicht.")
+	return c.fail(http.StatusNotFound, codeNotFound, msg{"Diese Ressource gibt es nicht.", "This resource does not exist."})
 }
 
 // methodNotAllowed answers a method that a known path does not take: 405
 // with Allow.
 func (c *call) methodNotAllowed(allow []string) answer {
-	a := c.fail(http.StatusMethodNotAllowed, codeMethodNotAllowed, fmt.Sprintf("Dieser Pfad nimmt %s, nicht %s.", strings.Join(allow, ", "), c.method))
+	a := c.fail(http.StatusMethodNotAllowed, codeMethodNotAllowed,
+		msg{"Dieser Pfad nimmt %s, nicht %s.", "This path takes %s, not %s."}, strings.Join(allow, ", "), c.method)
 	a.header.Set("Allow", strings.Join(allow, ", "))
 	return a
 }
 
+// invalid answers 422 VALIDATION_FAILED with errs. Its detail ends without
+// a full stop: clients print it followed by the list of fields.
 func (c *call) invalid(errs []fieldError) answer {
-	return problemAnswer(problem{
-		Status: http.StatusUnprocessableEntity, Code: codeValidationFailed,
-		Detail: "Einige Felder sind ungültig.", Instance: c.path, RequestID: c.reqID, Errors: errs,
-	})
+	for i := range errs {
+		errs[i].Message = errs[i].m.in(c.lang, errs[i].args...)
+	}
+	detail := msg{"%d Felder sind ungültig", "%d fields are invalid"}
+	if len(errs) == 1 {
+		detail = msg{"%d Feld ist ungültig", "%d field is invalid"}
+	}
+	p := c.problem(http.StatusUnprocessableEntity, codeValidationFailed, detail, len(errs))
+	p.Errors = errs
+	return problemAnswer(p)
 }
 
 // retryable adds Retry-After (whole seconds, at least 1) and retryAfterMs.

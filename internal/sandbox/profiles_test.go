@@ -253,3 +253,47 @@ func TestSearchPolicyProfile(t *testing.T) {
 		c.do("GET", "/v1/contacts/count?q=x", nil).want(t, http.StatusOK)
 	})
 }
+
+func TestLimitFactor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Given before the profile's limits, it still scales them, the
+		// profile's own policy and the foreign load.
+		p, _ := ProfileByName("search-policy")
+		c := newTester(t, p.New(WithLimitFactor(2.5), WithForeignLoad(100)))
+		var st rateLimitJSON
+		c.do("GET", "/v1/rate_limit", nil).want(t, http.StatusOK).decode(t, &st)
+		want := map[string][2]int{ // quota, capacity (0: none reported)
+			"key": {750, 1500}, "write": {150, 0}, "parallel": {15, 0}, "principal": {3000, 0}, "org": {7500, 0},
+			"delete": {25, 0}, "delete-day": {750, 0}, "egress": {25000, 0}, "bodo-search": {75, 0},
+		}
+		for _, pol := range st.Policies {
+			w, ok := want[pol.Name]
+			if !ok || pol.Quota != w[0] || w[1] != 0 && (pol.Capacity == nil || *pol.Capacity != w[1]) {
+				t.Errorf("%s: %+v, want quota %d capacity %d", pol.Name, pol, w[0], w[1])
+			}
+			delete(want, pol.Name)
+		}
+		if len(want) != 0 {
+			t.Errorf("not reported: %v", want)
+		}
+		// ForeignKey spends 100×2.5 points/s of the org's 7500/min (125/s):
+		// after 40 s the org holds about 7500 − 40×125 = 2500, below the
+		// key's share of 3750 (unscaled, the load would leave it full).
+		time.Sleep(40 * time.Second)
+		c.do("GET", "/v1/rate_limit", nil).want(t, http.StatusOK).decode(t, &st)
+		if i := slices.IndexFunc(st.Policies, func(p policyJSON) bool { return p.Name == "org" }); i < 0 ||
+			st.Policies[i].Remaining < 2490 || st.Policies[i].Remaining > 2500 {
+			t.Errorf("org after 40 s: %+v", st.Policies)
+		}
+	})
+	for _, f := range []float64{0, -1, MaxLimitFactor * 2} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("New(WithLimitFactor(%g)) did not panic", f)
+				}
+			}()
+			New(WithLimitFactor(f))
+		}()
+	}
+}

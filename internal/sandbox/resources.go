@@ -140,7 +140,7 @@ func pageLimit(c *call) (int, *answer) {
 	}
 	n, err := strconv.Atoi(strings.Join(v, ""))
 	if err != nil || n < 1 || n > 100 {
-		a := c.badRequest("limit muss eine ganze Zahl von 1 bis 100 sein.")
+		a := c.badRequest(msg{"limit muss eine ganze Zahl von 1 bis 100 sein.", "limit must be a whole number from 1 to 100."})
 		return 0, &a
 	}
 	return n, nil
@@ -155,7 +155,7 @@ func pageStart(c *call, idPrefix string) (limit int, after string, bad *answer) 
 	if v, ok := c.query["cursor"]; ok {
 		id, valid := decodeCursor(strings.Join(v, ""), idPrefix)
 		if !valid {
-			a := c.badRequest("Der cursor ist ungültig; nimm den nextCursor der vorigen Seite.")
+			a := c.badRequest(msg{"Der cursor ist ungültig; nimm den nextCursor der vorigen Seite.", "The cursor is invalid; use the nextCursor of the previous page."})
 			return 0, "", &a
 		}
 		after = id
@@ -209,12 +209,12 @@ func parseObject(c *call, optional bool) (fields, *answer) {
 		if optional {
 			return fields{}, nil
 		}
-		a := c.badRequest("Der Body fehlt; erwartet wird ein JSON-Objekt.")
+		a := c.badRequest(msg{"Der Body fehlt; erwartet wird ein JSON-Objekt.", "The body is missing; a JSON object is expected."})
 		return nil, &a
 	}
 	var f fields
 	if err := json.Unmarshal(c.body, &f); err != nil || f == nil {
-		a := c.badRequest("Der Body ist kein gültiges JSON-Objekt.")
+		a := c.badRequest(msg{"Der Body ist kein gültiges JSON-Objekt.", "The body is not a valid JSON object."})
 		return nil, &a
 	}
 	return f, nil
@@ -230,25 +230,34 @@ func hasValue(f fields, name string) bool {
 
 type validator struct{ errs []fieldError }
 
-func (v *validator) add(field, msg string) {
-	v.errs = append(v.errs, fieldError{Field: field, Message: msg})
+// add records that field is invalid: m with args says why.
+func (v *validator) add(field string, m msg, args ...any) {
+	v.errs = append(v.errs, fieldError{Field: field, m: m, args: args})
 }
+
+// Field messages used in several places.
+var (
+	msgRequired  = msg{"ist erforderlich", "is required"}
+	msgPositive  = msg{"muss größer als 0 sein", "must be greater than 0"}
+	msgNotText   = msg{"muss ein Text sein", "must be a string"}
+	msgBatchPath = msg{"muss ein Pfad der API sein, der mit /v1/ beginnt", "must be a path of the API starting with /v1/"}
+)
 
 // text reads a string field of 1 to maxLen characters; set is false when
 // the field is absent, val is nil when it is null or invalid.
 func (v *validator) text(f fields, name string, maxLen int) (val *string, set bool) {
-	return v.str(f, name, maxLen, "muss ein Text sein")
+	return v.str(f, name, maxLen, msgNotText)
 }
 
 // freeText reads a string field of any length; set is false when the
 // field is absent, val is nil when it is null or invalid.
 func (v *validator) freeText(f fields, name string) (val *string, set bool) {
-	return v.str(f, name, 0, "muss ein Text oder null sein")
+	return v.str(f, name, 0, msg{"muss ein Text oder null sein", "must be a string or null"})
 }
 
 // str reads a string field, of 1 to maxLen characters when maxLen is
 // positive; notText is the message for a value that is no string.
-func (v *validator) str(f fields, name string, maxLen int, notText string) (val *string, set bool) {
+func (v *validator) str(f fields, name string, maxLen int, notText msg) (val *string, set bool) {
 	raw, ok := f[name]
 	if !ok {
 		return nil, false
@@ -262,7 +271,7 @@ func (v *validator) str(f fields, name string, maxLen int, notText string) (val 
 		return nil, true
 	}
 	if n := utf8.RuneCountInString(s); maxLen > 0 && (n < 1 || n > maxLen) {
-		v.add(name, fmt.Sprintf("muss 1 bis %d Zeichen lang sein", maxLen))
+		v.add(name, msg{"muss 1 bis %d Zeichen lang sein", "must be 1 to %d characters long"}, maxLen)
 		return nil, true
 	}
 	return &s, true
@@ -274,7 +283,7 @@ func (v *validator) integer(f fields, name string) (val int64, set bool) {
 		return 0, false
 	}
 	if json.Unmarshal(raw, &val) != nil {
-		v.add(name, "muss eine ganze Zahl sein")
+		v.add(name, msg{"muss eine ganze Zahl sein", "must be a whole number"})
 		return 0, false
 	}
 	return val, true
@@ -284,13 +293,13 @@ func (v *validator) oneOf(f fields, name string, required bool, allowed ...strin
 	raw, ok := f[name]
 	if !ok || isNull(raw) {
 		if required {
-			v.add(name, "ist erforderlich")
+			v.add(name, msgRequired)
 		}
 		return ""
 	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil || !slices.Contains(allowed, s) {
-		v.add(name, "muss einer dieser Werte sein: "+strings.Join(allowed, ", "))
+		v.add(name, msg{"muss einer dieser Werte sein: %s", "must be one of %s"}, strings.Join(allowed, ", "))
 		return ""
 	}
 	return s
@@ -356,9 +365,9 @@ func parseContact(f fields, create bool) (contactPatch, []fieldError) {
 	case name != nil:
 		p.name = name
 	case nameSet && isNull(f["name"]):
-		v.add("name", "darf nicht null sein")
+		v.add("name", msg{"darf nicht null sein", "must not be null"})
 	case !nameSet && create:
-		v.add("name", "ist erforderlich")
+		v.add("name", msgRequired)
 	}
 	p.email, p.emailSet = v.freeText(f, "email")
 	p.phone, p.phoneSet = v.freeText(f, "phone")
@@ -368,11 +377,11 @@ func parseContact(f fields, create bool) (contactPatch, []fieldError) {
 		if !isNull(raw) {
 			var tags []*string
 			if json.Unmarshal(raw, &tags) != nil {
-				v.add("tags", "muss eine Liste von Texten sein")
+				v.add("tags", msg{"muss eine Liste von Texten sein", "must be a list of strings"})
 			} else {
 				for i, t := range tags {
 					if t == nil {
-						v.add(fmt.Sprintf("tags[%d]", i), "muss ein Text sein")
+						v.add(fmt.Sprintf("tags[%d]", i), msgNotText)
 						continue
 					}
 					p.tags = append(p.tags, *t)
@@ -473,7 +482,8 @@ func (s *Server) updateContact(c *call, r *http.Request) answer {
 		return c.notFound()
 	}
 	if im := c.header.Get("If-Match"); im != "" && !etagListMatches(im, etagOf(marshal(ct.view())), false) {
-		return c.fail(http.StatusPreconditionFailed, codePreconditionFailed, "If-Match passt nicht zum aktuellen ETag des Kontakts.")
+		return c.fail(http.StatusPreconditionFailed, codePreconditionFailed,
+			msg{"If-Match passt nicht zum aktuellen ETag des Kontakts.", "If-Match does not match the contact's current ETag."})
 	}
 	f, bad := parseObject(c, false)
 	if bad != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"path"
@@ -148,7 +149,8 @@ type config struct {
 	extras    []ExtraPolicy
 	noisy     bool
 	noiseSeed uint64
-	validate  *bool // nil: when testing.Testing()
+	factor    float64 // WithLimitFactor; 1 by default
+	validate  *bool   // nil: when testing.Testing()
 }
 
 // Option configures New.
@@ -169,6 +171,34 @@ func WithFaults(f func(r *http.Request) Fault) Option { return func(c *config) {
 // quota − rate × window.
 func WithForeignLoad(pointsPerSecond float64) Option {
 	return func(c *config) { c.foreign = max(pointsPerSecond, 0) }
+}
+
+// MaxLimitFactor is the largest factor WithLimitFactor takes.
+const MaxLimitFactor = 1e6
+
+// WithLimitFactor multiplies every quota and capacity of the server by f
+// (rounded, at least 1), whatever sets them (WithLimits, a Profile,
+// WithExtraPolicies) and in whatever order the options come: points,
+// writes, parallel calls, deletes, records read, and WithForeignLoad's
+// rate. Windows, the lockout and exports keep their durations. New panics
+// unless 0 < f <= MaxLimitFactor.
+func WithLimitFactor(f float64) Option { return func(c *config) { c.factor = f } }
+
+// scaled is l with every quota and capacity multiplied by f.
+func (l Limits) scaled(f float64) Limits {
+	for _, n := range []*int{&l.KeyQuota, &l.KeyCapacity, &l.WriteQuota, &l.Parallel, &l.PrincipalQuota, &l.OrgQuota,
+		&l.DeleteQuota, &l.DeleteDayQuota, &l.EgressQuota} {
+		*n = scaleQuota(*n, f)
+	}
+	return l
+}
+
+// scaleQuota is a positive n times f, rounded, at least 1.
+func scaleQuota(n int, f float64) int {
+	if n <= 0 {
+		return n
+	}
+	return max(int(math.Round(float64(n)*f)), 1)
 }
 
 // WithLatency makes every answer take at least d; the call stays in flight
@@ -258,7 +288,7 @@ type refusalMark struct {
 // New returns a sandbox with one organisation, principals A and B, the keys
 // TestKey, SecondKey (A) and ForeignKey (B), and no data.
 func New(opts ...Option) *Server {
-	cfg := config{limits: DefaultLimits()}
+	cfg := config{limits: DefaultLimits(), factor: 1}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -267,6 +297,17 @@ func New(opts ...Option) *Server {
 	}
 	now := time.Now()
 	s := &Server{cfg: cfg, lim: cfg.limits.withDefaults(), origin: now.Truncate(time.Second)}
+	if f := cfg.factor; f != 1 {
+		if !(f > 0 && f <= MaxLimitFactor) {
+			panic(fmt.Sprintf("sandbox: WithLimitFactor(%g) is not above 0 and at most %g", f, float64(MaxLimitFactor)))
+		}
+		s.lim = s.lim.scaled(f)
+		cfg.foreign *= f
+		cfg.extras = slices.Clone(cfg.extras)
+		for i := range cfg.extras {
+			cfg.extras[i].Quota = scaleQuota(cfg.extras[i].Quota, f)
+		}
+	}
 	lim := s.lim
 	s.extras = extraPolicies(cfg.extras, lim)
 	s.store = newStore()
@@ -340,6 +381,7 @@ type call struct {
 	query  url.Values
 	body   []byte
 	header http.Header
+	lang   lang   // of the problems answered, from Accept-Language
 	ans    answer // set by the route's handler
 }
 
@@ -431,7 +473,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, fault Fault, reqID string) exchange {
 	now := time.Now()
 	s.settle(now)
-	c := &call{key: k, now: now, reqID: reqID, method: r.Method, path: r.URL.Path, query: r.URL.Query(), body: body, header: r.Header}
+	c := &call{key: k, now: now, reqID: reqID, method: r.Method, path: r.URL.Path, query: r.URL.Query(), body: body, header: r.Header, lang: languageOf(r.Header)}
 	base := demand{points: 1}
 	withField := func(a answer, d demand) answer {
 		if k != nil {
@@ -469,10 +511,10 @@ func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, 
 		return exchange{ans: withField(overloadedAnswer(c, fault), base)}
 	}
 	if k == nil {
-		return exchange{ans: withField(c.fail(http.StatusUnauthorized, codeUnauthenticated, "Der API-Schlüssel fehlt oder ist unbekannt."), base)}
+		return exchange{ans: withField(c.fail(http.StatusUnauthorized, codeUnauthenticated, msg{"Der API-Schlüssel fehlt oder ist unbekannt.", "The API key is missing or unknown."}), base)}
 	}
 	if v := r.Header.Get("Bodo-Version"); v != "" && v != APIVersion {
-		return exchange{ans: withField(c.badRequest("Die Version %q gibt es nicht; unterstützt wird %s.", v, APIVersion), base)}
+		return exchange{ans: withField(c.badRequest(msg{"Die Version %q gibt es nicht; unterstützt wird %s.", "There is no version %q; %s is supported."}, v, APIVersion), base)}
 	}
 	if now.Before(k.lockedUntil) {
 		s.noteRefusal(k, now, true)
@@ -508,7 +550,7 @@ func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, 
 	case pre != nil:
 		x.ans = *pre
 	case rt.op.KeyRequired && idemKey == "":
-		x.ans = c.fail(http.StatusBadRequest, codeIdemKeyRequired, "Geld-Aktionen brauchen einen Idempotency-Key.")
+		x.ans = c.fail(http.StatusBadRequest, codeIdemKeyRequired, msgKeyRequired)
 	default:
 		if idemKey != "" {
 			x.idem = k.reserve(idemKey, fp, now)
@@ -531,7 +573,7 @@ func (s *Server) plan(c *call, rt *route, bodyErr error) (d demand, pre *answer,
 	op := rt.op
 	d = opDemand(op, c.query.Get)
 	if bodyErr != nil {
-		a := c.badRequest("Der Body ist nicht lesbar oder größer als %d Bytes.", maxBody)
+		a := c.badRequest(msg{"Der Body ist nicht lesbar oder größer als %d Bytes.", "The body is unreadable or larger than %d bytes."}, maxBody)
 		if op.Class == ops.ClassBatch {
 			d = demand{points: 1}
 		}
@@ -541,7 +583,7 @@ func (s *Server) plan(c *call, rt *route, bodyErr error) (d demand, pre *answer,
 		if vals, ok := c.header["Idempotency-Key"]; ok {
 			key := strings.Join(vals, ",")
 			if !validIdemKey(key) {
-				a := c.badRequest("Der Idempotency-Key muss 1 bis 255 Zeichen lang sein.")
+				a := c.badRequest(msg{"Der Idempotency-Key muss 1 bis 255 Zeichen lang sein.", "The Idempotency-Key must be 1 to 255 characters long."})
 				return d, &a, "", "", nil
 			}
 			fp = fingerprint(c.method, c.path, c.query, c.body)
@@ -558,7 +600,7 @@ func (s *Server) plan(c *call, rt *route, bodyErr error) (d demand, pre *answer,
 		if parts, errs, err = parseBatch(c.body); err != nil || errs != nil {
 			a := c.invalid(errs)
 			if err != nil {
-				a = c.badRequest("%s", err.Error())
+				a = c.badRequest(msgBatchJSON)
 			}
 			return demand{points: 1}, &a, idemKey, fp, nil
 		}

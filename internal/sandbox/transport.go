@@ -13,12 +13,16 @@ import (
 )
 
 // Transport returns an http.RoundTripper that serves requests by calling
-// the handler in-process: no sockets, so it works inside a synctest bubble.
+// the server in-process (see HandlerTransport).
+func (s *Server) Transport() http.RoundTripper { return HandlerTransport(s) }
+
+// HandlerTransport returns an http.RoundTripper that serves requests by
+// calling h in-process: no sockets, so it works inside a synctest bubble.
 // It reads and closes the request body, returns the context's error when
 // the request is cancelled before the answer (the handler goes on, like a
 // real server), and turns a dropped connection into an error wrapping
 // io.ErrUnexpectedEOF.
-func (s *Server) Transport() http.RoundTripper { return &transport{h: s} }
+func HandlerTransport(h http.Handler) http.RoundTripper { return &transport{h: h} }
 
 type transport struct{ h http.Handler }
 

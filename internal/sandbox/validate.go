@@ -141,8 +141,10 @@ func (s *Server) serveChecked(w http.ResponseWriter, r *http.Request) {
 	}
 	if v != "" {
 		s.recordViolation(v)
+		l := languageOf(r.Header)
 		a := problemAnswer(problem{Status: http.StatusInternalServerError, Code: codeInternal,
-			Detail: "sandbox: openapi.json violation: " + v, Instance: r.URL.Path, RequestID: c.header.Get("Request-Id")})
+			Detail:   msg{"sandbox: Verstoß gegen openapi.json: %s", "sandbox: openapi.json violation: %s"}.in(l, v),
+			Instance: r.URL.Path, RequestID: c.header.Get("Request-Id"), lang: l})
 		for _, name := range []string{"Request-Id", "Bodo-Version", "RateLimit", "RateLimit-Policy"} {
 			if vals, ok := c.header[http.CanonicalHeaderKey(name)]; ok {
 				a.header[http.CanonicalHeaderKey(name)] = vals

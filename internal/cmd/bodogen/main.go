@@ -69,6 +69,7 @@ func main() {
 // operation is what the templates need of one operation.
 type operation struct {
 	ID, GoName, Method, Path, Summary string
+	Description                       string
 	Cost                              int
 	SumOfParts                        bool // x-bodo-cost is {"sum": "parts"}
 	Class                             string
@@ -112,13 +113,14 @@ func methodOrder(m string) int {
 
 func describe(path, method string, op *openapi3.Operation) (operation, error) {
 	o := operation{
-		ID:         op.OperationID,
-		GoName:     upperFirst(op.OperationID),
-		Method:     method,
-		Path:       path,
-		Summary:    op.Summary,
-		ParamCosts: map[string]int{},
-		Idempotent: method == "GET" || method == "HEAD" || method == "PUT" || method == "DELETE",
+		ID:          op.OperationID,
+		GoName:      upperFirst(op.OperationID),
+		Method:      method,
+		Path:        path,
+		Summary:     op.Summary,
+		Description: op.Description,
+		ParamCosts:  map[string]int{},
+		Idempotent:  method == "GET" || method == "HEAD" || method == "PUT" || method == "DELETE",
 	}
 	if o.ID == "" {
 		return o, fmt.Errorf("no operationId")
@@ -322,6 +324,21 @@ var funcs = template.FuncMap{
 		}
 		return b.String()
 	},
+	"wrap": func(text, prefix string) string {
+		var lines []string
+		line := ""
+		for _, w := range strings.Fields(text) {
+			if line != "" && len(line)+1+len(w) > 76 {
+				lines = append(lines, prefix+line)
+				line = ""
+			}
+			if line != "" {
+				line += " "
+			}
+			line += w
+		}
+		return strings.Join(append(lines, prefix+line), "\n")
+	},
 	"methodName": func(m string) string { return string(m[0]) + strings.ToLower(m[1:]) },
 	"doc": func(text, prefix string) string {
 		if text == "" {
@@ -459,6 +476,15 @@ func (p *{{.GoName}}Params) query() url.Values {
 
 {{- define "method"}}
 // {{.MethodName}} calls {{.ID}} ({{.Method}} {{.Path}}, {{points .}}{{range $k, $v := .ParamCosts}}, {{$v}} more with {{$k}}{{end}}): {{lowerFirst .Summary}}.
+{{- with .Description}}
+//
+{{wrap . "// "}}
+{{- end}}
+{{- if .KeyRequired}}
+//
+// The client sends an Idempotency-Key of its own, the same on every retry,
+// unless WithIdempotencyKey gives one.
+{{- end}}
 func ({{receiver .}}) {{.MethodName}}(ctx context.Context{{args .}}, opts ...RequestOption) {{if .Result}}(*{{.Result}}, error){{else}}error{{end}} {
 	build := func(server string) (*http.Request, error) {
 {{- range .PathParams}}

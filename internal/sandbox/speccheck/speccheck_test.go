@@ -56,6 +56,7 @@ func TestCheckFindsViolations(t *testing.T) {
 		{"no RateLimit", "GET", "/v1/me", "", func(_ *int, h http.Header, _ *[]byte) { h.Del("RateLimit") }, "RateLimit"},
 		{"no Request-Id", "GET", "/v1/me", "", func(_ *int, h http.Header, _ *[]byte) { h.Del("Request-Id") }, "Request-Id"},
 		{"no Content-Language", "GET", "/v1/contacts/con_x", "", func(_ *int, h http.Header, _ *[]byte) { h.Del("Content-Language") }, "Content-Language"},
+		{"Content-Language neither de nor en", "GET", "/v1/contacts/con_x", "", func(_ *int, h http.Header, _ *[]byte) { h.Set("Content-Language", "fr") }, "Content-Language"},
 		{"no Location", "POST", "/v1/contacts", `{"name":"A"}`, func(_ *int, h http.Header, _ *[]byte) { h.Del("Location") }, "Location"},
 		{"no ETag", "POST", "/v1/contacts", `{"name":"A"}`, func(_ *int, h http.Header, _ *[]byte) { h.Del("ETag") }, "ETag"},
 		{"undeclared status", "GET", "/v1/me", "", func(s *int, _ http.Header, _ *[]byte) { *s = http.StatusTeapot }, "status"},
@@ -79,7 +80,7 @@ func TestViolationAnswers500AndIsRecorded(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer "+sandbox.TestKey)
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, req)
-	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "openapi.json violation: always") ||
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "Verstoß gegen openapi.json: always") ||
 		rec.Header().Get("Request-Id") == "" || rec.Header().Get("RateLimit") == "" {
 		t.Errorf("answer %d %v %s", rec.Code, rec.Header(), rec.Body)
 	}

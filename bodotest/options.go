@@ -1,0 +1,184 @@
+package bodotest
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/bodo-app/bodo-go/internal/sandbox"
+)
+
+// Option configures NewServer.
+type Option interface {
+	apply(*settings)
+}
+
+type optionFunc func(*settings)
+
+func (f optionFunc) apply(s *settings) { f(s) }
+
+// settings are the options of one NewServer.
+type settings struct {
+	profile Profile
+	factor  float64 // 0: the profile's limits as they are
+	faults  func(*http.Request) Fault
+	err     error // the first bad option
+}
+
+// server makes the sandbox the settings describe.
+func (set settings) server() (http.Handler, error) {
+	if set.err != nil {
+		return nil, set.err
+	}
+	name := set.profile
+	if name == "" {
+		name = Documented
+	}
+	p, ok := sandbox.ProfileByName(string(name))
+	if !ok {
+		return nil, fmt.Errorf("bodotest: WithProfile(%q): there is no such profile; Profiles lists them", string(name))
+	}
+	var opts []sandbox.Option
+	if set.factor != 0 {
+		opts = append(opts, sandbox.WithLimitFactor(set.factor))
+	}
+	if f := set.faults; f != nil {
+		opts = append(opts, sandbox.WithFaults(func(r *http.Request) sandbox.Fault { return sandbox.Fault(f(r)) }))
+	}
+	return p.New(opts...), nil
+}
+
+// WithLimitFactor multiplies every quota and capacity of the server by f,
+// rounded and at least 1: the points, writes and parallel calls of each key,
+// the principal's and the organisation's points, deletes per minute and per
+// day, records read per hour, and those of a profile's own policies. The
+// windows stay as they are, so WithLimitFactor(10) lets a key write 600
+// times a minute instead of 60, and announces so in its headers. Lockouts
+// and exports keep their durations. f must be above 0 and at most 1,000,000;
+// of WithLimitFactor and WithoutLimits, the last one given counts.
+func WithLimitFactor(f float64) Option {
+	return optionFunc(func(s *settings) {
+		if !(f > 0 && f <= sandbox.MaxLimitFactor) {
+			s.fail(fmt.Errorf("bodotest: WithLimitFactor(%g): the factor must be above 0 and at most %g", f, float64(sandbox.MaxLimitFactor)))
+			return
+		}
+		s.factor = f
+	})
+}
+
+// WithoutLimits sets limits no test reaches: it is WithLimitFactor(1e6), so a
+// key may spend 300,000,000 points and write 60,000,000 times a minute. Use
+// it where a test checks what the code does, not how it paces itself.
+func WithoutLimits() Option { return WithLimitFactor(sandbox.MaxLimitFactor) }
+
+// WithProfile makes the server play p, a server that differs from the
+// documented one where the API leaves room; the default is Documented.
+func WithProfile(p Profile) Option {
+	return optionFunc(func(s *settings) { s.profile = p })
+}
+
+// WithFaults installs f, called once for every HTTP request the server
+// receives (a batch counts once), before anything else happens; the Fault it
+// returns is injected into that request. f may be called from several
+// goroutines at once.
+func WithFaults(f func(r *http.Request) Fault) Option {
+	return optionFunc(func(s *settings) { s.faults = f })
+}
+
+func (s *settings) fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+// Fault is what WithFaults injects into one request; the zero Fault
+// injects nothing.
+type Fault struct {
+	// Overloaded, 503 or 429, answers the request OVERLOADED with that
+	// status before anything else happens: no points are charged, nothing
+	// changes and the answer does not count towards a lockout. Any other
+	// non-zero value means 503.
+	Overloaded int
+	// RetryAfter is the wait an OVERLOADED answer asks for; the default is
+	// 1s. The problem's retryAfterMs carries it rounded up to a millisecond,
+	// Retry-After rounded up to a second (at least 1).
+	RetryAfter time.Duration
+	// HintInBodyOnly leaves Retry-After out of the OVERLOADED answer: the
+	// wait is only in the problem's retryAfterMs.
+	HintInBodyOnly bool
+	// DropAfterCommit serves the request fully (the change is made, points
+	// are charged, the answer is stored under its Idempotency-Key) and then
+	// drops the connection without an answer, as a network failure would.
+	DropAfterCommit bool
+	// Delay holds the answer back this long; the call stays in flight
+	// meanwhile, taking a parallel slot, and its Idempotency-Key stays in
+	// use.
+	Delay time.Duration
+}
+
+// Profile names a server that differs from the documented one where the API
+// leaves room: other plans, other limiter shapes, noisier headers, policies
+// of its own, overload, another key eating the organisation's quota. The
+// empty Profile is Documented.
+type Profile string
+
+// The profiles; Profiles lists them all.
+const (
+	// Documented has the limits of the API's documentation: key 300
+	// points/min (capacity 600), write 60/min, parallel 6, principal 1,200
+	// points/min, org 3,000 points/min (one key at most half), delete
+	// 10/min and 300/day, egress 10,000 records/hour; every per-minute
+	// level a token bucket.
+	Documented Profile = "documented"
+	// SmallPlan is a smaller plan: key 150 points/min (capacity 300), write
+	// 30/min, principal 600, org 1,500, delete 5/min and 150/day, egress
+	// 5,000 records/hour.
+	SmallPlan Profile = "small-plan"
+	// BigPlan is a bigger plan: key 600 points/min (capacity 1,200), write
+	// 120/min, principal 2,400, org 6,000, delete 20/min and 1,000/day,
+	// egress 20,000 records/hour.
+	BigPlan Profile = "big-plan"
+	// SlidingLog has the documented quotas, but the key, write, principal,
+	// org and delete levels are sliding logs.
+	SlidingLog Profile = "sliding-log"
+	// FixedWindow has the documented quotas, but the key, write, principal,
+	// org and delete levels are fixed windows.
+	FixedWindow Profile = "fixed-window"
+	// NoisyHeaders has the documented limits, varies the rate-limit headers
+	// within what their specification allows, and announces two policies
+	// it does not enforce: "bodo-burst" (20 points/s) and "bodo-money" (100
+	// pay or refund calls/min).
+	NoisyHeaders Profile = "noisy-headers"
+	// SearchPolicy has the documented limits and enforces a policy of its
+	// own, "bodo-search": 30 searches (listing or counting contacts with q)
+	// per 60 s, a sliding log.
+	SearchPolicy Profile = "search-policy"
+	// Overloaded has the documented limits, and answers 5 % of requests 503
+	// OVERLOADED with a retryAfterMs of 300 ms to 3 s in the body and no
+	// Retry-After.
+	Overloaded Profile = "overloaded"
+	// Foreign90 has BigPlan's key, write, principal, delete and egress
+	// levels with the documented org level, of which ForeignKey takes 90 %
+	// (45 points/s), leaving the other keys 5 points/s.
+	Foreign90 Profile = "foreign-90"
+)
+
+// Profiles returns every Profile, Documented first, in a fresh slice.
+func Profiles() []Profile {
+	ps := sandbox.Profiles()
+	out := make([]Profile, len(ps))
+	for i, p := range ps {
+		out[i] = Profile(p.Name)
+	}
+	return out
+}
+
+// Summary says in a line how p differs from Documented; it is empty for a
+// name that is no profile.
+func (p Profile) Summary() string {
+	if p == "" {
+		p = Documented
+	}
+	sp, _ := sandbox.ProfileByName(string(p))
+	return sp.Summary
+}
