@@ -102,12 +102,12 @@ type SharedMembers struct {
 	Rank      int
 }
 
-// SharedRenew keeps the leases of attempts still in flight.
+// SharedRenew asks to keep the leases of attempts still in flight.
 type SharedRenew struct {
-	Process    string
-	ProcessTTL time.Duration
-	Leases     []string
-	LeaseTTL   time.Duration
+	Process    string        // as in SharedAcquire
+	ProcessTTL time.Duration // as in SharedAcquire
+	Leases     []string      // the leases to extend
+	LeaseTTL   time.Duration // by how long from now
 }
 
 // SharedRelease is what an answered (or failed) attempt tells the store.

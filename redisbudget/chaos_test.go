@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,11 +68,40 @@ func TestChaos(t *testing.T) {
 		procs = append(procs, startAgents(t, bin, api, "-redis", px.Addr, "-agents", "8", "-duration", run.String(), "-seed", fmt.Sprint(seed+uint64(i))))
 	}
 
+	// Note when the sandbox first has more calls in flight than the
+	// quota, and what was being done to Redis then.
+	var mu sync.Mutex
+	current, over := "calm", ""
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			if n := srv.Stats(sandbox.TestKey).InFlight; n > lim.Parallel {
+				mu.Lock()
+				if over == "" {
+					over = fmt.Sprintf("%d in flight at %.2fs (%s)", n, time.Since(start).Seconds(), current)
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	setCurrent := func(what string) {
+		mu.Lock()
+		current = what
+		mu.Unlock()
+	}
+
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var done []string
 	for _, e := range plan {
 		time.Sleep(time.Until(start.Add(e.at)))
+		setCurrent(fmt.Sprintf("%s since %.2fs", e.kind, time.Since(start).Seconds()))
 		switch e.kind {
 		case "stop":
 			rs.Stop()
@@ -88,9 +118,11 @@ func TestChaos(t *testing.T) {
 			time.Sleep(e.length)
 			px.Cut(false)
 		case "delay":
-			var seedDelay = rng.Uint64()
-			r := rand.New(rand.NewPCG(seedDelay, 2))
+			r := rand.New(rand.NewPCG(rng.Uint64(), 2))
+			var mu sync.Mutex
 			px.Delay(func() time.Duration {
+				mu.Lock()
+				defer mu.Unlock()
 				if r.IntN(10) == 0 {
 					return time.Duration(300+r.IntN(400)) * time.Millisecond
 				}
@@ -100,6 +132,7 @@ func TestChaos(t *testing.T) {
 			px.Delay(nil)
 		}
 		done = append(done, fmt.Sprintf("%s %.1fs at %.1fs", e.kind, e.length.Seconds(), e.at.Seconds()))
+		setCurrent(fmt.Sprintf("calm since %.2fs, after %s", time.Since(start).Seconds(), e.kind))
 	}
 	for i, p := range procs {
 		if s := p.wait(t); s.Calls == 0 || s.OK == 0 {
@@ -118,7 +151,9 @@ func TestChaos(t *testing.T) {
 		t.Errorf("%d lockouts", st.Lockouts)
 	}
 	if st.MaxInFlight > lim.Parallel {
-		t.Errorf("%d calls in flight at once; the parallel quota is %d", st.MaxInFlight, lim.Parallel)
+		mu.Lock()
+		t.Errorf("%d calls in flight at once; the parallel quota is %d; first %s", st.MaxInFlight, lim.Parallel, over)
+		mu.Unlock()
 	}
 	if goodput < 0.8 {
 		t.Errorf("goodput %.1f %%, want at least 80 %%", 100*goodput)

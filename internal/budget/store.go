@@ -98,6 +98,8 @@ const (
 	sharedPoll    = 20 * time.Millisecond
 	leaseTTL      = 30 * time.Second
 	keepEvery     = 500 * time.Millisecond
+	probeEvery    = 100 * time.Millisecond // while the store is down
+	minDrain      = time.Second
 
 	// processTTL is how long the store counts a process it no longer
 	// hears from among the key's processes.
@@ -248,11 +250,13 @@ func (s *State) storeResult(err error, members *StoreMembers) error {
 
 // drainLocked is how long a process that lost the store waits before it
 // goes on its share: the calls the store admitted on others' shares end by
-// then. It is the longest call this process saw end in the last minute or
-// two, and at least sharedTimeout.
+// then, and a single request that failed (a reply late past its deadline)
+// is found out by the keeper's next look (see keepInterval) before any call
+// goes on the share. It is the longest call this process saw end in the
+// last minute or two, and at least minDrain.
 func (s *State) drainLocked(now time.Time) time.Duration {
 	s.rollLongestLocked(now)
-	return max(sharedTimeout, s.longest, s.longestPrev)
+	return max(minDrain, s.longest, s.longestPrev)
 }
 
 func (s *State) rollLongestLocked(now time.Time) {
@@ -438,11 +442,15 @@ func (s *State) keep() {
 }
 
 // keepInterval is how long the keeper sleeps: keepEvery, or a third of the
-// shortest lease time when that is shorter.
+// shortest lease time when that is shorter, and probeEvery while the store
+// is down, so that a failure that was a passing one ends before the drain.
 func (s *State) keepInterval() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := keepEvery
+	if s.sharedDown {
+		d = probeEvery
+	}
 	for _, l := range s.leases {
 		d = min(d, l.ttl/3)
 	}
