@@ -109,6 +109,7 @@ func budgetError(cl *call, err error) error {
 		held      *budget.HoldError
 		never     *budget.NeverFitsError
 		exhausted *budget.ExhaustedError
+		panicked  *budget.PanicError
 	)
 	switch {
 	case errors.As(err, &held):
@@ -124,6 +125,10 @@ func budgetError(cl *call, err error) error {
 			permanent: true,
 			Request:   redactedRequest(cl.req),
 		}
+	case errors.As(err, &panicked):
+		// The shared store or the logger panicked: this call is not sent,
+		// the key's other calls go on.
+		return &Error{Operation: cl.op.ID, Title: "Shared budget failed", Detail: err.Error(), Local: true, Request: redactedRequest(cl.req), cause: err}
 	case errors.As(err, &exhausted):
 		now := time.Now()
 		return &Error{

@@ -82,6 +82,21 @@ func shrunken() sandbox.Limits {
 	return lim
 }
 
+// chaosSetup is what the tests of many processes through a proxy share: a
+// private Redis behind a proxy, the agents program and a sandbox with
+// shrunken limits whose answers take latency, on loopback.
+func chaosSetup(t *testing.T, latency time.Duration) (*redisServer, *netProxy, string, sandbox.Limits, *sandbox.Server, string) {
+	t.Helper()
+	rs := startRedis(t)
+	px := startProxy(t, rs.Addr)
+	bin := buildAgents(t)
+	lim := shrunken()
+	srv := sandbox.New(sandbox.WithLimits(lim), sandbox.WithLatency(latency))
+	api := httptest.NewServer(srv)
+	t.Cleanup(api.Close)
+	return rs, px, bin, lim, srv, api.URL
+}
+
 // TestFourProcessesShareOneBudget runs the agents program in 4 OS processes
 // on one key against one sandbox for 30 s, sharing the budget through
 // Redis: no lockout, never more calls in flight over all processes than the

@@ -48,7 +48,8 @@ func startRedis(t *testing.T) *redisServer {
 func (s *redisServer) Start(t *testing.T) {
 	t.Helper()
 	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning")
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
+		"--enable-debug-command", "local") // DEBUG SLEEP pauses it in the chaos test
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

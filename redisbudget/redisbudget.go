@@ -10,8 +10,9 @@
 // exhausted quotas and lockouts live in Redis and change only inside Lua
 // scripts that use Redis TIME as their clock. Keys are namespaced per host
 // and a hash of the API key, never the key itself. When Redis cannot be
-// reached the client falls back to its own budget and rejoins when Redis
-// is back.
+// reached each process falls back to its share of the key (by the number
+// of processes Redis counted) and rejoins when Redis is back; what Redis
+// did not get meanwhile is sent then.
 package redisbudget
 
 import (
@@ -42,10 +43,11 @@ type Option func(*Budget)
 // WithPrefix sets the prefix of the budget's keys (default DefaultPrefix).
 func WithPrefix(prefix string) Option { return func(b *Budget) { b.prefix = prefix } }
 
-// WithLeaseTTL sets how long a call may hold its slot in flight before
-// Redis frees it, overriding the client's default (30 s): the time within
-// which a crashed process's slots come back. It must exceed the longest
-// call, or a slow call's slot is given away while it still runs.
+// WithLeaseTTL sets how long a call's slot in flight is held without news
+// from its process before Redis frees it, overriding the client's default
+// (30 s): the time within which a crashed process's slots come back. The
+// client renews the leases of calls still running every third of it (and
+// at least every 500 ms), so a call may last longer.
 func WithLeaseTTL(d time.Duration) Option { return func(b *Budget) { b.leaseTTL = d } }
 
 // New returns a budget stored through rdb: a *redis.Client, a
@@ -83,27 +85,64 @@ func (b *Budget) Acquire(ctx context.Context, key string, req bodo.SharedAcquire
 		ttl = b.leaseTTL
 	}
 	args := []any{req.Lease, ms(ttl), num(req.Cost), num(req.KeyRate), req.MaxInFlight,
-		req.RefusalLimit, ms(req.RefusalWindow), unbudgeted}
+		req.RefusalLimit, ms(req.RefusalWindow), unbudgeted, req.Process, ms(req.ProcessTTL)}
 	args = levelArgs(args, req.Levels)
 	res, err := acquireScript.Run(ctx, b.rdb, b.keys(key), args...).Slice()
 	if err != nil {
 		return bodo.SharedGrant{}, fmt.Errorf("redisbudget: acquire: %w", err)
 	}
-	if len(res) == 1 {
-		return bodo.SharedGrant{Admitted: true}, nil
-	}
-	if len(res) < 3 {
+	if len(res) != 8 {
 		return bodo.SharedGrant{}, fmt.Errorf("redisbudget: acquire: unexpected answer %v", res)
 	}
+	admitted, _ := res[0].(int64)
 	wait, _ := res[1].(int64)
 	reason, _ := res[2].(string)
-	g := bodo.SharedGrant{Wait: time.Duration(min(max(wait, 0), int64(time.Hour/time.Millisecond))) * time.Millisecond, Reason: reason}
-	if reason == "quota" && len(res) == 5 {
+	g := bodo.SharedGrant{Admitted: admitted == 1, Wait: millis(min(max(wait, 0), int64(time.Hour/time.Millisecond))), Reason: reason,
+		LeaseTTL: millis(res[5]), SharedMembers: members(res[6], res[7])}
+	if reason == "quota" {
 		g.Policy, _ = res[3].(string)
 		left, _ := res[4].(int64)
-		g.Until = time.Now().Add(time.Duration(left) * time.Millisecond)
+		g.Until = time.Now().Add(millis(left))
 	}
 	return g, nil
+}
+
+// millis reads a number of milliseconds of a script's answer.
+func millis(v any) time.Duration {
+	n, _ := v.(int64)
+	return time.Duration(n) * time.Millisecond
+}
+
+func members(n, rank any) bodo.SharedMembers {
+	m := bodo.SharedMembers{}
+	if v, ok := n.(int64); ok {
+		m.Processes = int(v)
+	}
+	if v, ok := rank.(int64); ok {
+		m.Rank = int(v)
+	}
+	return m
+}
+
+// Renew implements bodo.SharedBudget.
+func (b *Budget) Renew(ctx context.Context, key string, req bodo.SharedRenew) (bodo.SharedMembers, error) {
+	ttl := req.LeaseTTL
+	if b.leaseTTL > 0 {
+		ttl = b.leaseTTL
+	}
+	args := make([]any, 0, 3+len(req.Leases))
+	args = append(args, req.Process, ms(req.ProcessTTL), ms(ttl))
+	for _, l := range req.Leases {
+		args = append(args, l)
+	}
+	res, err := renewScript.Run(ctx, b.rdb, b.keys(key), args...).Slice()
+	if err != nil {
+		return bodo.SharedMembers{}, fmt.Errorf("redisbudget: renew: %w", err)
+	}
+	if len(res) != 2 {
+		return bodo.SharedMembers{}, fmt.Errorf("redisbudget: renew: unexpected answer %v", res)
+	}
+	return members(res[0], res[1]), nil
 }
 
 // Release implements bodo.SharedBudget.
@@ -126,7 +165,8 @@ func (b *Budget) Release(ctx context.Context, key string, rel bodo.SharedRelease
 	if factor <= 0 || factor >= 1 {
 		factor = 0.5
 	}
-	args := []any{rel.Lease, flag(rel.Refused), flag(rel.Cut), ms(rel.RefusalWindow), rel.MaxInFlight, pause, rel.Block, block, num(factor)}
+	args := []any{rel.Lease, flag(rel.Refused), flag(rel.Cut), ms(rel.RefusalWindow), rel.MaxInFlight, pause, rel.Block, block, num(factor),
+		max(ms(rel.RefusedAgo), 0)}
 	args = levelArgs(args, rel.Refund)
 	args = levelArgs(args, rel.Left)
 	args = levelArgs(args, rel.Owe)

@@ -6,6 +6,12 @@ import "github.com/redis/go-redis/v9"
 // KEYS[1], a prefix with a {hash tag}, so that a cluster keeps them in one
 // slot. Times are Redis TIME in milliseconds: the machines' clocks do not
 // matter. Durations cross the wire as milliseconds, rates as per second.
+//
+// A failover may bring a primary whose clock differs from the old one's.
+// A refill time stored ahead of TIME is set to now, so that a clock behind
+// stalls no refill; a clock ahead ends leases early by the difference,
+// which the client's renewals (a third of the lease time at the most)
+// make good unless it exceeds most of the lease time.
 const luaPrelude = `
 local p = KEYS[1]
 local t = redis.call('TIME')
@@ -20,6 +26,10 @@ local function tokens_of(name, rate, size)
   local h = redis.call('HMGET', p .. ':lv:' .. name, 't', 'a')
   local tokens = tonumber(h[1]) or size
   local at = tonumber(h[2]) or now
+  if at > now then
+    at = now
+    redis.call('HSET', p .. ':lv:' .. name, 'a', now)
+  end
   if now > at then tokens = tokens + rate * (now - at) / 1000 end
   return math.min(size, tokens)
 end
@@ -39,6 +49,37 @@ local function levels_from(first, n)
   return out
 end
 
+-- members counts the processes heard from within ttl ms, me among them
+-- (me may be empty), and says me's place among them by name.
+local function members(me, ttl)
+  local k = p .. ':procs'
+  if me ~= '' then redis.call('HSET', k, me, now) end
+  local h = redis.call('HGETALL', k)
+  local ids = {}
+  for i = 1, #h, 2 do
+    if now - tonumber(h[i + 1]) > ttl then
+      redis.call('HDEL', k, h[i])
+    else
+      ids[#ids + 1] = h[i]
+    end
+  end
+  touch(k)
+  table.sort(ids)
+  local rank = 0
+  for i, id in ipairs(ids) do
+    if id == me then rank = i - 1 end
+  end
+  return #ids, rank
+end
+
+-- gone holds the leases released in the last two minutes: a release sent
+-- again, or an Acquire that arrives after the release of its lease, does
+-- nothing more.
+local function gone(id)
+  redis.call('ZREMRANGEBYSCORE', p .. ':gone', '-inf', now)
+  return redis.call('ZSCORE', p .. ':gone', id)
+end
+
 local function drop_lease(id)
   local d = redis.call('HGETALL', p .. ':lease:' .. id)
   for i = 1, #d, 2 do
@@ -55,7 +96,7 @@ local function aimd(maxinflight)
   local s = redis.call('HMGET', p .. ':state', 'cap', 'pace', 'lc')
   local cap = tonumber(s[1]) or maxinflight
   local pace = tonumber(s[2]) or 1
-  local lc = tonumber(s[3]) or now
+  local lc = math.min(tonumber(s[3]) or now, now)
   local steps = math.floor((now - lc) / 2000)
   if steps > 0 then
     cap = cap + steps
@@ -73,10 +114,12 @@ end
 
 // acquireScript admits one attempt or says why not.
 // ARGV: lease, ttl ms, cost, key rate, max in flight, refusal limit,
-// refusal window ms, unbudgeted (0/1), number of levels, then per level
-// name, amount, rate, size. It answers {1} when admitted, {0, wait ms,
-// reason} when not, {0, 0, "quota", policy, ms until reset} for an
-// exhausted quota.
+// refusal window ms, unbudgeted (0/1), process, process ttl ms, number of
+// levels, then per level name, amount, rate, size. It answers {admitted
+// (0/1), wait ms, reason, policy, ms until reset, ttl ms, processes,
+// rank}: a reason when not admitted, a policy for an exhausted quota. A
+// lease already admitted is admitted again without taking anything; a
+// lease already released is not.
 var acquireScript = redis.NewScript(luaPrelude + `
 local lease = ARGV[1]
 local ttl = tonumber(ARGV[2])
@@ -86,25 +129,36 @@ local maxinflight = tonumber(ARGV[5])
 local rlimit = tonumber(ARGV[6])
 local rwindow = tonumber(ARGV[7])
 local unbudgeted = ARGV[8] == '1'
-local levels = levels_from(10, tonumber(ARGV[9]))
+local n, rank = members(ARGV[9], tonumber(ARGV[10]))
+local levels = levels_from(12, tonumber(ARGV[11]))
+local function no(wait, reason, policy, untilms)
+  return {0, wait, reason, policy or '', untilms or 0, ttl, n, rank}
+end
 
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', p .. ':leases', '-inf', now)) do
   drop_lease(id)
 end
 redis.call('ZREMRANGEBYSCORE', p .. ':refusals', '-inf', now - rwindow)
+if gone(lease) then
+  return no(0, 'released')
+end
+if redis.call('ZSCORE', p .. ':leases', lease) then
+  redis.call('ZADD', p .. ':leases', now + ttl, lease)
+  return {1, 0, '', '', 0, ttl, n, rank}
+end
 
 local blocks = {'*'}
 for _, l in ipairs(levels) do blocks[#blocks + 1] = l.name end
 for _, name in ipairs(blocks) do
   local untilms = tonumber(redis.call('HGET', p .. ':blocks', name))
   if untilms and untilms > now then
-    return {0, 0, 'quota', name, untilms - now}
+    return no(0, 'quota', name, untilms - now)
   end
 end
 
 local paused = tonumber(redis.call('HGET', p .. ':state', 'paused')) or 0
 if paused > now then
-  return {0, paused - now, 'lockout'}
+  return no(paused - now, 'lockout')
 end
 
 local leases = redis.call('ZCARD', p .. ':leases')
@@ -115,14 +169,14 @@ if refusals + leases >= rlimit then
     local oldest = redis.call('ZRANGE', p .. ':refusals', 0, 0, 'WITHSCORES')
     wait = tonumber(oldest[2]) + rwindow - now
   end
-  return {0, math.max(wait, 0), 'refusal-guard'}
+  return no(math.max(wait, 0), 'refusal-guard')
 end
 
 if not unbudgeted then
   local cap, pace, lc = aimd(maxinflight)
   if leases >= math.floor(cap) then
     save_aimd(cap, pace, lc)
-    return {0, 0, 'in-flight'}
+    return no(0, 'in-flight')
   end
   local wait, reason = 0, ''
   for _, l in ipairs(levels) do
@@ -142,6 +196,10 @@ if not unbudgeted then
     local s = redis.call('HMGET', p .. ':state', 'pt', 'pa')
     pt = tonumber(s[1]) or burst
     pa = tonumber(s[2]) or now
+    if pa > now then
+      pa = now
+      redis.call('HSET', p .. ':state', 'pa', now)
+    end
     if now > pa then pt = math.min(burst, pt + pr * (now - pa) / 1000) end
     local need = math.min(cost, burst)
     if pt < need - 1e-9 and pr > 0 then
@@ -151,7 +209,7 @@ if not unbudgeted then
   end
   save_aimd(cap, pace, lc)
   if wait > 0 then
-    return {0, wait, reason}
+    return no(wait, reason)
   end
   for _, l in ipairs(levels) do
     save(l.name, l.tokens - l.amount)
@@ -168,13 +226,14 @@ redis.call('ZADD', p .. ':leases', now + ttl, lease)
 -- entry expires the lease, and drop_lease still finds what to take back
 touch(p .. ':lease:' .. lease)
 touch(p .. ':leases')
-return {1}
+return {1, 0, '', '', 0, ttl, n, rank}
 `)
 
-// releaseScript ends an attempt. ARGV: lease, refused (0/1), cut (0/1),
-// refusal window ms, max in flight, pause ms, block policy, block ms, cut
-// factor, then three lists, each a count followed by name, amount, rate,
-// size per level: refund, left, owe.
+// releaseScript ends an attempt; a release of a lease released already
+// does nothing. ARGV: lease, refused (0/1), cut (0/1), refusal window ms,
+// max in flight, pause ms, block policy, block ms, cut factor, ms since
+// the refusal, then three lists, each a count followed by name, amount,
+// rate, size per level: refund, left, owe.
 var releaseScript = redis.NewScript(luaPrelude + `
 local lease = ARGV[1]
 local refused = ARGV[2] == '1'
@@ -185,14 +244,20 @@ local pausems = tonumber(ARGV[6])
 local block = ARGV[7]
 local blockms = tonumber(ARGV[8])
 local factor = tonumber(ARGV[9])
-local i = 10
+local ago = tonumber(ARGV[10])
+local i = 11
 local nref = tonumber(ARGV[i]); local refund = levels_from(i + 1, nref); i = i + 1 + nref * 4
 local nleft = tonumber(ARGV[i]); local left = levels_from(i + 1, nleft); i = i + 1 + nleft * 4
 local nowe = tonumber(ARGV[i]); local owe = levels_from(i + 1, nowe)
 
+if gone(lease) then
+  return 0
+end
 drop_lease(lease)
-if refused then
-  redis.call('ZADD', p .. ':refusals', now, now .. ':' .. lease)
+redis.call('ZADD', p .. ':gone', now + 120000, lease)
+touch(p .. ':gone')
+if refused and ago < rwindow then
+  redis.call('ZADD', p .. ':refusals', now - ago, now .. ':' .. lease)
   redis.call('ZREMRANGEBYSCORE', p .. ':refusals', '-inf', now - rwindow)
   touch(p .. ':refusals')
 end
@@ -235,4 +300,16 @@ for _, l in ipairs(levels_from(2, tonumber(ARGV[1]))) do
   save(l.name, math.min(l.size, tokens_of(l.name, l.rate, l.size) + l.amount))
 end
 return 1
+`)
+
+// renewScript keeps leases in flight and counts the process. ARGV:
+// process, process ttl ms, lease ttl ms, then the leases. A lease the
+// store no longer holds is not made again. It answers {processes, rank}.
+var renewScript = redis.NewScript(luaPrelude + `
+local n, rank = members(ARGV[1], tonumber(ARGV[2]))
+local ttl = tonumber(ARGV[3])
+for i = 4, #ARGV do
+  redis.call('ZADD', p .. ':leases', 'XX', now + ttl, ARGV[i])
+end
+return {n, rank}
 `)

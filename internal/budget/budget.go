@@ -204,7 +204,8 @@ func forID(id string, from *State, now time.Time) *State {
 		s.id, s.lastUse = id, now
 		if from != nil {
 			from.mu.Lock()
-			s.store = store{shared: from.shared, sharedKey: from.sharedKey, logger: from.logger}
+			s.store = store{shared: from.shared, sharedKey: from.sharedKey, logger: from.logger,
+				storeSeq: from.storeSeq, member: from.member, members: from.members, share: from.share}
 			from.mu.Unlock()
 		}
 		states.m[id] = s
@@ -273,7 +274,7 @@ func sweep(now time.Time) {
 // server's wait or an exhausted quota still running, a refusal in the
 // guard's window, a release the shared store has not had.
 func (s *State) idleLocked(now time.Time) bool {
-	if s.waiting > 0 || s.reserved > 0 || s.inflight > 0 || len(s.pendingReleases) > 0 ||
+	if s.waiting > 0 || s.reserved > 0 || s.inflight > 0 || len(s.pending) > 0 || len(s.leases) > 0 ||
 		now.Sub(s.lastUse) < IdleTTL || now.Before(s.lockedUntil) || now.Before(s.heldUntil) {
 		return false
 	}
@@ -339,6 +340,8 @@ type Ticket struct {
 	taken    []take
 	budgeted bool
 	lease    string
+	ref      leaseRef // the store the lease is in
+	start    time.Time
 	once     sync.Once
 }
 
@@ -452,7 +455,7 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 		lease := ""
 		if g == nil && s.sharedActiveLocked(now) {
 			var err error
-			lease, d, why, err = s.acquireSharedLocked(ctx, c, now)
+			lease, d, why, err = s.acquireSharedLocked(c, now)
 			now = time.Now()
 			if err != nil {
 				return fail(err)
@@ -479,7 +482,7 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 				s.waits++
 				s.waited += waited
 			}
-			c.ticket = Ticket{s: s, c: c, taken: c.takes, budgeted: c.Budgeted, lease: lease}
+			c.ticket = Ticket{s: s, c: c, taken: c.takes, budgeted: c.Budgeted, lease: lease, ref: s.leases[lease], start: now}
 			s.lastUse = now
 			s.mu.Unlock()
 			if slow != nil {
@@ -648,12 +651,20 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		return &s.pauseGate, max(pausedUntil.Sub(now), 0), why
 	}
 	s.pruneRefusalsLocked(now)
-	if len(s.refusals)+s.reserved >= RefusalLimit || s.guardGate.ahead(w) {
+	share := s.shareLocked(now)
+	guard := RefusalLimit
+	if share.on {
+		guard = share.refusals
+	}
+	if len(s.refusals)+s.reserved >= guard || s.guardGate.ahead(w) {
 		d := forever
-		if len(s.refusals)+s.reserved < RefusalLimit {
+		if len(s.refusals)+s.reserved < guard {
 			d = 0
 		} else if len(s.refusals) > 0 {
 			d = s.refusals[0].Add(RefusalWindow).Sub(now)
+		}
+		if share.on {
+			d = min(d, s.reprobeLocked(now))
 		}
 		return &s.guardGate, d, ReasonGuard
 	}
@@ -667,11 +678,17 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		if !s.learned && s.inflight > 0 || s.slotGate.ahead(w) {
 			return &s.slotGate, forever, ReasonInFlight
 		}
+		if share.on && s.inflight >= share.slots {
+			return &s.slotGate, s.reprobeLocked(now), ReasonInFlight
+		}
 		return nil, 0, ""
+	}
+	if share.on && now.Before(s.drainUntil) {
+		return &s.slotGate, s.drainUntil.Sub(now), ReasonInFlight
 	}
 	s.adaptLocked(now)
 	if c.PastLevels {
-		return s.slotLocked(w)
+		return s.slotLocked(w, share, now)
 	}
 	for _, t := range s.takesLocked(c) {
 		l := t.l
@@ -687,7 +704,7 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 			return &l.gate, d, l.name
 		}
 	}
-	if s.pace < 1 {
+	if s.paceLocked() < 1 {
 		s.refillPaceLocked(now)
 		// A call needs its cost, or a full burst when it costs more: the
 		// pace then runs into debt, so an expensive call is never starved.
@@ -699,14 +716,18 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 			return &s.paceGate, d, ReasonPace
 		}
 	}
-	return s.slotLocked(w)
+	return s.slotLocked(w, share, now)
 }
 
-// slotLocked holds w while the calls in flight are at the adaptive cap.
-func (s *State) slotLocked(w *waiter) (*gate, time.Duration, string) {
+// slotLocked holds w while the calls in flight are at the adaptive cap, or
+// at the slots of the fallback share while that applies.
+func (s *State) slotLocked(w *waiter, share fallbackShare, now time.Time) (*gate, time.Duration, string) {
 	limit := int(s.capLimit)
 	if !s.learned {
 		limit = 1 // slow start: one call until an answer has shown the server's policies
+	}
+	if share.on && s.inflight >= share.slots {
+		return &s.slotGate, s.reprobeLocked(now), ReasonInFlight
 	}
 	if s.inflight >= limit || s.slotGate.ahead(w) {
 		return &s.slotGate, forever, ReasonInFlight
@@ -733,7 +754,7 @@ func (s *State) takeLocked(c *Call) {
 		t.l.sinceSeen += t.amount
 		t.l.inflight += t.amount
 	}
-	if s.pace < 1 {
+	if s.paceLocked() < 1 {
 		s.paceTokens -= c.Cost
 	}
 }
@@ -794,7 +815,7 @@ func (s *State) Settle(c *Call, name string, amount float64) {
 	l.tokens = min(max(l.size(), l.tokens), l.tokens+amount)
 	l.sinceSeen -= amount
 	l.gate.wakeHead()
-	s.refundSharedLocked(l, amount, now) // unlocks
+	s.refundSharedLocked(c, l, amount, now) // unlocks
 }
 
 // ctxErr is why ctx ended: ctx.Err(), and its cause as well when that is
@@ -845,6 +866,15 @@ func (s *State) adaptLocked(now time.Time) {
 	}
 }
 
+// paceLocked is the share of the key's rate the client allows itself: the
+// AIMD pace, under the fallback share's ceiling while that applies.
+func (s *State) paceLocked() float64 {
+	if s.paceShare > 0 {
+		return min(s.pace, s.paceShare)
+	}
+	return s.pace
+}
+
 // paceWaitLocked is how long the pace needs to grant deficit more points
 // at its rate now, cut short where that rate changes: when an observed
 // refill rate of the key level expires, and when the pace next grows. The
@@ -865,7 +895,7 @@ func (s *State) paceWaitLocked(deficit float64, now time.Time) time.Duration {
 }
 
 func (s *State) paceRateLocked(now time.Time) float64 {
-	return s.pace * s.levels[Key].rate(now)
+	return s.paceLocked() * s.levels[Key].rate(now)
 }
 
 // paceBurstLocked is what the pace lets through at once: paceBurst's worth

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -14,6 +15,7 @@ type Store interface {
 	Acquire(ctx context.Context, key string, req StoreAcquire) (StoreGrant, error)
 	Release(ctx context.Context, key string, rel StoreRelease) error
 	Refund(ctx context.Context, key string, levels []StoreLevel) error
+	Renew(ctx context.Context, key string, req StoreRenew) (StoreMembers, error)
 }
 
 // StoreLevel is one level in a store request: the amount taken, given back
@@ -36,6 +38,8 @@ type StoreAcquire struct {
 	RefusalLimit  int
 	RefusalWindow time.Duration
 	Unbudgeted    bool
+	Process       string
+	ProcessTTL    time.Duration
 }
 
 // StoreGrant is the store's answer.
@@ -45,12 +49,30 @@ type StoreGrant struct {
 	Reason   string
 	Policy   string
 	Until    time.Time
+	LeaseTTL time.Duration
+	Members  StoreMembers
+}
+
+// StoreMembers is how many processes use the key and the place of this one
+// among them.
+type StoreMembers struct {
+	Processes int
+	Rank      int
+}
+
+// StoreRenew keeps the leases of attempts still in flight.
+type StoreRenew struct {
+	Process    string
+	ProcessTTL time.Duration
+	Leases     []string
+	LeaseTTL   time.Duration
 }
 
 // StoreRelease is what an ended attempt tells the store.
 type StoreRelease struct {
 	Lease         string
 	Refused       bool
+	RefusedAgo    time.Duration
 	Cut           bool
 	CutFactor     float64
 	Refund        []StoreLevel
@@ -65,33 +87,93 @@ type StoreRelease struct {
 }
 
 // sharedRetry is how long the client uses its local budget after the store
-// failed before it tries the store again; sharedTimeout bounds each request
-// to the store; sharedPoll is how often a call held by the store's in-flight
-// cap asks again.
+// failed before a call tries the store again (the keeper looks sooner);
+// sharedTimeout bounds each request to the store; sharedPoll is how often a
+// call held by the store's in-flight cap asks again; keepEvery is how often
+// the keeper renews the leases in flight, sends what failed before and,
+// while the store is down, looks whether it is back.
 const (
 	sharedRetry   = 2 * time.Second
 	sharedTimeout = 500 * time.Millisecond
 	sharedPoll    = 20 * time.Millisecond
 	leaseTTL      = 30 * time.Second
+	keepEvery     = 500 * time.Millisecond
+	probeEvery    = 100 * time.Millisecond // while the store is down
+	minDrain      = time.Second
 
-	maxPendingReleases = 1024
+	// processTTL is how long the store counts a process it no longer
+	// hears from among the key's processes.
+	processTTL = 2 * time.Minute
+
+	// rejoinWindow is how long a process that reached the store again
+	// still keeps to its share as well: the others that were down with it
+	// are back by then (their keepers look every keepEvery), and a store
+	// that came back empty has heard from them again.
+	rejoinWindow = sharedRetry + sharedTimeout
+
+	// A release or refund the store did not get is sent again until it
+	// is pendingTTL old; at most maxPending are kept. One sent more than
+	// staleAfter late no longer tells what is left of the levels.
+	maxPending = 1024
+	pendingTTL = 2 * time.Minute
+	staleAfter = time.Second
 )
 
 // store is the shared-store side of a State.
 type store struct {
-	shared          Store // nil: this process's budget only
-	sharedKey       string
-	sharedRetryAt   time.Time
-	sharedDown      bool
-	pendingReleases []StoreRelease
-	logger          *slog.Logger
+	shared        Store // nil: this process's budget only
+	sharedKey     string
+	sharedRetryAt time.Time
+	sharedDown    bool
+	logger        *slog.Logger
+
+	storeSeq   int          // counts the stores given (UseStore): leases and pending requests name theirs by it
+	member     string       // this state's name among the key's processes
+	members    StoreMembers // what the store said last
+	share      StoreMembers // what the fallback shares are worked out from (see shareLocked)
+	drainUntil time.Time    // no budgeted call goes on the local budget before (see storeResult)
+	rejoinedAt time.Time
+	paceShare  float64 // the pace's ceiling while the shares apply; 0: none
+
+	leases  map[string]leaseRef // the leases of attempts in flight
+	pending []pendingOp         // what the store has not had yet
+	keeping bool                // the keeper runs
+
+	// The longest call that ended in this minute and in the one before.
+	longest, longestPrev time.Duration
+	longestAt            time.Time
 }
 
-// UseStore makes s share its budget through st under key.
+// leaseRef is where a lease was taken: a client of the key may have given
+// the key another store since.
+type leaseRef struct {
+	st  Store
+	seq int // the store's storeSeq
+	key string
+	ttl time.Duration
+}
+
+// pendingOp is a release, or a refund when refund is set, that the store
+// has not had.
+type pendingOp struct {
+	st     Store
+	seq    int
+	key    string
+	rel    StoreRelease
+	refund []StoreLevel
+	at     time.Time
+}
+
+// UseStore makes s share its budget through st under key. Attempts in
+// flight end in the store they were admitted by.
 func (s *State) UseStore(st Store, key string, logger *slog.Logger) {
 	s = s.live()
 	s.mu.Lock()
 	s.shared, s.sharedKey, s.logger = st, key, logger
+	s.storeSeq++
+	if s.member == "" {
+		s.member = leaseID()
+	}
 	s.mu.Unlock()
 }
 
@@ -99,22 +181,146 @@ func (s *State) sharedActiveLocked(now time.Time) bool {
 	return s.shared != nil && !now.Before(s.sharedRetryAt)
 }
 
-// sharedResultLocked records how a request to the store went: a failure
-// switches to the local budget for sharedRetry (logged once per outage), a
-// success after a failure rejoins (logged too).
-func (s *State) sharedResultLocked(err error, now time.Time) {
+// PanicError is a panic of the shared store or of the logger, caught so
+// that the key's budget stays usable: the call it happened in fails with
+// it, the others go on.
+type PanicError struct {
+	Where string // "shared store" or "logger"
+	Value any
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("the %s panicked: %v", e.Where, e.Value) }
+
+// safely runs f, turning a panic into a *PanicError.
+func safely[T any](where string, f func() (T, error)) (v T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &PanicError{Where: where, Value: p}
+		}
+	}()
+	return f()
+}
+
+// storeResult records how a request to the store went; s.mu must not be
+// held. A failure switches to the local budget for sharedRetry: the first
+// of an outage starts the drain (see drainLocked) and is logged. A success
+// after a failure rejoins, logged too. The logging happens outside the
+// lock; a logger that panics is the error returned.
+func (s *State) storeResult(err error, members *StoreMembers) error {
+	s.mu.Lock()
+	now := time.Now()
+	var msg string
+	level := slog.LevelInfo
+	var attrs []slog.Attr
 	switch {
 	case err != nil:
 		s.sharedRetryAt = now.Add(sharedRetry)
 		if !s.sharedDown {
 			s.sharedDown = true
-			s.logger.LogAttrs(context.Background(), slog.LevelWarn, "bodo: shared budget unreachable, using this process's budget until it is back",
-				slog.String("error", err.Error()))
+			s.drainUntil = now.Add(s.drainLocked(now))
+			level, msg = slog.LevelWarn, "bodo: shared budget unreachable, using this process's share of the budget until it is back"
+			attrs = append(attrs, slog.String("error", err.Error()), slog.Int("processes", s.share.Processes))
 		}
-	case s.sharedDown:
-		s.sharedDown = false
-		s.logger.LogAttrs(context.Background(), slog.LevelInfo, "bodo: shared budget reachable again")
+		s.startKeeperLocked()
+	default:
+		s.sharedRetryAt = time.Time{}
+		if s.sharedDown {
+			s.sharedDown = false
+			s.rejoinedAt = now
+			msg = "bodo: shared budget reachable again"
+			s.slotGate.wakeHead()
+			s.guardGate.wakeHead()
+		}
+		if members != nil && members.Processes > 0 {
+			s.members = *members
+			s.shareLocked(now)
+		}
 	}
+	logger := s.logger
+	s.mu.Unlock()
+	if msg == "" || logger == nil {
+		return nil
+	}
+	_, lerr := safely("logger", func() (struct{}, error) {
+		logger.LogAttrs(context.Background(), level, msg, attrs...)
+		return struct{}{}, nil
+	})
+	return lerr
+}
+
+// drainLocked is how long a process that lost the store waits before it
+// goes on its share: the calls the store admitted on others' shares end by
+// then, and a single request that failed (a reply late past its deadline)
+// is found out by the keeper's next look (see keepInterval) before any call
+// goes on the share. It is the longest call this process saw end in the
+// last minute or two, and at least minDrain.
+func (s *State) drainLocked(now time.Time) time.Duration {
+	s.rollLongestLocked(now)
+	return max(minDrain, s.longest, s.longestPrev)
+}
+
+func (s *State) rollLongestLocked(now time.Time) {
+	if now.Sub(s.longestAt) >= time.Minute {
+		s.longestPrev, s.longest = s.longest, 0
+		if now.Sub(s.longestAt) >= 2*time.Minute {
+			s.longestPrev = 0
+		}
+		s.longestAt = now
+	}
+}
+
+// fallbackShare is what one process may use of the key while it cannot
+// count on the store: its slots in flight, its part of the lockout guard's
+// refusals and of the key's rate (as a ceiling of the pace).
+type fallbackShare struct {
+	on       bool
+	slots    int
+	refusals int
+	pace     float64
+}
+
+// shareOf is the part of total that falls to the process at rank of n: the
+// parts of all ranks add up to total.
+func shareOf(total, n, rank int) int {
+	return (rank+1)*total/n - rank*total/n
+}
+
+// shareLocked is the share of the key this process keeps to now. It
+// applies while the store is down and for rejoinWindow after it is back,
+// when the key has more than one process: each takes its part of the
+// parallel quota and of the guard's refusals by its place among the
+// processes the store last counted, and of the key's rate by its part of
+// the slots. So no number of processes exceeds the key's limits while they
+// cannot see each other. The processes counted are those of the last
+// answer before the outage; the count shrinks only processTTL after a
+// rejoin, since a store that came back empty counts the processes anew.
+func (s *State) shareLocked(now time.Time) fallbackShare {
+	limited := s.shared != nil && (!s.sharedActiveLocked(now) || now.Before(s.rejoinedAt.Add(rejoinWindow)))
+	if !limited && s.members.Processes > 0 &&
+		(s.members.Processes >= s.share.Processes || now.Sub(s.rejoinedAt) > processTTL) {
+		s.share = s.members
+	}
+	n := s.share.Processes
+	if !limited || n <= 1 {
+		s.paceShare = 0
+		return fallbackShare{}
+	}
+	rank := min(max(s.share.Rank, 0), n-1)
+	sh := fallbackShare{on: true, slots: shareOf(s.parallel, n, rank), refusals: shareOf(RefusalLimit, n, rank)}
+	sh.pace = float64(sh.slots) / float64(max(s.parallel, 1))
+	s.paceShare = sh.pace
+	return sh
+}
+
+// reprobeLocked is how long a call held only by the fallback share waits
+// before it looks again: until the store may be tried again, or the
+// rejoin window ends.
+func (s *State) reprobeLocked(now time.Time) time.Duration {
+	d := s.sharedRetryAt.Sub(now)
+	if end := s.rejoinedAt.Add(rejoinWindow).Sub(now); end > 0 && !s.sharedDown {
+		d = end
+	}
+	return max(d, sharedPoll)
 }
 
 // storeLevel is l's model for the store: a bucket that refills at its
@@ -129,9 +335,11 @@ func storeLevel(l *level, amount float64, now time.Time) StoreLevel {
 // acquireSharedLocked asks the store to admit c; s.mu is released during the
 // request. It returns the lease when admitted, else why not and how long at
 // least to wait. A store that fails returns no lease and no reason: the
-// caller falls back to the local budget. A quota the store knows to be
-// exhausted is the local refusal error.
-func (s *State) acquireSharedLocked(ctx context.Context, c *Call, now time.Time) (string, time.Duration, string, error) {
+// caller falls back to the local budget, and the lease, which the store may
+// have granted all the same, is released once the store answers again. A
+// quota the store knows to be exhausted is the local refusal error, and so
+// is a panic of the store or of the logger.
+func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Duration, string, error) {
 	takes := s.takesLocked(c)
 	levels := make([]StoreLevel, 0, len(takes))
 	for _, t := range takes {
@@ -147,22 +355,45 @@ func (s *State) acquireSharedLocked(ctx context.Context, c *Call, now time.Time)
 		RefusalLimit:  RefusalLimit,
 		RefusalWindow: RefusalWindow,
 		Unbudgeted:    !c.Budgeted,
+		Process:       s.member,
+		ProcessTTL:    processTTL,
 	}
-	st, key := s.shared, s.sharedKey
+	st, seq, key := s.shared, s.storeSeq, s.sharedKey
 	s.mu.Unlock()
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedTimeout)
-	grant, err := st.Acquire(rctx, key, req)
-	cancel()
+	grant, err := safely("shared store", func() (StoreGrant, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		return st.Acquire(ctx, key, req)
+	})
+	var members *StoreMembers
+	if err == nil {
+		members = &grant.Members
+	}
+	logErr := s.storeResult(err, members)
 	s.mu.Lock()
 	now = time.Now()
-	s.sharedResultLocked(err, now)
-	if err == nil && len(s.pendingReleases) > 0 {
-		s.flushReleasesLocked(st, key)
+	if err != nil || logErr != nil && grant.Admitted {
+		// The store may have run it: end the lease there.
+		s.keepLocked(pendingOp{st: st, seq: seq, key: key, rel: StoreRelease{Lease: req.Lease, RefusalWindow: RefusalWindow, MaxInFlight: s.parallel}, at: now})
+	}
+	if _, ok := err.(*PanicError); ok {
+		return "", 0, "", err
 	}
 	switch {
+	case logErr != nil:
+		return "", 0, "", logErr
 	case err != nil:
 		return "", 0, "", nil
 	case grant.Admitted:
+		ttl := grant.LeaseTTL
+		if ttl <= 0 {
+			ttl = req.LeaseTTL
+		}
+		if s.leases == nil {
+			s.leases = map[string]leaseRef{}
+		}
+		s.leases[req.Lease] = leaseRef{st: st, seq: seq, key: key, ttl: ttl}
+		s.startKeeperLocked()
 		return req.Lease, 0, "", nil
 	case grant.Reason == "quota":
 		s.blocks[grant.Policy] = block{until: grant.Until, name: grant.Policy}
@@ -176,35 +407,174 @@ func (s *State) acquireSharedLocked(ctx context.Context, c *Call, now time.Time)
 	return "", grant.Wait, grant.Reason, nil
 }
 
-// flushReleasesLocked sends the releases kept while the store was down;
-// s.mu is released meanwhile. Those that fail stay for later.
-func (s *State) flushReleasesLocked(st Store, key string) {
-	pending := s.pendingReleases
-	s.pendingReleases = nil
-	s.mu.Unlock()
-	for i, rel := range pending {
-		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
-		err := st.Release(ctx, key, rel)
-		cancel()
-		if err != nil {
-			pending = pending[i:]
-			s.mu.Lock()
-			s.pendingReleases = append(pending, s.pendingReleases...)
+// keepLocked keeps op for the keeper to send.
+func (s *State) keepLocked(op pendingOp) {
+	if len(s.pending) >= maxPending {
+		s.pending = s.pending[1:] // the oldest: the store frees its lease by itself
+	}
+	s.pending = append(s.pending, op)
+	s.startKeeperLocked()
+}
+
+// startKeeperLocked starts the keeper unless it runs or has nothing to do.
+func (s *State) startKeeperLocked() {
+	if s.keeping || len(s.leases) == 0 && len(s.pending) == 0 {
+		return
+	}
+	s.keeping = true
+	go s.keep()
+}
+
+// keep is the keeper: while attempts hold leases or the store has not had
+// a release or refund, it renews the leases every keepEvery (a call longer
+// than the lease time keeps its slot) and sends what the store has not had
+// (a release that failed frees its slot when the store is back, not when
+// its lease runs out). Its requests tell the store that this process is
+// alive, and show when a store that was down is back. It never holds a
+// caller: it runs on its own, and ends when nothing is left to do.
+func (s *State) keep() {
+	for {
+		time.Sleep(s.keepInterval())
+		if !s.keepOnce() {
 			return
 		}
 	}
+}
+
+// keepInterval is how long the keeper sleeps: keepEvery, or a third of the
+// shortest lease time when that is shorter, and probeEvery while the store
+// is down, so that a failure that was a passing one ends before the drain.
+func (s *State) keepInterval() time.Duration {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := keepEvery
+	if s.sharedDown {
+		d = probeEvery
+	}
+	for _, l := range s.leases {
+		d = min(d, l.ttl/3)
+	}
+	return max(d, 10*time.Millisecond)
+}
+
+// keepOnce renews the leases and sends what is pending; it reports whether
+// the keeper goes on.
+func (s *State) keepOnce() bool {
+	s.mu.Lock()
+	if len(s.leases) == 0 && len(s.pending) == 0 {
+		s.keeping = false
+		s.mu.Unlock()
+		return false
+	}
+	type renewal struct {
+		st  Store
+		key string
+		req StoreRenew
+	}
+	renew := map[int]*renewal{}
+	for id, l := range s.leases {
+		r := renew[l.seq]
+		if r == nil {
+			r = &renewal{st: l.st, key: l.key, req: StoreRenew{Process: s.member, ProcessTTL: processTTL, LeaseTTL: l.ttl}}
+			renew[l.seq] = r
+		}
+		r.req.Leases = append(r.req.Leases, id)
+		r.req.LeaseTTL = min(r.req.LeaseTTL, l.ttl)
+	}
+	cur := s.storeSeq
+	if renew[cur] == nil && s.shared != nil {
+		renew[cur] = &renewal{st: s.shared, key: s.sharedKey, req: StoreRenew{Process: s.member, ProcessTTL: processTTL}}
+	}
+	s.mu.Unlock()
+
+	up := map[int]bool{}
+	for w, r := range renew {
+		m, err := safely("shared store", func() (StoreMembers, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+			defer cancel()
+			return r.st.Renew(ctx, r.key, r.req)
+		})
+		up[w] = err == nil
+		if w == cur {
+			_ = s.storeResult(err, &m) // a logger that panics fails no call here
+		}
+	}
+
+	s.mu.Lock()
+	pending := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	var failed []pendingOp
+	for _, op := range pending {
+		now := time.Now()
+		w := op.seq
+		if now.Sub(op.at) > pendingTTL {
+			continue
+		}
+		if ok, tried := up[w]; tried && !ok {
+			failed = append(failed, op)
+			continue
+		}
+		if err := s.send(op, now); err != nil {
+			up[w] = false
+			failed = append(failed, op)
+			if w == cur {
+				_ = s.storeResult(err, nil)
+			}
+			continue
+		}
+		up[w] = true
+	}
+	s.mu.Lock()
+	s.pending = append(failed, s.pending...)
+	if len(s.pending) > maxPending {
+		s.pending = s.pending[len(s.pending)-maxPending:]
+	}
+	s.mu.Unlock()
+	return true
+}
+
+// send sends a kept release or refund. The refusal of a release counts
+// from when it came; what a release said of the levels is left out when it
+// is stale.
+func (s *State) send(op pendingOp, now time.Time) error {
+	_, err := safely("shared store", func() (struct{}, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		if op.refund != nil {
+			return struct{}{}, op.st.Refund(ctx, op.key, op.refund)
+		}
+		rel := op.rel
+		late := now.Sub(op.at)
+		if rel.Refused {
+			rel.RefusedAgo = late
+		}
+		if late > staleAfter {
+			rel.Left, rel.Owe, rel.Cut = nil, nil, false
+		}
+		return struct{}{}, op.st.Release(ctx, op.key, rel)
+	})
+	return err
 }
 
 // release collects what an attempt with a lease tells the store; its
 // methods do nothing on a nil release (no lease).
-type release struct{ StoreRelease }
+type release struct {
+	StoreRelease
+	ref leaseRef
+}
 
+// releaseFor starts the release of t's lease, if it has one, and notes how
+// long t's call took (see drainLocked).
 func (s *State) releaseFor(t *Ticket) *release {
+	now := time.Now()
+	s.rollLongestLocked(now)
+	s.longest = max(s.longest, now.Sub(t.start))
 	if t.lease == "" {
 		return nil
 	}
-	return &release{StoreRelease{Lease: t.lease, RefusalLimit: RefusalLimit, RefusalWindow: RefusalWindow}}
+	delete(s.leases, t.lease)
+	return &release{StoreRelease: StoreRelease{Lease: t.lease, RefusalLimit: RefusalLimit, RefusalWindow: RefusalWindow}, ref: t.ref}
 }
 
 func (r *release) refund(l *level, amount float64, now time.Time) {
@@ -243,49 +613,59 @@ func (r *release) block(policy string, until time.Time) {
 	}
 }
 
-// releaseSharedLocked sends rel to the store, or keeps it while the store is
-// down; it unlocks s.mu.
+// releaseSharedLocked sends rel to the store its lease came from; it
+// unlocks s.mu. While the store is down, or when the release fails, the
+// keeper sends it later, so that its slot and what it taught are not lost
+// for a lease time.
 func (s *State) releaseSharedLocked(rel *release, refused bool, now time.Time) {
 	if rel == nil {
 		s.mu.Unlock()
 		return
 	}
 	rel.Refused, rel.MaxInFlight = refused, s.parallel
-	if !s.sharedActiveLocked(now) {
-		// The store is down: keep the release for when it is back, so its
-		// slot and what it taught are not lost for a lease time.
-		if len(s.pendingReleases) < maxPendingReleases {
-			s.pendingReleases = append(s.pendingReleases, rel.StoreRelease)
-		}
+	op := pendingOp{st: rel.ref.st, seq: rel.ref.seq, key: rel.ref.key, rel: rel.StoreRelease, at: now}
+	current := op.seq == s.storeSeq
+	if !s.sharedActiveLocked(now) && current {
+		s.keepLocked(op)
 		s.mu.Unlock()
 		return
 	}
-	st, key := s.shared, s.sharedKey
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
-	err := st.Release(ctx, key, rel.StoreRelease)
-	cancel()
-	s.mu.Lock()
-	s.sharedResultLocked(err, time.Now())
-	s.mu.Unlock()
+	if err := s.send(op, now); err != nil {
+		s.mu.Lock()
+		s.keepLocked(op)
+		s.mu.Unlock()
+		if current {
+			_ = s.storeResult(err, nil)
+		}
+	}
 }
 
-// refundSharedLocked gives amount of l back in the store too; it unlocks
-// s.mu.
-func (s *State) refundSharedLocked(l *level, amount float64, now time.Time) {
-	if !s.sharedActiveLocked(now) {
+// refundSharedLocked gives amount of l back in the store that admitted c's
+// last attempt, now or, when the store is down or fails, later; it unlocks
+// s.mu. An attempt admitted on the local budget took nothing there.
+func (s *State) refundSharedLocked(c *Call, l *level, amount float64, now time.Time) {
+	ref := c.ticket.ref
+	if c.ticket.lease == "" || ref.st == nil {
 		s.mu.Unlock()
 		return
 	}
-	st, key := s.shared, s.sharedKey
-	levels := []StoreLevel{storeLevel(l, amount, now)}
+	op := pendingOp{st: ref.st, seq: ref.seq, key: ref.key, refund: []StoreLevel{storeLevel(l, amount, now)}, at: now}
+	if !s.sharedActiveLocked(now) && ref.seq == s.storeSeq {
+		s.keepLocked(op)
+		s.mu.Unlock()
+		return
+	}
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
-	err := st.Refund(ctx, key, levels)
-	cancel()
-	s.mu.Lock()
-	s.sharedResultLocked(err, time.Now())
-	s.mu.Unlock()
+	if err := s.send(op, now); err != nil {
+		s.mu.Lock()
+		s.keepLocked(op)
+		current := ref.seq == s.storeSeq
+		s.mu.Unlock()
+		if current {
+			_ = s.storeResult(err, nil)
+		}
+	}
 }
 
 // leaseID is a random id for a lease in a shared store.

@@ -1,0 +1,263 @@
+package redisbudget
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/internal/sandbox"
+	"github.com/redis/go-redis/v9"
+)
+
+// slowSandbox is a sandbox whose answers take what *latency says (read per
+// request), so a test can warm a client up fast and then hold calls.
+func slowSandbox(latency *atomic.Int64, opts ...sandbox.Option) *sandbox.Server {
+	return sandbox.New(append(opts, sandbox.WithFaults(func(*http.Request) sandbox.Fault {
+		return sandbox.Fault{Delay: time.Duration(latency.Load())}
+	}))...)
+}
+
+// calls makes n calls of c at once and returns their errors.
+func calls(c *bodo.Client, n int, timeout time.Duration) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			_, errs[i] = c.Me(ctx)
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// proxied is a client of a sandbox whose answers take what latency says,
+// sharing its budget through a private Redis reached through a proxy,
+// after one call that taught it the server's policies.
+type proxied struct {
+	rs      *redisServer
+	px      *netProxy
+	rdb     *redis.Client // straight to Redis
+	latency atomic.Int64
+	c       *bodo.Client
+}
+
+func newProxied(t *testing.T) *proxied {
+	t.Helper()
+	p := &proxied{rs: startRedis(t)}
+	p.px = startProxy(t, p.rs.Addr)
+	p.rdb = p.rs.Client(t)
+	p.c = sandboxClient(t, slowSandbox(&p.latency), New(clientAt(t, p.px.Addr)))
+	if _, err := p.c.Me(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestFailedReleasesAreSentLater: Redis is unreachable for 1.5 s while 6
+// calls are in flight, so their releases fail. They are kept and sent once
+// Redis is back: the leases leave Redis at once, not when they expire, and
+// the next call on the idle key is not held.
+func TestFailedReleasesAreSentLater(t *testing.T) {
+	p := newProxied(t)
+	px, rdb, latency, c := p.px, p.rdb, &p.latency, p.c
+	latency.Store(int64(600 * time.Millisecond))
+	done := make(chan []error)
+	go func() { done <- calls(c, 6, 10*time.Second) }()
+	if _, ok := waitFor(2*time.Second, func() bool { return leasesIn(t, rdb) == 6 }); !ok {
+		t.Fatalf("%d leases in Redis, want 6", leasesIn(t, rdb))
+	}
+	px.Cut(true)
+	if err := firstError(<-done); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500*time.Millisecond - 600*time.Millisecond)
+	px.Cut(false)
+	latency.Store(0)
+
+	took, ok := waitFor(5*time.Second, func() bool { return leasesIn(t, rdb) == 0 })
+	t.Logf("the leases left Redis %v after it was back", took)
+	if !ok {
+		t.Errorf("%d leases still in Redis %v after the outage", leasesIn(t, rdb), took)
+	}
+	time.Sleep(2500 * time.Millisecond) // the client uses Redis again by now in any case
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Me(ctx); err != nil || time.Since(start) > time.Second {
+		t.Errorf("the next call took %v: %v", time.Since(start), err)
+	}
+}
+
+// TestLongCallsKeepTheirLeases: calls three times longer than the lease
+// time keep their slots: twelve calls at once never have more than the
+// parallel quota at the server, and none is refused.
+func TestLongCallsKeepTheirLeases(t *testing.T) {
+	rs := startRedis(t)
+	var latency atomic.Int64
+	srv := slowSandbox(&latency)
+	c := sandboxClient(t, srv, New(rs.Client(t), WithLeaseTTL(time.Second)))
+	if _, err := c.Me(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	latency.Store(int64(3 * time.Second))
+	errs := calls(c, 12, 20*time.Second)
+	st := srv.Stats(sandbox.TestKey)
+	t.Logf("max in flight %d, refusals %v", st.MaxInFlight, st.Refusals)
+	if err := firstError(errs); err != nil {
+		t.Error(err)
+	}
+	if st.MaxInFlight > 6 || len(st.Refusals) > 0 {
+		t.Errorf("max in flight %d, refusals %v: leases of running calls expired", st.MaxInFlight, st.Refusals)
+	}
+}
+
+// TestLostAcquireReplyLeavesNoLease: an Acquire whose reply comes after
+// the client's timeout ran in Redis all the same. The client, which fell
+// back to its own budget, takes that lease back once Redis answers again,
+// instead of leaving it for its 30 s.
+func TestLostAcquireReplyLeavesNoLease(t *testing.T) {
+	rs := startRedis(t)
+	px := startProxy(t, rs.Addr)
+	rdb := rs.Client(t)
+	c := sandboxClient(t, sandbox.New(), New(clientAt(t, px.Addr)))
+	if _, err := c.Me(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	px.Delay(func() time.Duration { return 400 * time.Millisecond })
+	if _, err := c.Me(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	px.Delay(nil)
+	if _, ok := waitFor(200*time.Millisecond, func() bool { return leasesIn(t, rdb) == 1 }); !ok {
+		t.Fatalf("%d leases: the Acquire did not run in Redis", leasesIn(t, rdb))
+	}
+	took, ok := waitFor(5*time.Second, func() bool { return leasesIn(t, rdb) == 0 })
+	t.Logf("the orphaned lease left Redis after %v", took)
+	if !ok {
+		t.Errorf("a lease whose Acquire reply was lost is still in Redis after %v", took)
+	}
+}
+
+// TestPanickingStoreDoesNotWedgeTheKey: a SharedBudget whose Acquire
+// panics for a call that waits for a slot fails that call with an error;
+// the calls after it go as soon as slots are free.
+func TestPanickingStoreDoesNotWedgeTheKey(t *testing.T) {
+	rs := startRedis(t)
+	var latency atomic.Int64
+	srv := slowSandbox(&latency)
+	var panicNext atomic.Bool
+	store := &faultyBudget{real: New(rs.Client(t)), pick: func(method string) Fault {
+		if method == "acquire" && panicNext.CompareAndSwap(true, false) {
+			return faultPanic
+		}
+		return faultNone
+	}}
+	c := sandboxClient(t, srv, store)
+	if _, err := c.Me(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	latency.Store(int64(time.Second))
+	held := make(chan []error)
+	go func() { held <- calls(c, 6, 10*time.Second) }()
+	time.Sleep(200 * time.Millisecond)
+
+	// A seventh call waits for a slot; its next Acquire panics.
+	seventh := make(chan error)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				seventh <- errors.New("the call panicked")
+			}
+		}()
+		time.Sleep(50 * time.Millisecond)
+		panicNext.Store(true)
+		_, err := c.Me(context.Background())
+		seventh <- err
+	}()
+	err := <-seventh
+	t.Logf("the call whose Acquire panicked: %v", err)
+	var apiErr *bodo.Error
+	if !errors.As(err, &apiErr) || !apiErr.Local || !strings.Contains(err.Error(), "panic") {
+		t.Errorf("the call whose Acquire panicked: %v", err)
+	}
+	if err := firstError(<-held); err != nil {
+		t.Fatal(err)
+	}
+	latency.Store(0)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Me(ctx); err != nil || time.Since(start) > time.Second {
+		t.Errorf("the next call took %v: %v", time.Since(start), err)
+	}
+}
+
+// panickyHandler is a slog.Handler that panics on warnings.
+type panickyHandler struct{}
+
+func (panickyHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (panickyHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		panic("panickyHandler: " + r.Message)
+	}
+	return nil
+}
+func (h panickyHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h panickyHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestPanickingLogHandlerDoesNotWedgeTheKey: the budget logs that Redis is
+// unreachable to a handler that panics. The call gets an error, and the
+// calls after it go.
+func TestPanickingLogHandlerDoesNotWedgeTheKey(t *testing.T) {
+	rs := startRedis(t)
+	px := startProxy(t, rs.Addr)
+	c := sandboxClient(t, sandbox.New(), New(clientAt(t, px.Addr)), bodo.WithLogger(slog.New(panickyHandler{})))
+	if _, err := c.Me(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	px.Cut(true)
+	first := make(chan error)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				first <- errors.New("the call panicked")
+			}
+		}()
+		_, err := c.Me(context.Background())
+		first <- err
+	}()
+	err := <-first
+	t.Logf("the call that logged the outage: %v", err)
+	var apiErr *bodo.Error
+	if !errors.As(err, &apiErr) || !apiErr.Local || !strings.Contains(err.Error(), "logger panicked") {
+		t.Errorf("the call that logged the outage: %v", err)
+	}
+	px.Cut(false)
+	start := time.Now()
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err := c.Me(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d after it: %v (%v)", i, err, time.Since(start))
+		}
+	}
+}
