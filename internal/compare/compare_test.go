@@ -133,6 +133,20 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
+// runsFromEnv is how many times a full comparison runs everything:
+// BODO_RUNS, 1 when it is not set.
+func runsFromEnv(t *testing.T) int {
+	v := os.Getenv("BODO_RUNS")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("BODO_RUNS=%q: want a number of runs, 1 or more", v)
+	}
+	return n
+}
+
 // TestCompare runs every contender through every scenario for 60 virtual
 // minutes and writes results/compare.md and the charts. It runs only with
 // -update; BODO_RUNS=n runs everything n times, with seeds seed, seed+1, …,
@@ -141,13 +155,7 @@ func TestCompare(t *testing.T) {
 	if !*update {
 		t.Skip("the full comparison runs with -update (see run.sh)")
 	}
-	n := 1
-	if v := os.Getenv("BODO_RUNS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			t.Fatalf("BODO_RUNS=%q: want a number of runs, 1 or more", v)
-		}
-	}
+	n := runsFromEnv(t)
 	runs := make([][]Result, n)
 	for i := range runs {
 		for _, sc := range Scenarios {
