@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -16,7 +17,9 @@ import (
 // TestProfiles runs the workload against every server profile of the
 // sandbox with 8 and 64 agents for the first 2 virtual minutes, and with
 // BODO_LONG=1 for 60 as well (the README's table: BODO_PROFILE_TABLE names
-// a file to write it to; BODO_PROFILE picks one profile). Every run must
+// a file to write it to; BODO_PROFILE picks one profile; BODO_RUNS=n runs
+// every row n times, with seeds seed, seed+1, …, and the table shows each
+// cell's median and spread). Every run must
 // keep the guarantees: no lockout, no request before an announced wait is
 // over, never more than the parallel limit in flight, goodput at least
 // 90 % of the allowance (97 % over an hour), 429s at most 0.5 % of the
@@ -30,7 +33,16 @@ func TestProfiles(t *testing.T) {
 		durations = append(durations, 60*time.Minute)
 	}
 	only := os.Getenv("BODO_PROFILE")
+	runs := 1
+	if v := os.Getenv("BODO_RUNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("BODO_RUNS=%q: want a number of runs, 1 or more", v)
+		}
+		runs = n
+	}
 	var results []ProfileResult
+	var rows [][]ProfileResult
 	var misses []string
 	for _, p := range sandbox.Profiles() {
 		if only != "" && p.Name != only {
@@ -38,24 +50,36 @@ func TestProfiles(t *testing.T) {
 		}
 		for _, d := range durations {
 			for _, n := range []int{8, 64} {
-				t.Run(fmt.Sprintf("%s/%d agents/%v", p.Name, n, d), func(t *testing.T) {
-					synctest.Test(t, func(t *testing.T) {
-						r, err := RunProfile(p, "bodo-go", SDKClient(bodo.WithLogger(slog.New(slog.DiscardHandler))), n, d, seed)
-						if err != nil {
-							t.Fatal(err)
-						}
-						results = append(results, r)
-						checkGuarantees(t, r)
-						if miss := r.Targets(); len(miss) > 0 {
-							misses = append(misses, fmt.Sprintf("%s, %d agents, %v: %s (429s by policy %v)", p.Name, n, d, strings.Join(miss, "; "), r.RefusedBy))
-						}
+				var row []ProfileResult
+				for i := range runs {
+					name := fmt.Sprintf("%s/%d agents/%v", p.Name, n, d)
+					if runs > 1 {
+						name += fmt.Sprintf("/run %d", i+1)
+					}
+					t.Run(name, func(t *testing.T) {
+						synctest.Test(t, func(t *testing.T) {
+							r, err := RunProfile(p, "bodo-go", SDKClient(bodo.WithLogger(slog.New(slog.DiscardHandler))), n, d, seed+uint64(i))
+							if err != nil {
+								t.Fatal(err)
+							}
+							results = append(results, r)
+							row = append(row, r)
+							checkGuarantees(t, r)
+							if miss := r.Targets(); len(miss) > 0 {
+								misses = append(misses, fmt.Sprintf("%s, %d agents, %v, seed %d: %s (429s by policy %v)", p.Name, n, d, seed+uint64(i), strings.Join(miss, "; "), r.RefusedBy))
+							}
+						})
 					})
-				})
+				}
+				rows = append(rows, row)
 			}
 		}
 	}
-	table := ProfileTable(results)
-	t.Log("\n" + table + "\ntargets missed:\n" + strings.Join(misses, "\n"))
+	table, head := ProfileTable(results), ""
+	if runs > 1 {
+		table, head = ProfileSpreadTable(rows), fmt.Sprintf("median of %d runs (lowest–highest where they differ):\n", runs)
+	}
+	t.Log("\n" + head + table + "\ntargets missed:\n" + strings.Join(misses, "\n"))
 	if path := os.Getenv("BODO_PROFILE_TABLE"); path != "" {
 		if err := os.WriteFile(path, []byte(table), 0o644); err != nil {
 			t.Error(err)

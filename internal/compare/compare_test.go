@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -23,8 +24,9 @@ const seed = 20261130
 // runSeq gives every run a host of its own.
 var runSeq atomic.Int64
 
-// run runs contender c through scenario sc on virtual time.
-func run(t *testing.T, sc Scenario, c Contender) Result {
+// run runs contender c through scenario sc on virtual time, the workload
+// drawn from seed.
+func run(t *testing.T, sc Scenario, c Contender, seed uint64) Result {
 	t.Helper()
 	var res Result
 	synctest.Test(t, func(t *testing.T) {
@@ -106,7 +108,7 @@ func TestSmoke(t *testing.T) {
 	} {
 		for _, c := range Contenders {
 			t.Run(sc.Name+"/"+c.Name, func(t *testing.T) {
-				r := run(t, sc, c)
+				r := run(t, sc, c, seed)
 				t.Logf("%d requests, %d points of %d, %d × 429, %d × 503, %d lockouts, %d duplicated, %d of %d calls failed (%s)",
 					r.Requests, r.Points, r.Allowance, r.Status429, r.Status503, r.Lockouts, r.DupExtra, r.Failed, r.Calls, ErrorLine(r))
 				if r.Calls == 0 || r.Points == 0 {
@@ -131,30 +133,53 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
+// runsFromEnv is how many times a full comparison runs everything:
+// BODO_RUNS, 1 when it is not set.
+func runsFromEnv(t *testing.T) int {
+	v := os.Getenv("BODO_RUNS")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("BODO_RUNS=%q: want a number of runs, 1 or more", v)
+	}
+	return n
+}
+
 // TestCompare runs every contender through every scenario for 60 virtual
 // minutes and writes results/compare.md and the charts. It runs only with
-// -update.
+// -update; BODO_RUNS=n runs everything n times, with seeds seed, seed+1, …,
+// and the tables show each cell's median and spread.
 func TestCompare(t *testing.T) {
 	if !*update {
 		t.Skip("the full comparison runs with -update (see run.sh)")
 	}
-	var results []Result
-	for _, sc := range Scenarios {
-		for _, c := range Contenders {
-			t.Run(sc.Name+"/"+c.Name, func(t *testing.T) {
-				start := time.Now()
-				r := run(t, sc, c)
-				t.Logf("%d requests, %d points of %d, %d lockouts, %d duplicated (%v)", r.Requests, r.Points, r.Allowance,
-					r.Lockouts, r.DupExtra, time.Since(start).Round(time.Millisecond))
-				results = append(results, r)
-			})
+	n := runsFromEnv(t)
+	runs := make([][]Result, n)
+	for i := range runs {
+		for _, sc := range Scenarios {
+			for _, c := range Contenders {
+				name := sc.Name + "/" + c.Name
+				if n > 1 {
+					name = fmt.Sprintf("run %d/%s", i+1, name)
+				}
+				t.Run(name, func(t *testing.T) {
+					start := time.Now()
+					r := run(t, sc, c, seed+uint64(i))
+					t.Logf("%d requests, %d points of %d, %d lockouts, %d duplicated (%v)", r.Requests, r.Points, r.Allowance,
+						r.Lockouts, r.DupExtra, time.Since(start).Round(time.Millisecond))
+					runs[i] = append(runs[i], r)
+				})
+			}
 		}
 	}
+	results := runs[0]
 	dir := "results"
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "compare.md"), []byte(Report(results)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "compare.md"), []byte(Report(runs...)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	lim := sandbox.DefaultLimits()

@@ -13,9 +13,9 @@ import (
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 )
 
-// runProfile runs contender c against profile p for run, in a synctest
-// bubble of its own.
-func runProfile(t *testing.T, p sandbox.Profile, c Contender, run ProfileRun) agents.ProfileResult {
+// runProfile runs contender c against profile p for run, the workload
+// drawn from seed, in a synctest bubble of its own.
+func runProfile(t *testing.T, p sandbox.Profile, c Contender, run ProfileRun, seed uint64) agents.ProfileResult {
 	t.Helper()
 	var res agents.ProfileResult
 	synctest.Test(t, func(t *testing.T) {
@@ -44,7 +44,7 @@ func TestProfilesSmoke(t *testing.T) {
 		}
 		for _, c := range Contenders {
 			t.Run(name+"/"+c.Name, func(t *testing.T) {
-				r := runProfile(t, p, c, run)
+				r := runProfile(t, p, c, run, seed)
 				t.Logf("%d requests, goodput %.1f %%, %d × 429 (%v), %d lockouts, %d early, %d stalls, %d gave up",
 					r.Requests, 100*r.Goodput(), r.Refused, r.RefusedBy, r.Lockouts, r.Early, r.Stalls, r.GaveUp)
 				if r.Requests == 0 {
@@ -60,22 +60,27 @@ func TestProfilesSmoke(t *testing.T) {
 
 // TestCompareProfiles runs every contender against every server profile for
 // each of ProfileRuns and writes results/profiles.md. It runs only with
-// -update.
+// -update; BODO_RUNS=n runs everything n times, with seeds seed, seed+1, …,
+// and the tables show each cell's median and spread.
 func TestCompareProfiles(t *testing.T) {
 	if !*update {
 		t.Skip("the profile comparison runs with -update (see run.sh)")
 	}
+	n := runsFromEnv(t)
 	profiles := sandbox.Profiles()
 	type slot struct {
+		i   int // which of the n runs
 		run ProfileRun
 		p   sandbox.Profile
 		c   Contender
 	}
 	var slots []slot
-	for _, run := range ProfileRuns {
-		for _, p := range profiles {
-			for _, c := range Contenders {
-				slots = append(slots, slot{run, p, c})
+	for i := range n {
+		for _, run := range ProfileRuns {
+			for _, p := range profiles {
+				for _, c := range Contenders {
+					slots = append(slots, slot{i, run, p, c})
+				}
 			}
 		}
 	}
@@ -83,9 +88,13 @@ func TestCompareProfiles(t *testing.T) {
 	done := make([]bool, len(slots))
 	t.Run("runs", func(t *testing.T) {
 		for i, s := range slots {
-			t.Run(fmt.Sprintf("%d agents, %d min/%s/%s", s.run.Agents, s.run.Minutes, s.p.Name, s.c.Name), func(t *testing.T) {
+			name := fmt.Sprintf("%d agents, %d min/%s/%s", s.run.Agents, s.run.Minutes, s.p.Name, s.c.Name)
+			if n > 1 {
+				name = fmt.Sprintf("run %d/%s", s.i+1, name)
+			}
+			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				results[i] = runProfile(t, s.p, s.c, s.run)
+				results[i] = runProfile(t, s.p, s.c, s.run, seed+uint64(s.i))
 				done[i] = !t.Failed()
 				r := results[i]
 				t.Logf("%d requests, goodput %.1f %%, %d × 429 (%v), %d lockouts, %d early, %d stalls, %d gave up",
@@ -96,7 +105,11 @@ func TestCompareProfiles(t *testing.T) {
 	if i := slices.Index(done, false); i >= 0 {
 		t.Fatalf("%s against %s did not run or did not complete; results/profiles.md left as it was", slots[i].c.Name, slots[i].p.Name)
 	}
-	md := ProfilesReport(results)
+	runs := make([][]agents.ProfileResult, n)
+	for i, s := range slots {
+		runs[s.i] = append(runs[s.i], results[i])
+	}
+	md := ProfilesReport(runs...)
 	t.Log("\n" + md)
 	if err := os.MkdirAll("results", 0o755); err != nil {
 		t.Fatal(err)
@@ -124,6 +137,15 @@ func TestProfilesReportRenders(t *testing.T) {
 		"| foreign-90 | careful engineer |", "- small-plan, naive: RATE_LIMITED key ", "**overloaded**"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("profiles.md lacks %q:\n%s", want, md)
+		}
+	}
+	second := slices.Clone(results)
+	second[0].Points, second[0].Refused = 1000, 3
+	md = ProfilesReport(results, second, results)
+	for _, want := range []string{"median of 3 runs", "| documented | bodo-go | 1000 | 90.0 % (90.0 %–100.0 %) | 0 (0–3); 0.00 % (0.00 %–0.30 %) |",
+		"| profile | bodo-go | bodo-go, budget off |", "| documented | 90.0 % (90.0 %–100.0 %); 0 (0–3) × 429 | 90.0 %; 10 × 429 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("profiles.md of three runs lacks %q:\n%s", want, md)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package compare
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,14 @@ func TestReportRenders(t *testing.T) {
 	for _, want := range []string{"## 64 agents, faults", "| bodo-go |", "## In short", "goodput.png", "## The contenders"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("compare.md lacks %q", want)
+		}
+	}
+	second := slices.Clone(results)
+	second[0].Requests, second[0].P99 = 1010, 61*time.Second
+	md = Report(results, second, results)
+	for _, want := range []string{"median of 3 runs", "| bodo-go | 1000 (1000–1010) | 18000 | 18600 | 96.8 % | 0 (0.0 %) | 0 | 0 | 0 | 0 of 900 (0.0 %) | 0 | 1s | 1m0s (1m0s–1m1s) |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("compare.md of three runs lacks %q:\n%s", want, md)
 		}
 	}
 	png := filepath.Join(t.TempDir(), "chart.png")

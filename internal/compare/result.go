@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/bodo-app/bodo-go/internal/agents"
 )
 
 // Scenario is one workload of the comparison.
@@ -56,18 +58,43 @@ type Result struct {
 // Goodput is the share of the allowance the server accepted.
 func (r Result) Goodput() float64 { return float64(r.Points) / float64(max(r.Allowance, 1)) }
 
-func pct(n, of int) float64 { return 100 * float64(n) / float64(max(of, 1)) }
+func pct(n, of int) float64 { return 100 * share(n, of) }
 
-// GoodputTable renders the results of one scenario as a markdown table.
-func GoodputTable(results []Result) string {
+func share(n, of int) float64 { return float64(n) / float64(max(of, 1)) }
+
+// GoodputTable renders the results of one scenario as a markdown table, a
+// row for each contender. Each row holds that contender's runs: with more
+// than one, a cell shows their median and, where they differ, the lowest
+// and the highest (agents.Spread).
+func GoodputTable(rows [][]Result) string {
 	var b strings.Builder
 	b.WriteString("| contender | requests | points accepted | allowance | goodput | 429s | 503s | lockouts | duplicated writes | failed calls | max in flight | p50 | p99 |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, r := range results {
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.1f %% | %d (%.1f %%) | %d | %d | %d | %d of %d (%.1f %%) | %d | %v | %v |\n",
-			r.Contender, r.Requests, r.Points, r.Allowance, 100*r.Goodput(),
-			r.Status429, pct(r.Status429, r.Requests), r.Status503, r.Lockouts, r.DupExtra,
-			r.Failed, r.Calls, pct(r.Failed, r.Calls), r.MaxInFlight, roundDur(r.P50), roundDur(r.P99))
+	ints := func(rs []Result, f func(Result) int) string { return agents.Spread(agents.Field(rs, f), agents.Int) }
+	durs := func(rs []Result, f func(Result) time.Duration) string {
+		return agents.Spread(agents.Field(rs, f), func(d time.Duration) string { return roundDur(d).String() })
+	}
+	for _, rs := range rows {
+		if len(rs) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s of %s | %s | %s | %s |\n",
+			rs[0].Contender,
+			ints(rs, func(r Result) int { return r.Requests }),
+			ints(rs, func(r Result) int { return r.Points }),
+			ints(rs, func(r Result) int { return r.Allowance }),
+			agents.Spread(agents.Field(rs, Result.Goodput), agents.Percent(1)),
+			agents.CountAndShare(agents.Field(rs, func(r Result) int { return r.Status429 }),
+				agents.Field(rs, func(r Result) float64 { return share(r.Status429, r.Requests) }), 1),
+			ints(rs, func(r Result) int { return r.Status503 }),
+			ints(rs, func(r Result) int { return r.Lockouts }),
+			ints(rs, func(r Result) int { return r.DupExtra }),
+			ints(rs, func(r Result) int { return r.Failed }),
+			agents.CountAndShare(agents.Field(rs, func(r Result) int { return r.Calls }),
+				agents.Field(rs, func(r Result) float64 { return share(r.Failed, r.Calls) }), 1),
+			ints(rs, func(r Result) int { return r.MaxInFlight }),
+			durs(rs, func(r Result) time.Duration { return r.P50 }),
+			durs(rs, func(r Result) time.Duration { return r.P99 }))
 	}
 	return b.String()
 }

@@ -5,7 +5,10 @@
 # allocation breakdown) and profiles.md (every contender against every
 # server profile of the sandbox). Run it from anywhere:
 # bash internal/compare/run.sh; with the argument "profiles" it regenerates
-# profiles.md alone, with "compare" compare.md and the charts alone.
+# profiles.md alone, with "compare" compare.md and the charts alone. With
+# BODO_RUNS=n in the environment, "compare" and "profiles" run everything n
+# times and the tables of compare.md and profiles.md show the median of
+# each cell and its spread (the lowest and the highest).
 #
 # bash internal/compare/run.sh overhead measures the overhead alone (about
 # a minute), rewrites overhead.md and prints, for 1 and for 64 goroutines,
