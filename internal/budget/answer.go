@@ -164,7 +164,11 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 			// What others take shows as a slower refill than the quota's:
 			// never assume a faster one. t is whole seconds, rounded up,
 			// so a short one says little.
-			l.observedRate = min((l.size()-remaining)/float64(r.reset), l.grossRate())
+			// t is when the server's level is full again: the whole
+			// level, not this key's share of it (org: half), so the
+			// refill it implies is measured against the whole.
+			full := max(l.size(), l.quota)
+			l.observedRate = min((full-remaining)/float64(r.reset), l.grossRate())
 			l.observedUntil = now.Add(ObservedRateTTL)
 		}
 		l.gate.wakeHead()

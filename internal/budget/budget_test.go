@@ -141,9 +141,9 @@ func TestFollowsRateLimitHeaders(t *testing.T) {
 	if key.tokens != before || key.quota != 300 {
 		t.Errorf("a malformed field changed the model: %v %v", key.tokens, key.quota)
 	}
-	s.observeLocked(c, http.Header{"Ratelimit": {`"org";r=100;t=100`}}, now, nil, true)
-	if r := s.levels["org"].rate(now); r < 13.9 || r > 14 {
-		t.Errorf("org rate = %v, want (1500-100)/100 = 14/s", r)
+	s.observeLocked(c, http.Header{"Ratelimit": {`"org";r=100;t=300`}}, now, nil, true)
+	if r := s.levels["org"].rate(now); r < 9.6 || r > 9.7 {
+		t.Errorf("org rate = %v, want (3000-100)/300 = 9.67/s (t is when the whole org level is full)", r)
 	}
 	s.observeLocked(c, http.Header{"Ratelimit": {`"org";r=0;t=5`}}, now, nil, true)
 	if r := s.levels["org"].rate(now); r != 25 {
@@ -749,6 +749,28 @@ func TestStatusCorrectsAStaleLevel(t *testing.T) {
 		s.ObserveStatus([]LevelStatus{{Name: Org, Remaining: 900}, {Name: "no-such-level", Remaining: 1}})
 		if waited := <-done; waited > 0 {
 			t.Errorf("the call waited %v after the status showed the org level with room", waited)
+		}
+	})
+}
+
+// TestOrgRefillIsReadAgainstTheWholeLevel: RateLimit's t for the org level
+// says when the whole org level is full again, not this key's half of it,
+// so the refill it implies is measured against the whole: r=0 and t=600 of
+// a 3,000-point org is 5 points a second, and a 10-point call goes after
+// 2 s, not 4 (a 10 s stall on a server whose org another key drains).
+func TestOrgRefillIsReadAgainstTheWholeLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"org";q=3000;w=60`, `"org";r=0;t=600`))
+		start := time.Now()
+		tk, _, err := s.Admit(context.Background(), call(ops.DeleteContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Finish(answer("", ""))
+		if waited := time.Since(start); waited > 2500*time.Millisecond || waited < 1500*time.Millisecond {
+			t.Errorf("a 10-point call waited %v for the org level, want about 2 s", waited)
 		}
 	})
 }
