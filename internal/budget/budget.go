@@ -70,9 +70,12 @@ type Call struct {
 	Demand   []Demand // what it takes from the documented levels
 	Target   string   // method and path: a partitioned policy holds one target
 	Budgeted bool     // false: only the lockout and the guard apply
-	// PastLevels lets a budgeted call pass the levels and the pace (it still
-	// takes from them): the client's own status request, which asks whether
-	// a level the model believes exhausted is.
+	// PastLevels lets a budgeted call pass the pace and every level whose
+	// word from the server is StaleAfter old (it still takes from them),
+	// but not a level the server spoke of since or one a refusal holds:
+	// the client's own status request, which asks whether a level the
+	// model believes exhausted is, and must not be refused by a level the
+	// server has just said is.
 	PastLevels bool
 	// OnSlow, when set, hears of the call once, when one of its attempts
 	// has waited SlowAfter and is still held: from the waiting goroutine,
@@ -687,13 +690,13 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		return &s.slotGate, s.drainUntil.Sub(now), ReasonInFlight
 	}
 	s.adaptLocked(now)
-	if c.PastLevels {
-		return s.slotLocked(w, share, now)
-	}
 	for _, t := range s.takesLocked(c) {
 		l := t.l
 		l.refill(now)
 		d := max(l.holdUntil.Sub(now), 0)
+		if c.PastLevels && d == 0 && now.Sub(l.seenAt) >= StaleAfter {
+			continue
+		}
 		if d == 0 {
 			d = l.wait(l.need(t.amount), now)
 		}
@@ -704,7 +707,7 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 			return &l.gate, d, l.name
 		}
 	}
-	if s.paceLocked() < 1 {
+	if s.paceLocked() < 1 && !c.PastLevels {
 		s.refillPaceLocked(now)
 		// A call needs its cost, or a full burst when it costs more: the
 		// pace then runs into debt, so an expensive call is never starved.

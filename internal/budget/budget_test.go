@@ -774,3 +774,35 @@ func TestOrgRefillIsReadAgainstTheWholeLevel(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusRequestKeepsToAFreshLevel: the client's own status request
+// passes a level whose word is old (that is what it asks about), but not
+// one the server has just said is empty: it would be refused there. A
+// write held by the stale write level, while every answer names the key
+// level drained, once sent that request into a 429.
+func TestStatusRequestKeepsToAFreshLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		s.mu.Lock()
+		s.levels[Write].tokens = 0 // the model believes write drained, and has not heard of it for long
+		s.mu.Unlock()
+		time.Sleep(StaleAfter)
+		status := func() *Call {
+			c := call(ops.GetRateLimit, "")
+			c.PastLevels = true
+			return c
+		}
+		if why := held(s, status()); why != "" {
+			t.Errorf("a status request is held by %s, a level the server has not named for %v", why, StaleAfter)
+		}
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", `"key";r=0;t=120`))
+		if why := held(s, status()); why != Key {
+			t.Errorf("a status request after the server named the key level empty is held by %q, want %q", why, Key)
+		}
+		s.ObserveStatus([]LevelStatus{{Name: Key, Remaining: 5}})
+		if why := held(s, status()); why != "" {
+			t.Errorf("a status request is held by %s after the server named the key level with room", why)
+		}
+	})
+}
