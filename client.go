@@ -534,7 +534,7 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 			for i, p := range st.Policies {
 				levels[i] = budget.LevelStatus{Name: p.Name, Remaining: float64(p.Remaining), Capacity: float64(p.Capacity.Value())}
 			}
-			c.state.ObserveStatus(levels)
+			c.state.ObserveStatus(&cl.bc, levels)
 		}
 	case op.Egress == ops.EgressPage:
 		c.settleEgress(cl, pageLen(out))
@@ -684,7 +684,7 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 		}
 	}
 	cl := &call{op: op, settings: s, req: req, body: body}
-	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, PastLevels: s.statusPoll, OnSlow: c.onSlow, OnHeld: c.onHeld}
+	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, PastLevels: s.statusPoll, Status: op == ops.GetRateLimit, OnSlow: c.onSlow, OnHeld: c.onHeld}
 	if op == ops.Batch {
 		if err := prepareBatch(cl); err != nil {
 			return nil, badInput(op.ID, true, err.Error(), err)

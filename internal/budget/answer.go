@@ -146,18 +146,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 				pending += max(0, since)
 			}
 		}
-		l.tokens = remaining - pending
-		l.sinceSeen = 0
-		l.seenAt = now
-		l.at = now
-		if foreign := l.logAvailable(now) - remaining; foreign > 0 {
-			// Others take from it too (another process on the key, or a
-			// level counted more widely than thought): what they took
-			// counts as taken now, so the log bound never says more than
-			// the server just did. Read as if every attempt in flight had
-			// been counted already, so that none is taken for another's.
-			l.log.add(now, foreign)
-		}
+		l.heard(remaining, pending, now)
 		rel.left(l, remaining, now)
 		l.learnShape(remaining, r.reset, pending, now)
 		if r.reset >= minObservedReset && remaining < l.size() && l.refills() {

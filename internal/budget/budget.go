@@ -77,6 +77,10 @@ type Call struct {
 	// model believes exhausted is, and must not be refused by a level the
 	// server has just said is.
 	PastLevels bool
+	// Status marks a call that asks for the key's status (GET
+	// /v1/rate_limit): ObserveStatus reads its answer against what landed
+	// on each level after it was admitted.
+	Status bool
 	// OnSlow, when set, hears of the call once, when one of its attempts
 	// has waited SlowAfter and is still held: from the waiting goroutine,
 	// without the state's lock held, with the context of Admit.
@@ -88,6 +92,9 @@ type Call struct {
 	// again instead of failing at once.
 	OnHeld   func(reason string) <-chan struct{}
 	heldSaid string // what OnHeld heard of last
+	// landedAt is, for a Status call, what had landed on each level when
+	// its last attempt was admitted.
+	landedAt map[*level]float64
 
 	w            waiter
 	slowSaid     bool   // OnSlow has heard of the call
@@ -759,6 +766,12 @@ func (s *State) takeLocked(c *Call) {
 	}
 	if s.paceLocked() < 1 {
 		s.paceTokens -= c.Cost
+	}
+	if c.Status {
+		c.landedAt = make(map[*level]float64, len(s.levels))
+		for _, l := range s.levels {
+			c.landedAt[l] = l.landed
+		}
 	}
 }
 

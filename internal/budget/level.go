@@ -190,6 +190,27 @@ func (l *level) refill(now time.Time) {
 	l.at = now
 }
 
+// heard takes the server's word on the level: remaining was left when it
+// answered; pending is what it cannot have counted by then (the attempts
+// in flight, and what landed after the answered call was admitted, since
+// answers to calls sent at once arrive in any order).
+func (l *level) heard(remaining, pending float64, now time.Time) {
+	l.tokens = remaining - pending
+	l.sinceSeen = 0
+	l.seenAt = now
+	l.at = now
+	if foreign := l.logAvailable(now) - remaining; foreign > 0 {
+		// Others take from it too (another process on the key, or a
+		// level counted more widely than thought): what they took
+		// counts as taken now, so the log bound never says more than
+		// the server just did. Read as if every attempt sent had been
+		// counted already, so that none is taken for another's: entries
+		// taken for others stay a whole window, and on a level that does
+		// not refill they would hold calls the server accepts.
+		l.log.add(now, foreign)
+	}
+}
+
 // logAvailable is the quota less what this key took within the last window
 // and what it has in flight; -Inf for a level others share.
 func (l *level) logAvailable(now time.Time) float64 {

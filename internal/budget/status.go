@@ -65,9 +65,12 @@ func (s *State) StatusDone() {
 }
 
 // ObserveStatus takes the server's word on every level of a rate-limit
-// status: what it reports left, less the attempts in flight it cannot have
-// counted. A refusal's wait still holds its level until it ends.
-func (s *State) ObserveStatus(levels []LevelStatus) {
+// status, the answer to c (a Status call, or nil): what it reports left,
+// less what the server cannot have counted when it answered, the attempts
+// in flight and what landed on the level after c was admitted (a call sent
+// beside c may have reached the server after it). A refusal's wait still
+// holds its level until it ends.
+func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 	s = s.live()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -82,9 +85,18 @@ func (s *State) ObserveStatus(levels []LevelStatus) {
 		if l.quota > 0 && max(st.Remaining, st.Capacity) > l.quota*l.share+0.5 {
 			l.bucket = true // it holds more than its quota: a bucket
 		}
-		l.tokens = st.Remaining - l.inflight
-		l.sinceSeen = 0
-		l.seenAt = now
+		landedSince := 0.0
+		if c != nil {
+			if mark, ok := c.landedAt[l]; ok {
+				landedSince = l.landed - mark
+				for _, t := range c.takes {
+					if t.l == l {
+						landedSince -= t.amount // its own take, which the server counted
+					}
+				}
+			}
+		}
+		l.heard(st.Remaining, l.inflight+max(0, landedSince), now)
 		l.gate.wakeHead()
 	}
 }
