@@ -35,11 +35,13 @@ type ProfileResult struct {
 	Refused   int            // 429 answers
 	RefusedBy map[string]int // 429 answers by code and policy
 	Lockouts  int
-	Early     int            // requests sent before a wait the server announced was over
-	EarlyBy   map[string]int // by what announced the wait
-	Stalls    int            // windows of stallWindow in which calls waited, the server would have accepted one, and none was sent
+	Early     int             // requests sent before a wait the server announced was over
+	EarlyBy   map[string]int  // by what announced the wait
+	Stalls    int             // windows of stallWindow in which calls waited, the server would have accepted one, and none was sent
+	StallsAt  []time.Duration // when each stall began, from the start of the run
 	MaxFlight int
 	GaveUp    int
+	Errors    map[string]int // failed calls by kind
 }
 
 // Goodput is the share of the allowance the server accepted.
@@ -110,7 +112,7 @@ func RunProfile(p sandbox.Profile, client string, newAPI NewAPI, n int, d time.D
 	tracked := &trackedAPI{API: api, calls: map[string]int{}}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	stalls := make(chan int, 1)
+	stalls := make(chan []time.Duration, 1)
 	go func() { stalls <- watchStalls(ctx, srv, tracked) }()
 	RunAPI(ctx, n, tracked, stats, seed)
 	st := srv.Stats(sandbox.TestKey)
@@ -120,20 +122,24 @@ func RunProfile(p sandbox.Profile, client string, newAPI NewAPI, n int, d time.D
 		Requests: st.Requests, Points: st.PointsAccepted, Allowance: p.Allowance(d),
 		Refused: counts.Status429, RefusedBy: refusals.snapshot(),
 		Lockouts: st.Lockouts, Early: st.EarlyRequests, EarlyBy: maps.Clone(st.EarlyByPolicy),
-		Stalls: <-stalls, MaxFlight: st.MaxInFlight, GaveUp: counts.GaveUp,
+		MaxFlight: st.MaxInFlight, GaveUp: counts.GaveUp, Errors: counts.Errors,
 	}
+	r.StallsAt = <-stalls
+	r.Stalls = len(r.StallsAt)
 	time.Sleep(time.Minute) // the sandbox finishes what callers gave up on
 	return r, nil
 }
 
-// watchStalls samples the run every second until ctx ends and counts the
-// windows of stallWindow in which no request reached the server while a
-// call was in progress that the server would have accepted.
-func watchStalls(ctx context.Context, srv *sandbox.Server, api *trackedAPI) int {
+// watchStalls samples the run every second until ctx ends and returns when
+// each window of stallWindow began in which no request reached the server
+// while a call was in progress that the server would have accepted.
+func watchStalls(ctx context.Context, srv *sandbox.Server, api *trackedAPI) []time.Duration {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	start := time.Now()
 	last := srv.Stats(sandbox.TestKey).Requests
-	idle, stalls := time.Duration(0), 0
+	idle := time.Duration(0)
+	var stalls []time.Duration
 	for {
 		select {
 		case <-ctx.Done():
@@ -149,7 +155,7 @@ func watchStalls(ctx context.Context, srv *sandbox.Server, api *trackedAPI) int 
 		}
 		idle += time.Second
 		if idle == stallWindow {
-			stalls++
+			stalls = append(stalls, time.Since(start)-stallWindow)
 		}
 	}
 }
