@@ -27,6 +27,11 @@ type WaitEvent struct {
 // admit lets one attempt of cl go, or says why it cannot: see
 // budget.State.Admit. Its errors are *Error values.
 func (c *Client) admit(ctx context.Context, cl *call) (*budget.Ticket, WaitEvent, error) {
+	if cl.settings.statusPoll {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, statusAdmitWithin)
+		defer cancel()
+	}
 	t, ev, err := c.state.Admit(ctx, &cl.bc)
 	if err != nil {
 		return nil, WaitEvent{}, budgetError(cl, err)
@@ -62,8 +67,16 @@ func (c *Client) slowWait(ctx context.Context, sw budget.SlowWait) {
 	c.logSlowWait(ctx, sw)
 }
 
-// statusPollTimeout bounds the client's own status request.
-const statusPollTimeout = 30 * time.Second
+const (
+	// statusPollTimeout bounds the client's own status request.
+	statusPollTimeout = 30 * time.Second
+	// statusAdmitWithin bounds its wait for the budget, so that it leaves
+	// with most of statusPollTimeout: one cut off in flight may have been
+	// answered with a wait that then never reaches the client. Held
+	// longer, by a level the server has just named, it is not sent: that
+	// level holds the calls anyway.
+	statusAdmitWithin = 5 * time.Second
+)
 
 // pollStatus asks GET /v1/rate_limit (1 point) what is left of every level;
 // do hands the answer to the budget. It passes the levels and the pace,

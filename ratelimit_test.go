@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jarcoal/httpmock"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -592,6 +593,40 @@ func TestAnImportWithDeadlinesLearnsTheKeysBurst(t *testing.T) {
 		st := srv.Stats(sandbox.TestKey)
 		if st.Writes != 80 || st.Requests-st.Accepted > 2 {
 			t.Errorf("%d writes, %d of %d requests refused", st.Writes, st.Requests-st.Accepted, st.Requests)
+		}
+	})
+}
+
+// TestStatusRequestLeavesWithItsTimeLeft: the client's own status request
+// waits at most statusAdmitWithin for the budget, so that it never leaves
+// with a sliver of its statusPollTimeout. One that waited out a 20 s hold
+// on the key level left with 10 s, and one cut off in flight may have been
+// answered with a wait (OVERLOADED) that then never reaches the client.
+func TestStatusRequestLeavesWithItsTimeLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var left []time.Duration
+		refuse := problemResponder(http.StatusTooManyRequests, CodeRateLimited, http.Header{"Retry-After": {"20"}}, map[string]any{"policy": "key"})
+		rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/v1/rate_limit" {
+				d, _ := r.Context().Deadline()
+				left = append(left, time.Until(d))
+				return httpmock.NewStringResponse(http.StatusOK, `{"policies":[]}`), nil
+			}
+			return refuse(r)
+		})
+		c := newTestClient(t, rt, WithMaxRetries(0))
+		if _, err := c.Contacts.Count(context.Background(), nil); !errors.Is(err, ErrRateLimited) {
+			t.Fatalf("the count: %v, want the key level's refusal", err)
+		}
+		start := time.Now()
+		c.pollStatus()
+		if took := time.Since(start); took > statusAdmitWithin {
+			t.Errorf("the status request took %v, more than its %v for the budget", took, statusAdmitWithin)
+		}
+		for _, d := range left {
+			if d < statusPollTimeout-statusAdmitWithin {
+				t.Errorf("the status request left with %v of its %v", d, statusPollTimeout)
+			}
 		}
 	})
 }
