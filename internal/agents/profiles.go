@@ -25,23 +25,24 @@ const stallWindow = 10 * time.Second
 
 // ProfileResult is one run of the workload against a server profile.
 type ProfileResult struct {
-	Profile   string
-	Client    string
-	Agents    int
-	Duration  time.Duration
-	Requests  int
-	Points    int            // points the server accepted
-	Allowance int            // points the profile allows the key over the run
-	Refused   int            // 429 answers
-	RefusedBy map[string]int // 429 answers by code and policy
-	Lockouts  int
-	Early     int             // requests sent before a wait the server announced was over
-	EarlyBy   map[string]int  // by what announced the wait
-	Stalls    int             // windows of stallWindow in which calls waited, the server would have accepted one, and none was sent
-	StallsAt  []time.Duration // when each stall began, from the start of the run
-	MaxFlight int
-	GaveUp    int
-	Errors    map[string]int // failed calls by kind
+	Profile    string
+	Client     string
+	Agents     int
+	Duration   time.Duration
+	Requests   int
+	Points     int            // points the server accepted
+	Allowance  int            // points the profile allows the key over the run
+	Refused    int            // 429 answers
+	RefusedBy  map[string]int // 429 answers by code and policy
+	Lockouts   int
+	Early      int             // requests sent before a wait the server announced was over
+	EarlyBy    map[string]int  // by what announced the wait
+	FirstEarly []string        // the first few early requests, as the sandbox saw them
+	Stalls     int             // windows of stallWindow in which calls waited, the server would have accepted one, and none was sent
+	StallsAt   []time.Duration // when each stall began, from the start of the run
+	MaxFlight  int
+	GaveUp     int
+	Errors     map[string]int // failed calls by kind
 }
 
 // Goodput is the share of the allowance the server accepted.
@@ -121,7 +122,7 @@ func RunProfile(p sandbox.Profile, client string, newAPI NewAPI, n int, d time.D
 		Profile: p.Name, Client: client, Agents: n, Duration: d,
 		Requests: st.Requests, Points: st.PointsAccepted, Allowance: p.Allowance(d),
 		Refused: counts.Status429, RefusedBy: refusals.snapshot(),
-		Lockouts: st.Lockouts, Early: st.EarlyRequests, EarlyBy: maps.Clone(st.EarlyByPolicy),
+		Lockouts: st.Lockouts, Early: st.EarlyRequests, EarlyBy: maps.Clone(st.EarlyByPolicy), FirstEarly: st.FirstEarly,
 		MaxFlight: st.MaxInFlight, GaveUp: counts.GaveUp, Errors: counts.Errors,
 	}
 	r.StallsAt = <-stalls

@@ -66,7 +66,7 @@ func TestProfiles(t *testing.T) {
 							row = append(row, r)
 							checkGuarantees(t, r)
 							if miss := r.Targets(); len(miss) > 0 {
-								misses = append(misses, fmt.Sprintf("%s, %d agents, %v, seed %d: %s (429s by policy %v, stalls at %v)", p.Name, n, d, seed+uint64(i), strings.Join(miss, "; "), r.RefusedBy, r.StallsAt))
+								misses = append(misses, fmt.Sprintf("%s, %d agents, %v, seed %d: %s (429s by policy %v, stalls at %v, early %q)", p.Name, n, d, seed+uint64(i), strings.Join(miss, "; "), r.RefusedBy, r.StallsAt, r.FirstEarly))
 							}
 						})
 					})

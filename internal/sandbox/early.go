@@ -1,6 +1,12 @@
 package sandbox
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
+
+// earlyTime is how KeyStats.FirstEarly writes a moment.
+const earlyTime = "15:04:05.000000"
 
 // waitAll names a wait announced for every request of a key.
 func waitAll(policy string) waitKey { return waitKey{all: true, policy: policy} }
@@ -44,14 +50,16 @@ func (k *apiKey) announce(w waitKey, now time.Time, latency, wait time.Duration)
 // announced to k is over: one for every request, or, when the request was
 // routed (d is what it takes), one for a level d takes from. Waits that
 // are over are forgotten.
-func (s *Server) noteEarly(k *apiKey, now time.Time, routed bool, d demand) {
+func (s *Server) noteEarly(k *apiKey, c *call, now time.Time, routed bool, d demand) {
 	var early []string
+	var waits []announced
 	for policy, w := range k.waitAll {
 		switch {
 		case !now.Before(w.end):
 			delete(k.waitAll, policy)
 		case now.After(w.from):
 			early = append(early, policy)
+			waits = append(waits, w)
 		}
 	}
 	if routed && len(k.waitLevel) > 0 {
@@ -63,6 +71,7 @@ func (s *Server) noteEarly(k *apiKey, now time.Time, routed bool, d demand) {
 		for _, w := range s.takesFrom(d) {
 			if a, ok := k.waitLevel[w.id()]; ok && now.After(a.from) {
 				early = append(early, w.policy)
+				waits = append(waits, a)
 			}
 		}
 	}
@@ -75,6 +84,10 @@ func (s *Server) noteEarly(k *apiKey, now time.Time, routed bool, d demand) {
 	}
 	if len(early) > 0 {
 		k.stats.EarlyRequests++
+		if len(k.stats.FirstEarly) < maxEarlyKept {
+			k.stats.FirstEarly = append(k.stats.FirstEarly, fmt.Sprintf("%s %s at %s, early for %s: the wait ran from %s to %s",
+				c.method, c.path, now.Format(earlyTime), early[0], waits[0].from.Format(earlyTime), waits[0].end.Format(earlyTime)))
+		}
 	}
 }
 

@@ -226,7 +226,13 @@ type KeyStats struct {
 	// the refusal's policy, or OVERLOADED. A request early for several
 	// counts once for each.
 	EarlyByPolicy map[string]int
+	// FirstEarly describes the first few early requests (at most
+	// maxEarlyKept): when each arrived, what it asked, and the wait.
+	FirstEarly []string
 }
+
+// maxEarlyKept bounds KeyStats.FirstEarly.
+const maxEarlyKept = 8
 
 // Server is the in-memory bodo API. Its zero value is not usable; call New.
 type Server struct {
@@ -368,6 +374,7 @@ func (s *Server) Stats(key string) KeyStats {
 	st := k.stats
 	st.Refusals = maps.Clone(k.stats.Refusals)
 	st.EarlyByPolicy = maps.Clone(k.stats.EarlyByPolicy)
+	st.FirstEarly = slices.Clone(k.stats.FirstEarly)
 	return st
 }
 
@@ -500,7 +507,7 @@ func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, 
 			d, pre, idemKey, fp, parts = s.plan(c, rt, bodyErr)
 			d = s.withExtra(d, c, rt.op)
 		}
-		s.noteEarly(k, now, rt != nil, d)
+		s.noteEarly(k, c, now, rt != nil, d)
 	}
 
 	if fault.Overloaded != 0 {
