@@ -52,8 +52,9 @@ func (c *Client) heldBy(reason string) <-chan struct{} {
 	done, start := c.state.StatusFor(reason, time.Now())
 	if start {
 		go func() {
-			defer c.state.StatusDone()
-			c.pollStatus()
+			sent := true
+			defer func() { c.state.StatusDone(sent) }()
+			sent = c.pollStatus()
 		}()
 	}
 	return done
@@ -78,18 +79,22 @@ const (
 	statusAdmitWithin = 5 * time.Second
 )
 
-// pollStatus asks GET /v1/rate_limit (1 point) what is left of every level;
-// do hands the answer to the budget. It passes the levels and the pace,
-// since the point is to learn whether a level the budget believes
-// exhausted is, but not a lockout, a wait the server asked for, the guard
-// or the slots in flight.
-func (c *Client) pollStatus() {
+// pollStatus asks GET /v1/rate_limit (1 point) what is left of every level,
+// once, without retries; do hands the answer to the budget. It reports
+// whether the request left (false: the budget held it past
+// statusAdmitWithin). It passes the pace and the levels whose
+// word is old, since the point is to learn whether a level the budget
+// believes exhausted is, but not a lockout, a wait the server asked for,
+// the guard or the slots in flight.
+func (c *Client) pollStatus() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), statusPollTimeout)
 	defer cancel()
-	_, _ = c.RateLimit(ctx, requestOption(func(s *callSettings) error {
+	_, err := c.RateLimit(ctx, WithMaxRetries(0), requestOption(func(s *callSettings) error {
 		s.statusPoll = true
 		return nil
 	}))
+	var apiErr *Error
+	return !errors.As(err, &apiErr) || !apiErr.Local
 }
 
 // logSlowWait logs a call that has waited budget.SlowAfter for the budget

@@ -481,7 +481,10 @@ func TestSlowWaitsAreLoggedOnce(t *testing.T) {
 		if n := int64(len(lines)); n < over.Load() || n > atLeast.Load() || n == 0 {
 			t.Errorf("%d log lines for %d calls that waited over 5 s (%d at least 5 s): one per call", n, over.Load(), atLeast.Load())
 		}
-		if maxBehind < 10 {
+		// How many wait behind depends on how the first burst of 60
+		// writes fell among the goroutines (some finish all five in it),
+		// but never more than the 19 others and never none.
+		if maxBehind < 1 || maxBehind > 19 {
 			t.Errorf("the first call held said %v calls wait behind it; 20 goroutines import", maxBehind)
 		}
 		if st := srv.Stats(sandbox.TestKey); st.Accepted != st.Requests {

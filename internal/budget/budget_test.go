@@ -723,8 +723,11 @@ func TestStatusCorrectsAStaleLevel(t *testing.T) {
 		if first == nil || !start || again != first || startAgain {
 			t.Error("a stale level does not want a status, or starts two at once")
 		}
-		s.StatusDone()
+		s.StatusDone(true)
 		if _, start := s.StatusFor(Key, time.Now()); start {
+			t.Error("a second status within statusEvery")
+		}
+		if _, start := s.StatusFor(Org, time.Now()); start {
 			t.Error("a second status within statusEvery")
 		}
 		select {
@@ -832,6 +835,30 @@ func TestStatusCountsWhatLandedAfterIt(t *testing.T) {
 		}
 		if want := 40 - beside.Cost; got != want {
 			t.Errorf("org level after the status: %g left, want %g (the status's 40 less the %g points that landed after it was sent)", got, want, beside.Cost)
+		}
+	})
+}
+
+// TestUnsentStatusTakesNoTurn: a status request the budget did not let out
+// (it waits at most a few seconds for it) does not count as the key's one
+// status of statusEvery, so the next call held by a stale level asks
+// again instead of waiting half a minute on a word no one asked for.
+func TestUnsentStatusTakesNoTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		time.Sleep(StaleAfter)
+		if _, start := s.StatusFor(Write, time.Now()); !start {
+			t.Fatal("no status for a level not named for StaleAfter")
+		}
+		s.StatusDone(false)
+		time.Sleep(time.Second)
+		if _, start := s.StatusFor(Write, time.Now()); !start {
+			t.Error("a status that was not sent kept the next one from starting")
+		}
+		s.StatusDone(true)
+		if _, start := s.StatusFor(Write, time.Now()); start {
+			t.Error("a second status within statusEvery of one that was sent")
 		}
 	})
 }

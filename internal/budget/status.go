@@ -53,11 +53,16 @@ func (s *State) StatusFor(name string, now time.Time) (done <-chan struct{}, sta
 }
 
 // StatusDone ends the status request StatusFor started, answered or not,
-// and lets the calls that wait for it look again.
-func (s *State) StatusDone() {
+// and lets the calls that wait for it look again; sent says whether it
+// left. One the budget did not let out takes no turn: the next call held
+// by a stale level may ask at once.
+func (s *State) StatusDone(sent bool) {
 	s = s.live()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !sent {
+		s.statusAt = time.Time{}
+	}
 	if s.statusDone != nil {
 		close(s.statusDone)
 		s.statusDone = nil
