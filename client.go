@@ -478,7 +478,7 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 	if err != nil {
 		return err
 	}
-	if c.budgeted && c.state.WantsIdentity(time.Now()) {
+	if c.budgeted && !cl.settings.statusPoll && c.state.WantsIdentity(time.Now()) {
 		c.learnIdentity(ctx)
 	}
 	var cacheKey string
@@ -684,7 +684,10 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 		}
 	}
 	cl := &call{op: op, settings: s, req: req, body: body}
-	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, PastLevels: s.statusPoll, Status: op == ops.GetRateLimit, OnSlow: c.onSlow, OnHeld: c.onHeld}
+	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, PastLevels: s.statusPoll, Status: op == ops.GetRateLimit, OnSlow: c.onSlow}
+	if !s.statusPoll {
+		cl.bc.OnHeld = c.onHeld // the status request would wait for itself
+	}
 	if op == ops.Batch {
 		if err := prepareBatch(cl); err != nil {
 			return nil, badInput(op.ID, true, err.Error(), err)

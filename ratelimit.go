@@ -81,8 +81,8 @@ const (
 
 // pollStatus asks GET /v1/rate_limit (1 point) what is left of every level,
 // once, without retries; do hands the answer to the budget. It reports
-// whether the request left (false: the budget held it past
-// statusAdmitWithin). It passes the pace and the levels whose
+// whether the request was sent (false: the budget did not let it out, as
+// when it would have held it past statusAdmitWithin). It passes the pace and the levels whose
 // word is old, since the point is to learn whether a level the budget
 // believes exhausted is, but not a lockout, a wait the server asked for,
 // the guard or the slots in flight.

@@ -862,3 +862,23 @@ func TestUnsentStatusTakesNoTurn(t *testing.T) {
 		}
 	})
 }
+
+// TestNoStatusWhileARefusalHolds: a refusal's wait holds its level until
+// it ends, whatever a status says, so a level held by one is not asked
+// about even when its word has grown old: the status request would only
+// wait behind the same hold.
+func TestNoStatusWhileARefusalHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(refusal(http.StatusTooManyRequests, "RATE_LIMITED", Key, time.Minute))
+		time.Sleep(StaleAfter + time.Second)
+		if _, start := s.StatusFor(Key, time.Now()); start {
+			t.Error("a status was started for a level a refusal holds for another half minute")
+		}
+		time.Sleep(time.Minute)
+		if _, start := s.StatusFor(Key, time.Now()); !start {
+			t.Error("no status for a stale level once the refusal's wait is over")
+		}
+	})
+}

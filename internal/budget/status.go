@@ -28,8 +28,8 @@ type LevelStatus struct {
 }
 
 // StatusFor tells a caller held by the named level whether the server's
-// word on it is stale (nothing for StaleAfter) and a status request should
-// put it right: it returns the channel that closes when that request has
+// word on it is stale (nothing for StaleAfter, and no refusal's wait holds
+// it, which no status lifts) and a status request should put it right: it returns the channel that closes when that request has
 // ended, and start true when the caller must make it (and then call
 // StatusDone), false when one is on its way already. It returns nil for a
 // level whose word is fresh, and starts at most one request per statusEvery.
@@ -38,7 +38,7 @@ func (s *State) StatusFor(name string, now time.Time) (done <-chan struct{}, sta
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.levels[name]
-	if l == nil || now.Sub(l.seenAt) < StaleAfter || l.grossRate()*statusEvery.Seconds() < minStatusRefill {
+	if l == nil || now.Sub(l.seenAt) < StaleAfter || now.Before(l.holdUntil) || l.grossRate()*statusEvery.Seconds() < minStatusRefill {
 		return nil, false
 	}
 	if s.statusDone != nil {
