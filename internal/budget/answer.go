@@ -136,17 +136,18 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		// flight, and those answered since this one was admitted (answers
 		// to calls sent at once arrive in any order, and a call admitted
 		// earlier may have reached the server later).
-		pending := l.inflight
+		landedSince := 0.0
 		for _, t := range c.takes {
 			if t.l == l {
 				since := l.landed - t.landed
 				if charged {
 					since -= t.amount
 				}
-				pending += max(0, since)
+				landedSince += max(0, since)
 			}
 		}
-		l.heard(remaining, pending, now)
+		pending := l.inflight + landedSince
+		l.heard(remaining, landedSince, now)
 		rel.left(l, remaining, now)
 		l.learnShape(remaining, r.reset, pending, now)
 		if r.reset >= minObservedReset && remaining < l.size() && l.refills() {

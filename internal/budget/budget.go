@@ -502,7 +502,15 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			return &c.ticket, Event{Wait: waited, Reason: reason}, nil
 		}
 		reason, wait, waitFrom = why, d, now
-		sayHeld := c.OnHeld != nil && c.heldSaid != why
+		var statusDue time.Time // when it asks again for the status, held all along
+		if c.OnHeld != nil && g.level != nil {
+			statusDue = s.statusDueLocked(g.level)
+		}
+		// It says what holds it when that changes, and again when the
+		// level that holds it is due a status (statusDueLocked): the
+		// first status may have come too early to show the level
+		// refilling, and the calls that wait all along need the next.
+		sayHeld := c.OnHeld != nil && (c.heldSaid != why || !statusDue.IsZero() && !now.Before(statusDue))
 		c.heldSaid = why
 		if deadline, ok := ctx.Deadline(); ok && wait != forever && deadline.Sub(now) < wait {
 			if sayHeld {
@@ -546,6 +554,13 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 				}
 			}
 			g.wakeBehind()
+		}
+		if head && !statusDue.IsZero() {
+			next := statusDue
+			if !next.After(now) {
+				next = now.Add(statusEvery) // it asks now: the next is due then
+			}
+			timerWait = min(timerWait, next.Sub(now))
 		}
 		s.mu.Unlock()
 		if sayHeld {

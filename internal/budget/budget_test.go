@@ -882,3 +882,68 @@ func TestNoStatusWhileARefusalHolds(t *testing.T) {
 		}
 	})
 }
+
+// TestAnswersOfABurstAreNotTakenTwice: three calls sent at once are
+// answered in the order the server counted them. Each later answer may not
+// have counted the calls that landed before it (so the careful reading
+// takes them off), but the model's own count, which took all three off
+// the first word, says it did: that count is kept while it lies between
+// the two readings. Read carefully alone, the last answer took the first
+// two calls twice: 10 points of a 5 points/s level held for 2 s.
+func TestAnswersOfABurstAreNotTakenTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"org";q=3000;w=60`, `"org";r=100;t=60`))
+		var burst []*Ticket
+		for range 3 {
+			burst = append(burst, admitNow(t, s, call(ops.CreateContact, "")))
+		}
+		cost := call(ops.CreateContact, "").Cost
+		for i, tk := range burst {
+			tk.Finish(answer("", fmt.Sprintf(`"org";r=%g;t=60`, 100-cost*float64(i+1))))
+		}
+		var got float64
+		for _, l := range s.Snapshot().Levels {
+			if l.Name == Org {
+				got = l.Remaining
+			}
+		}
+		if want := 100 - 3*cost; math.Abs(got-want) > 0.5 {
+			t.Errorf("org level after the burst's answers: %g left, want %g", got, want)
+		}
+	})
+}
+
+// TestALongHeldCallAsksAgain: a call held all along by a level the status
+// request takes nothing from (here write) asks for the status again every
+// statusEvery: the first status may have come before the level showed it
+// refills. Asked once, 64 agents held by a write level the model believed
+// empty waited for its log to free while the server's bucket had room.
+func TestALongHeldCallAsksAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		s.Spend(Write, 0)
+		var asked []time.Duration
+		start := time.Now()
+		c := call(ops.CreateContact, "")
+		c.OnHeld = func(reason string) <-chan struct{} {
+			if done, first := s.StatusFor(reason, time.Now()); first {
+				asked = append(asked, time.Since(start))
+				s.StatusDone(true) // the status came, and showed the level empty
+				return done
+			}
+			return nil
+		}
+		tk, _, err := s.Admit(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Finish(answer("", ""))
+		waited := time.Since(start)
+		if want := int(waited / statusEvery); len(asked) < want || len(asked) == 0 {
+			t.Errorf("held %v by the write level, the call asked for the status at %v: want every %v", waited, asked, statusEvery)
+		}
+	})
+}

@@ -190,12 +190,20 @@ func (l *level) refill(now time.Time) {
 	l.at = now
 }
 
-// heard takes the server's word on the level: remaining was left when it
-// answered; pending is what it cannot have counted by then (the attempts
-// in flight, and what landed after the answered call was admitted, since
-// answers to calls sent at once arrive in any order).
-func (l *level) heard(remaining, pending float64, now time.Time) {
-	l.tokens = remaining - pending
+// heard takes the server's word on the level, refilled up to now:
+// remaining was left when it answered. The attempts in flight it cannot
+// have counted; what landed after the answered call was admitted
+// (landedSince) it may or may not have (answers to calls sent at once
+// arrive in any order). The model's own count, which took every admitted
+// call off the last word, decides between the two readings: it is kept
+// when it lies between them, so that calls the server counted before this
+// answer are not taken twice. Outside them it is wrong (others took from
+// the level, or the model is behind), and the careful reading holds.
+func (l *level) heard(remaining, landedSince float64, now time.Time) {
+	upper := remaining - l.inflight
+	if lower := upper - landedSince; l.tokens < lower || l.tokens > upper {
+		l.tokens = lower
+	}
 	l.sinceSeen = 0
 	l.seenAt = now
 	l.at = now

@@ -27,6 +27,26 @@ type LevelStatus struct {
 	Capacity  float64 // what the level holds when full, when the server says (0: its quota)
 }
 
+// statusDueLocked is when a call that the level l has held all along asks
+// again for the status: statusEvery after the last one, once l's word is
+// StaleAfter old and no refusal's wait holds it. Only a level the status
+// request takes nothing from (not points) is asked about again: the
+// status cannot be refused by it, whereas a points level the model
+// believes empty may well be, and then said itself when it frees (t). Zero
+// for a level never asked about again.
+func (s *State) statusDueLocked(l *level) time.Time {
+	if l == nil || l.unit == "points" || l.grossRate()*statusEvery.Seconds() < minStatusRefill {
+		return time.Time{}
+	}
+	due := l.seenAt.Add(StaleAfter)
+	for _, t := range []time.Time{s.statusAt.Add(statusEvery), l.holdUntil} {
+		if t.After(due) {
+			due = t
+		}
+	}
+	return due
+}
+
 // StatusFor tells a caller held by the named level whether the server's
 // word on it is stale (nothing for StaleAfter, and no refusal's wait holds
 // it, which no status lifts) and a status request should put it right: it returns the channel that closes when that request has
@@ -101,7 +121,7 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 				}
 			}
 		}
-		l.heard(st.Remaining, l.inflight+max(0, landedSince), now)
+		l.heard(st.Remaining, max(0, landedSince), now)
 		l.gate.wakeHead()
 	}
 }
