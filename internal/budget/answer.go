@@ -90,6 +90,29 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 	})
 }
 
+// landedSince is what landed on l after c's last attempt was admitted,
+// less c's own take when the server charged it: answers to calls sent at
+// once arrive in any order, and a call admitted earlier may have reached
+// the server later. A Status call knows it of every level (landedAt),
+// other calls of the levels they take from.
+func (c *Call) landedSince(l *level, charged bool) float64 {
+	since, took := 0.0, false
+	for _, t := range c.takes {
+		if t.l == l {
+			took = true
+			d := l.landed - t.landed
+			if charged {
+				d -= t.amount
+			}
+			since += max(0, d)
+		}
+	}
+	if mark, ok := c.landedAt[l]; ok && !took {
+		since = max(0, l.landed-mark)
+	}
+	return since
+}
+
 // observeLocked follows the server's RateLimit-Policy (quota, window and
 // unit of each policy; an unknown policy becomes a level of its own that
 // binds no call yet) and RateLimit (what remains of the levels it names: the
@@ -127,27 +150,9 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 			c.reported = l
 		}
 		remaining := float64(r.remaining)
-		l.refill(now)
-		l.seenMax = max(l.seenMax, remaining)
-		if l.quota > 0 && remaining > l.quota*l.share+0.5 {
-			l.bucket = true // it holds more than its quota: a bucket that refills as it goes
-		}
-		// What the server may not have counted yet: the attempts in
-		// flight, and those answered since this one was admitted (answers
-		// to calls sent at once arrive in any order, and a call admitted
-		// earlier may have reached the server later).
-		landedSince := 0.0
-		for _, t := range c.takes {
-			if t.l == l {
-				since := l.landed - t.landed
-				if charged {
-					since -= t.amount
-				}
-				landedSince += max(0, since)
-			}
-		}
-		pending := l.inflight + landedSince
-		l.heard(remaining, landedSince, now)
+		landedSince := c.landedSince(l, charged)
+		pending := l.inflight + landedSince // what the server may not have counted yet
+		l.heard(remaining, remaining, landedSince, now)
 		rel.left(l, remaining, now)
 		l.learnShape(remaining, r.reset, pending, now)
 		if r.reset >= minObservedReset && remaining < l.size() && l.refills() {

@@ -504,10 +504,10 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 		reason, wait, waitFrom = why, d, now
 		var statusDue time.Time // when it asks again for the status, held all along
 		if c.OnHeld != nil && g.level != nil {
-			statusDue = s.statusDueLocked(g.level)
+			statusDue = s.reaskDueLocked(g.level)
 		}
 		// It says what holds it when that changes, and again when the
-		// level that holds it is due a status (statusDueLocked): the
+		// level that holds it is due a status (reaskDueLocked): the
 		// first status may have come too early to show the level
 		// refilling, and the calls that wait all along need the next.
 		sayHeld := c.OnHeld != nil && (c.heldSaid != why || !statusDue.IsZero() && !now.Before(statusDue))

@@ -190,16 +190,22 @@ func (l *level) refill(now time.Time) {
 	l.at = now
 }
 
-// heard takes the server's word on the level, refilled up to now:
-// remaining was left when it answered. The attempts in flight it cannot
-// have counted; what landed after the answered call was admitted
-// (landedSince) it may or may not have (answers to calls sent at once
-// arrive in any order). The model's own count, which took every admitted
-// call off the last word, decides between the two readings: it is kept
-// when it lies between them, so that calls the server counted before this
-// answer are not taken twice. Outside them it is wrong (others took from
-// the level, or the model is behind), and the careful reading holds.
-func (l *level) heard(remaining, landedSince float64, now time.Time) {
+// heard takes the server's word on the level: remaining was left when it
+// answered, and shown is the most it showed the level to hold (remaining,
+// or a capacity). The attempts in flight it cannot have counted; what
+// landed after the answered call was admitted (landedSince) it may or may
+// not have (answers to calls sent at once arrive in any order). The
+// model's own count, which took every admitted call off the last word,
+// decides between the two readings: it is kept when it lies between them,
+// so that calls the server counted before this answer are not taken
+// twice. Outside them it is wrong (others took from the level, or the
+// model is behind), and the careful reading holds.
+func (l *level) heard(remaining, shown, landedSince float64, now time.Time) {
+	l.refill(now)
+	l.seenMax = max(l.seenMax, shown)
+	if l.quota > 0 && shown > l.quota*l.share+0.5 {
+		l.bucket = true // it holds more than its quota: a bucket that refills as it goes
+	}
 	upper := remaining - l.inflight
 	if lower := upper - landedSince; l.tokens < lower || l.tokens > upper {
 		l.tokens = lower

@@ -27,44 +27,50 @@ type LevelStatus struct {
 	Capacity  float64 // what the level holds when full, when the server says (0: its quota)
 }
 
-// statusDueLocked is when a call that the level l has held all along asks
-// again for the status: statusEvery after the last one, once l's word is
-// StaleAfter old and no refusal's wait holds it. Only a level the status
-// request takes nothing from (not points) is asked about again: the
-// status cannot be refused by it, whereas a points level the model
-// believes empty may well be, and then said itself when it frees (t). Zero
-// for a level never asked about again.
+// statusDueLocked is when a call held by l may next ask for the status
+// about it: once l's word is StaleAfter old, statusEvery after the last
+// status, and not before a refusal's wait on it is over (no status lifts
+// that); zero for a level that refills less than minStatusRefill in
+// statusEvery, which a status costs too much of.
 func (s *State) statusDueLocked(l *level) time.Time {
-	if l == nil || l.unit == "points" || l.grossRate()*statusEvery.Seconds() < minStatusRefill {
+	if l == nil || l.grossRate()*statusEvery.Seconds() < minStatusRefill {
 		return time.Time{}
 	}
-	due := l.seenAt.Add(StaleAfter)
-	for _, t := range []time.Time{s.statusAt.Add(statusEvery), l.holdUntil} {
-		if t.After(due) {
-			due = t
-		}
+	return later(l.seenAt.Add(StaleAfter), later(l.holdUntil, s.statusAt.Add(statusEvery)))
+}
+
+// reaskDueLocked is when a call that l has held all along asks again
+// (statusDueLocked). Only a level the status request takes nothing from
+// (not points) is asked about again: the status cannot be refused by it,
+// whereas a points level the model believes empty may well be, and then
+// said itself when it frees (t). Zero for a level never asked about again.
+func (s *State) reaskDueLocked(l *level) time.Time {
+	if l == nil || l.unit == "points" {
+		return time.Time{}
 	}
-	return due
+	return s.statusDueLocked(l)
 }
 
 // StatusFor tells a caller held by the named level whether the server's
-// word on it is stale (nothing for StaleAfter, and no refusal's wait holds
-// it, which no status lifts) and a status request should put it right: it returns the channel that closes when that request has
-// ended, and start true when the caller must make it (and then call
+// word on it is stale and a status request should put it right
+// (statusDueLocked): it returns the channel that closes when that request
+// has ended, and start true when the caller must make it (and then call
 // StatusDone), false when one is on its way already. It returns nil for a
-// level whose word is fresh, and starts at most one request per statusEvery.
+// level whose word is fresh, and starts at most one request per
+// statusEvery.
 func (s *State) StatusFor(name string, now time.Time) (done <-chan struct{}, start bool) {
 	s = s.live()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.levels[name]
-	if l == nil || now.Sub(l.seenAt) < StaleAfter || now.Before(l.holdUntil) || l.grossRate()*statusEvery.Seconds() < minStatusRefill {
+	due := s.statusDueLocked(l)
+	if due.IsZero() || now.Before(later(l.seenAt.Add(StaleAfter), l.holdUntil)) {
 		return nil, false
 	}
 	if s.statusDone != nil {
 		return s.statusDone, false
 	}
-	if now.Before(s.statusAt.Add(statusEvery)) {
+	if now.Before(due) {
 		return nil, false
 	}
 	s.statusAt = now
@@ -105,23 +111,11 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 		if l == nil {
 			continue
 		}
-		l.refill(now)
-		l.seenMax = max(l.seenMax, st.Remaining, st.Capacity)
-		if l.quota > 0 && max(st.Remaining, st.Capacity) > l.quota*l.share+0.5 {
-			l.bucket = true // it holds more than its quota: a bucket
-		}
 		landedSince := 0.0
 		if c != nil {
-			if mark, ok := c.landedAt[l]; ok {
-				landedSince = l.landed - mark
-				for _, t := range c.takes {
-					if t.l == l {
-						landedSince -= t.amount // its own take, which the server counted
-					}
-				}
-			}
+			landedSince = c.landedSince(l, true)
 		}
-		l.heard(st.Remaining, max(0, landedSince), now)
+		l.heard(st.Remaining, max(st.Remaining, st.Capacity), landedSince, now)
 		l.gate.wakeHead()
 	}
 }
