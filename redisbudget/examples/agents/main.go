@@ -119,7 +119,7 @@ func run(args []string) error {
 	var wg sync.WaitGroup
 	for id := range *n {
 		wg.Go(func() {
-			a := &agent{id: id, client: client, rng: rand.New(rand.NewPCG(*seed, uint64(id)))}
+			a := &agent{id: id, seed: *seed, client: client, rng: rand.New(rand.NewPCG(*seed, uint64(id)))}
 			a.run(ctx, rec)
 		})
 	}
@@ -154,6 +154,7 @@ func newLogger(level string) (*slog.Logger, error) {
 // or when it has no contact to work on.
 type agent struct {
 	id      int
+	seed    uint64 // the process's -seed: names stay distinct across processes
 	client  *bodo.Client
 	rng     *rand.Rand
 	seq     int    // contacts made
@@ -199,7 +200,7 @@ func (a *agent) call(ctx context.Context) (points int, err error) {
 		a.seq++
 		a.contact, a.invoice = "", ""
 		ct, err := c.Contacts.Create(ctx, bodo.ContactCreate{
-			Name:  fmt.Sprintf("customer-%02d-%06d", a.id, a.seq),
+			Name:  fmt.Sprintf("customer-%d-%02d-%06d", a.seed, a.id, a.seq),
 			Email: bodo.String(fmt.Sprintf("customer%02d.%06d@example.com", a.id, a.seq)),
 		})
 		if err == nil {
@@ -210,7 +211,7 @@ func (a *agent) call(ctx context.Context) (points int, err error) {
 		_, err = c.Contacts.Get(ctx, a.contact)
 		return 1, err
 	case 2: // a list with q: 2 points, and 5 for the search
-		_, err = c.Contacts.List(ctx, &bodo.ListContactsParams{Q: bodo.String(fmt.Sprintf("customer-%02d-%06d", a.id, a.seq)), Limit: bodo.Int(5)})
+		_, err = c.Contacts.List(ctx, &bodo.ListContactsParams{Q: bodo.String(fmt.Sprintf("customer-%d-%02d-%06d", a.seed, a.id, a.seq)), Limit: bodo.Int(5)})
 		return 7, err
 	case 3:
 		_, err = c.Contacts.Update(ctx, a.contact, bodo.ContactUpdate{Phone: bodo.String(fmt.Sprintf("+49 30 %06d", a.rng.IntN(1e6)))})

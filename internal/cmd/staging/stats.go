@@ -1,0 +1,142 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+)
+
+// stats is the part of bodo-staging's GET /__stats?series=1 that a row
+// needs (see ../shared/staging/README.md).
+type stats struct {
+	Config struct {
+		Scale       float64 `json:"scale"`
+		ForeignLoad float64 `json:"foreignLoad"`
+		Quotas      struct {
+			Key             float64 `json:"key"`
+			KeyCapacity     float64 `json:"keyCapacity"`
+			Parallel        int     `json:"parallel"`
+			Org             float64 `json:"org"`
+			OrgSharePercent float64 `json:"orgSharePercent"`
+		} `json:"quotas"`
+	} `json:"config"`
+	Now  time.Time           `json:"now"`
+	Keys map[string]keyStats `json:"keys"`
+}
+
+// keyStats is what the server measured of one key.
+type keyStats struct {
+	Requests              int            `json:"requests"`
+	Refused               int            `json:"refused"`
+	RefusedByCode         map[string]int `json:"refusedByCode"`
+	Overloaded            int            `json:"overloaded"`
+	AcceptedPoints        float64        `json:"acceptedPoints"`
+	MaxInFlight           int            `json:"maxInFlight"`
+	Lockouts              int            `json:"lockouts"`
+	Early                 int            `json:"early"`
+	EarlyEvents           []string       `json:"earlyEvents"`
+	DuplicateContactNames int            `json:"duplicateContactNames"`
+	DuplicateInvoicePairs int            `json:"duplicateInvoicePairs"`
+	MoneyRepeatedWithKey  int            `json:"moneyRepeatedWithNewKey"`
+	FirstRequestAt        time.Time      `json:"firstRequestAt"`
+	TimeSeries            struct {
+		Rows []struct {
+			T        int     `json:"t"`
+			Requests int     `json:"requests"`
+			Points   float64 `json:"points"`
+		} `json:"rows"`
+	} `json:"timeSeries"`
+}
+
+func readStats(r io.Reader) (*stats, error) {
+	var s stats
+	if err := json.NewDecoder(r).Decode(&s); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	if s.Config.Scale <= 0 {
+		return nil, fmt.Errorf("stats: scale %v", s.Config.Scale)
+	}
+	return &s, nil
+}
+
+// stallAfter is how many contract seconds without a request, while the
+// agents run and the key's level refills, count as a stall: the sandbox
+// profiles' stallWindow.
+const stallAfter = 10
+
+// firstMinutes is the start of a run that has its own goodput target.
+const firstMinutes = 2 * 60
+
+// result is one run as the server measured it.
+type result struct {
+	Secs         float64 // contract seconds from the key's first request to the end of the run
+	Goodput      float64 // points accepted against allowance over the run
+	GoodputStart float64 // the same over the first firstMinutes (the run's length when shorter)
+	Requests     int
+	Refused      int // refusals the client caused: all but the injected OVERLOADED
+	Lockouts     int
+	Early        int
+	FirstEarly   string
+	Stalls       int
+	MaxInFlight  int
+	Parallel     int
+	Duplicates   int
+	Errors       int // calls the agents saw fail
+	Processes    int
+	Agents       int // in each process
+}
+
+// allowance is what the key may use in secs contract seconds: the key
+// bucket's capacity and refill, or, when a foreign load eats the org, what
+// the org's refill leaves (with the org's quota as its bucket), if less.
+func (s *stats) allowance(secs float64) float64 {
+	q := s.Config.Quotas
+	key := q.KeyCapacity + q.Key*secs/60
+	if s.Config.ForeignLoad == 0 {
+		return key
+	}
+	org := q.Org + (q.Org/60-s.Config.ForeignLoad)*secs
+	return min(key, org)
+}
+
+// resultOf measures key's run, which ended when the stats were read.
+func (s *stats) resultOf(key string) (result, error) {
+	k, ok := s.Keys[key]
+	if !ok || k.Requests == 0 {
+		return result{}, fmt.Errorf("stats: no request of key %s", key)
+	}
+	r := result{Requests: k.Requests, Refused: k.Refused - k.Overloaded, Lockouts: k.Lockouts, Early: k.Early,
+		MaxInFlight: k.MaxInFlight, Parallel: s.Config.Quotas.Parallel,
+		Duplicates: k.DuplicateContactNames + k.DuplicateInvoicePairs + k.MoneyRepeatedWithKey}
+	if len(k.EarlyEvents) > 0 {
+		r.FirstEarly = k.EarlyEvents[0]
+	}
+	r.Secs = s.Now.Sub(k.FirstRequestAt).Seconds() * s.Config.Scale
+	r.Goodput = k.AcceptedPoints / s.allowance(r.Secs)
+
+	rows := k.TimeSeries.Rows
+	first := -1
+	for i, row := range rows {
+		if row.Requests > 0 {
+			first = i
+			break
+		}
+	}
+	var startPoints float64
+	idle := 0
+	for _, row := range rows[max(first, 0):] {
+		if row.T-rows[first].T < firstMinutes {
+			startPoints += row.Points
+		}
+		if row.Requests > 0 {
+			idle = 0
+			continue
+		}
+		if idle++; idle == stallAfter {
+			r.Stalls++
+		}
+	}
+	r.GoodputStart = startPoints / s.allowance(min(firstMinutes, r.Secs))
+	return r, nil
+}
