@@ -21,6 +21,11 @@ type stats struct {
 			OrgSharePercent float64 `json:"orgSharePercent"`
 		} `json:"quotas"`
 	} `json:"config"`
+	// Foreign is what the foreign load took (-foreign-load): less than
+	// asked when the org had nothing left.
+	Foreign struct {
+		TakenFromOrgs float64 `json:"takenFromOrgs"`
+	} `json:"foreignLoad"`
 	Now  time.Time           `json:"now"`
 	Keys map[string]keyStats `json:"keys"`
 }
@@ -79,6 +84,7 @@ type result struct {
 	Early        int
 	FirstEarly   string
 	Stalls       int
+	StallsAt     []int // contract seconds from the first request to where each stall began
 	MaxInFlight  int
 	Parallel     int
 	Duplicates   int
@@ -90,14 +96,14 @@ type result struct {
 // allowance is what the key may use in secs contract seconds: the key
 // bucket's capacity and refill, or, when a foreign load eats the org, what
 // the org's refill leaves (with the org's quota as its bucket), if less.
-func (s *stats) allowance(secs float64) float64 {
+// foreign is what the load took in those seconds.
+func (s *stats) allowance(secs, foreign float64) float64 {
 	q := s.Config.Quotas
 	key := q.KeyCapacity + q.Key*secs/60
 	if s.Config.ForeignLoad == 0 {
 		return key
 	}
-	org := q.Org + (q.Org/60-s.Config.ForeignLoad)*secs
-	return min(key, org)
+	return min(key, q.Org+q.Org*secs/60-foreign)
 }
 
 // resultOf measures key's run, which ended when the stats were read.
@@ -113,7 +119,7 @@ func (s *stats) resultOf(key string) (result, error) {
 		r.FirstEarly = k.EarlyEvents[0]
 	}
 	r.Secs = s.Now.Sub(k.FirstRequestAt).Seconds() * s.Config.Scale
-	r.Goodput = k.AcceptedPoints / s.allowance(r.Secs)
+	r.Goodput = k.AcceptedPoints / s.allowance(r.Secs, s.Foreign.TakenFromOrgs)
 
 	rows := k.TimeSeries.Rows
 	first := -1
@@ -135,8 +141,10 @@ func (s *stats) resultOf(key string) (result, error) {
 		}
 		if idle++; idle == stallAfter {
 			r.Stalls++
+			r.StallsAt = append(r.StallsAt, row.T-rows[first].T-stallAfter+1)
 		}
 	}
-	r.GoodputStart = startPoints / s.allowance(min(firstMinutes, r.Secs))
+	short := min(firstMinutes, r.Secs)
+	r.GoodputStart = startPoints / s.allowance(short, s.Foreign.TakenFromOrgs*short/max(r.Secs, 1))
 	return r, nil
 }

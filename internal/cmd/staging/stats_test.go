@@ -36,7 +36,7 @@ func TestResultOfStats(t *testing.T) {
 			r.Stalls, r.Refused, r.Duplicates, r.Early)
 	}
 	m := r.misses(false)
-	for _, want := range []string{"goodput 0.585", "first 2 min 0.450", "2 refused (1.08 %)", "1 early (first: write POST", "1 stalls", "7 in flight", "1 duplicated"} {
+	for _, want := range []string{"goodput 0.585", "first 2 min 0.450", "2 refused (1.08 %)", "1 early (first: write POST", "1 stalls (at [30] s)", "7 in flight", "1 duplicated"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("misses %q lack %q", m, want)
 		}
@@ -46,11 +46,14 @@ func TestResultOfStats(t *testing.T) {
 func TestAllowanceUnderForeignLoad(t *testing.T) {
 	var st stats
 	st.Config.Quotas.Key, st.Config.Quotas.KeyCapacity, st.Config.Quotas.Org = 600, 1200, 3000
-	if got := st.allowance(60); got != 1800 {
+	if got := st.allowance(60, 0); got != 1800 {
 		t.Errorf("allowance over a minute %v, want the key's 1200 + 600", got)
 	}
 	st.Config.ForeignLoad = 45
-	if got := st.allowance(600); got != 3000+5*600 {
+	if got := st.allowance(600, 45*600); got != 3000+5*600 {
 		t.Errorf("allowance over 10 minutes with 45 points/s foreign %v, want the org's 3000 + 5 × 600", got)
+	}
+	if got := st.allowance(600, 44*600); got != 3000+6*600 {
+		t.Errorf("allowance over 10 minutes with 44 points/s taken of 45 asked %v, want the org's 3000 + 6 × 600", got)
 	}
 }

@@ -39,7 +39,7 @@ func (r result) misses(outage bool) string {
 		m = append(m, fmt.Sprintf("%d early (first: %s)", r.Early, r.FirstEarly))
 	}
 	if r.Stalls > 0 {
-		m = append(m, fmt.Sprintf("%d stalls", r.Stalls))
+		m = append(m, fmt.Sprintf("%d stalls (at %v s)", r.Stalls, r.StallsAt))
 	}
 	if r.MaxInFlight > r.Parallel {
 		m = append(m, fmt.Sprintf("%d in flight", r.MaxInFlight))
