@@ -150,6 +150,8 @@ func WithInsecureHTTP() Option {
 
 // WithHTTPClient sets the *http.Client that sends the requests. Its Timeout,
 // if any, bounds each attempt; prefer a context deadline for the whole call.
+// NewClient uses a copy of hc whose CheckRedirect follows no redirect (the
+// API never redirects; see ErrRedirected); hc itself is left as it is.
 func WithHTTPClient(hc *http.Client) Option {
 	return clientOption(func(s *clientSettings) error {
 		if hc == nil {
@@ -340,9 +342,7 @@ func NewClient(opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, badInput("", false, err.Error(), errors.Unwrap(err))
 	}
-	if s.httpClient == nil {
-		s.httpClient = &http.Client{}
-	}
+	s.httpClient = withoutRedirects(s.httpClient)
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}

@@ -232,6 +232,9 @@ func (e *Error) Is(target error) bool {
 		return s == target
 	}
 	if e.Code == "" {
+		if isRedirect(e.Status) {
+			return target == ErrRedirected
+		}
 		if s, ok := sentinelByStatus[e.Status]; ok {
 			return s == target
 		}
@@ -331,6 +334,9 @@ func newError(operation string, resp *http.Response, now time.Time) *Error {
 	if e.Title == "" {
 		e.Title = http.StatusText(resp.StatusCode)
 	}
+	if isRedirect(resp.StatusCode) {
+		e.Detail = redirectDetail(resp)
+	}
 	return e
 }
 
@@ -385,6 +391,7 @@ func redactedRequest(r *http.Request) *http.Request {
 		c.Header.Set("Authorization", "Bearer [REDACTED]")
 	}
 	c.Body, c.GetBody = nil, nil
+	c.Response = nil // a redirect's answer, whose request holds the key
 	return &c
 }
 

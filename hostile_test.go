@@ -1,0 +1,198 @@
+package bodo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The hostile-server suite: each test plays a server, a network or a caller
+// that misbehaves in one way, and shows what the client does about it.
+// Every call runs under hostileCtx, so no test can hang.
+
+// hostileCtx bounds every call of the suite.
+func hostileCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// witness is a server that must never be reached: it records every request
+// it gets.
+type witness struct {
+	mu   sync.Mutex
+	seen []*http.Request
+	url  string
+}
+
+// newWitness starts a witness listening on network and addr (such as "tcp4"
+// and "127.0.0.1:0"), answering every request with the answer a server
+// would give a successful call; it skips t when the address is not there.
+func newWitness(t *testing.T, network, addr string) *witness {
+	t.Helper()
+	w := &witness{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.mu.Lock()
+		w.seen = append(w.seen, r)
+		w.mu.Unlock()
+		rw.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPost {
+			rw.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(rw, `{"id":"con_1","name":"Ada","tags":[],"createdAt":"2026-11-30T10:00:00Z","updatedAt":"2026-11-30T10:00:00Z"}`)
+			return
+		}
+		_, _ = io.WriteString(rw, meJSON)
+	}))
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Skipf("no %s listener on %s: %v", network, addr, err)
+	}
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	w.url = srv.URL
+	return w
+}
+
+func (w *witness) requests() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.seen)
+}
+
+// countingServer starts a loopback server that counts its requests and
+// answers them with h.
+func countingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *int) {
+	t.Helper()
+	var mu sync.Mutex
+	n := new(int)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		*n++
+		mu.Unlock()
+		h(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, n
+}
+
+// TestHostileRedirectIsNeverFollowed: the API answers 307 to another port
+// of the same host, to another host name (localhost, [::1]), for a read and
+// for a write. No request reaches the target, with or without the key; the
+// call fails with the 307 (ErrRedirected) naming the Location, after one
+// request; an unkeyed write is no ErrOutcomeUnknown. A caller's
+// *http.Client that follows redirects is not followed either, and is not
+// changed.
+func TestHostileRedirectIsNeverFollowed(t *testing.T) {
+	checkNoLeaks(t)
+	targets := map[string][2]string{
+		"another port": {"tcp4", "127.0.0.1:0"},
+		"localhost":    {"tcp4", "127.0.0.1:0"},
+		"[::1]":        {"tcp6", "[::1]:0"},
+	}
+	for name, where := range targets {
+		t.Run(name, func(t *testing.T) {
+			target := newWitness(t, where[0], where[1])
+			if name == "localhost" {
+				target.url = strings.Replace(target.url, "127.0.0.1", "localhost", 1)
+			}
+			api, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, target.url+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+			})
+			followed := false
+			follows := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { followed = true; return nil }}
+			for _, opts := range [][]Option{nil, {WithHTTPClient(follows)}} {
+				c, _ := socketClient(t, api.URL, opts...)
+				ctx := hostileCtx(t)
+				_, err := c.Me(ctx)
+				checkRedirected(t, "read", err, target.url+"/v1/me")
+				_, err = c.Contacts.Create(ctx, ContactCreate{Name: "Ada"})
+				checkRedirected(t, "keyed write", err, target.url+"/v1/contacts")
+				_, err = c.Contacts.Create(ctx, ContactCreate{Name: "Ada"}, WithoutIdempotencyKey())
+				checkRedirected(t, "unkeyed write", err, target.url+"/v1/contacts")
+			}
+			if *hits != 6 {
+				t.Errorf("the API got %d requests, want 6: a redirect is no reason to retry", *hits)
+			}
+			if n := target.requests(); n != 0 {
+				t.Errorf("the redirect's target got %d requests", n)
+			}
+			if followed || follows.CheckRedirect == nil {
+				t.Errorf("the caller's http.Client: its CheckRedirect was called (%v) or replaced (%v)", followed, follows.CheckRedirect == nil)
+			}
+		})
+	}
+}
+
+// checkRedirected fails t unless err is the *Error of a 307 that names
+// location and is no ErrOutcomeUnknown.
+func checkRedirected(t *testing.T, what string, err error, location string) {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) || e.Status != http.StatusTemporaryRedirect || !errors.Is(err, ErrRedirected) {
+		t.Fatalf("%s: err = %v, want the 307 as an *Error", what, err)
+	}
+	if errors.Is(err, ErrOutcomeUnknown) {
+		t.Errorf("%s: a redirect is an answer, not an unknown outcome: %v", what, err)
+	}
+	if !strings.Contains(err.Error(), location) {
+		t.Errorf("%s: the error does not name the Location %s: %v", what, location, err)
+	}
+}
+
+// TestHostileRedirectThenErrorHoldsNoKey: the API redirects to itself and
+// the target answers 404 (or 200). Nothing reachable from the returned
+// error, nor from the response stored by WithResponseInto, holds the key:
+// findString walks the whole graph, unexported fields, contexts and bodies
+// included.
+func TestHostileRedirectThenErrorHoldsNoKey(t *testing.T) {
+	checkNoLeaks(t)
+	api, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/v1/"):
+			http.Redirect(w, r, "/after"+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+		case r.URL.Path == "/after/v1/me":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, meJSON)
+		default:
+			problemHandler(w, http.StatusNotFound, CodeNotFound)
+		}
+	})
+	c, key := socketClient(t, api.URL)
+	ctx := hostileCtx(t)
+	var resp *http.Response
+	_, err := c.Contacts.Get(ctx, "con_1", WithResponseInto(&resp))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	noKeyIn(t, "the error of a redirect", err, key)
+	_, err = c.Me(ctx, WithResponseInto(&resp))
+	noKeyIn(t, "the error of a redirect to a 200", err, key)
+	noKeyIn(t, "the response of a redirect", resp, key)
+
+	ok, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, meJSON)
+	})
+	c, key = socketClient(t, ok.URL)
+	if _, err := c.Me(ctx, WithResponseInto(&resp)); err != nil || resp == nil {
+		t.Fatalf("resp %v, err %v", resp, err)
+	}
+	noKeyIn(t, "the response of a call", resp, key)
+}
+
+// problemHandler writes a problem answer of the API.
+func problemHandler(w http.ResponseWriter, status int, code string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_, _ = fmt.Fprintf(w, `{"type":"https://developers.bodo-app.com/problems/%s","title":"Titel","status":%d,"code":"%s","requestId":"req_01JBD8Y3K5M7Q2W9X4Z6T1V0NP"}`, code, status, code)
+}
