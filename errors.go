@@ -121,6 +121,7 @@ type Error struct {
 	hinted    bool
 	cause     error // why an answer could not be read
 	permanent bool  // refused locally for good: ErrCannotFit
+	sentinel  error // the sentinel errors.Is finds, when the client named the error itself
 
 	Body     []byte         // the raw answer body, capped
 	Request  *http.Request  // the request, with Authorization redacted
@@ -227,6 +228,9 @@ func (e *Error) advice() string {
 func (e *Error) Is(target error) bool {
 	if e.permanent {
 		return target == ErrCannotFit
+	}
+	if e.sentinel != nil {
+		return target == e.sentinel
 	}
 	if s, ok := sentinelByCode[e.Code]; ok {
 		return s == target

@@ -18,6 +18,8 @@ import (
 // that misbehaves in one way, and shows what the client does about it.
 // Every call runs under hostileCtx, so no test can hang.
 
+const contactJSON = `{"id":"con_1","name":"Ada","tags":[],"createdAt":"2026-11-30T10:00:00Z","updatedAt":"2026-11-30T10:00:00Z"}`
+
 // hostileCtx bounds every call of the suite.
 func hostileCtx(t *testing.T) context.Context {
 	t.Helper()
@@ -47,7 +49,7 @@ func newWitness(t *testing.T, network, addr string) *witness {
 		rw.Header().Set("Content-Type", "application/json")
 		if r.Method == http.MethodPost {
 			rw.WriteHeader(http.StatusCreated)
-			_, _ = io.WriteString(rw, `{"id":"con_1","name":"Ada","tags":[],"createdAt":"2026-11-30T10:00:00Z","updatedAt":"2026-11-30T10:00:00Z"}`)
+			_, _ = io.WriteString(rw, contactJSON)
 			return
 		}
 		_, _ = io.WriteString(rw, meJSON)
@@ -195,4 +197,104 @@ func problemHandler(w http.ResponseWriter, status int, code string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_, _ = fmt.Fprintf(w, `{"type":"https://developers.bodo-app.com/problems/%s","title":"Titel","status":%d,"code":"%s","requestId":"req_01JBD8Y3K5M7Q2W9X4Z6T1V0NP"}`, code, status, code)
+}
+
+// TestHostilePathIdsAreOneSegment: ids that are empty, dot segments, hold a
+// slash or name another route ("count" next to /v1/contacts/count) are
+// refused before anything is sent, with a local *Error (ErrBadRequest);
+// any other id reaches the server as exactly one path segment of its
+// operation.
+func TestHostilePathIdsAreOneSegment(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	api, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.EscapedPath())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/count") {
+			_, _ = io.WriteString(w, `{"count":3}`)
+			return
+		}
+		_, _ = io.WriteString(w, contactJSON)
+	})
+	c, _ := socketClient(t, api.URL)
+	ctx := hostileCtx(t)
+	calls := map[string]func() error{
+		`Contacts.Get("count")`:  func() error { _, err := c.Contacts.Get(ctx, "count"); return err },
+		`Contacts.Get("..")`:     func() error { _, err := c.Contacts.Get(ctx, ".."); return err },
+		`Contacts.Get(".")`:      func() error { _, err := c.Contacts.Get(ctx, "."); return err },
+		`Contacts.Get("a/b")`:    func() error { _, err := c.Contacts.Get(ctx, "a/b"); return err },
+		`Contacts.Get("a\\b")`:   func() error { _, err := c.Contacts.Get(ctx, `a\b`); return err },
+		`Contacts.Delete("..")`:  func() error { return c.Contacts.Delete(ctx, "..") },
+		`Contacts.Update("")`:    func() error { _, err := c.Contacts.Update(ctx, "", ContactUpdate{}); return err },
+		`Invoices.Pay("..")`:     func() error { _, err := c.Invoices.Pay(ctx, ".."); return err },
+		`Operations.Get("../x")`: func() error { _, err := c.Operations.Get(ctx, "../x"); return err },
+	}
+	for name, call := range calls {
+		err := call()
+		var e *Error
+		if !errors.As(err, &e) || !e.Local || !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%s: err = %v, want a local *Error", name, err)
+		}
+	}
+	if *hits != 0 {
+		t.Fatalf("the server got %d requests: %q", *hits, paths)
+	}
+	odd := "con_ä ?#%2e"
+	if _, err := c.Contacts.Get(ctx, odd); err != nil {
+		t.Fatal(err)
+	}
+	if want := "/v1/contacts/con_%C3%A4%20%3F%23%252e"; len(paths) != 1 || paths[0] != want {
+		t.Errorf("the server got %q, want %s", paths, want)
+	}
+}
+
+// TestHostileRepeatedCursorEndsTheIteration: a server answers every page
+// with the same nextCursor, or with two cursors in turn. All ends with an
+// *Error (ErrRepeatedCursor) after the pages it had not seen, instead of
+// fetching them for ever.
+func TestHostileRepeatedCursorEndsTheIteration(t *testing.T) {
+	api, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/contacts":
+			_, _ = io.WriteString(w, `{"data":[`+contactJSON+`],"nextCursor":"same"}`)
+		case "/v1/invoices":
+			next := "b"
+			if r.URL.Query().Get("cursor") == "b" {
+				next = "a"
+			}
+			_, _ = fmt.Fprintf(w, `{"data":[],"nextCursor":%q}`, next)
+		}
+	})
+	c, _ := socketClient(t, api.URL)
+	ctx := hostileCtx(t)
+	items, err := drain(c.Contacts.All(ctx, nil), 50)
+	if !errors.Is(err, ErrRepeatedCursor) || items != 2 || *hits != 2 {
+		t.Errorf("contacts: %d items in %d pages, err = %v; want 2 items, 2 pages, ErrRepeatedCursor", items, *hits, err)
+	}
+	*hits = 0
+	_, err = drain(c.Invoices.All(ctx, &ListInvoicesParams{Cursor: String("a")}), 50)
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrRepeatedCursor) || *hits != 2 {
+		t.Errorf("invoices: %d pages, err = %v; want 2 pages, ErrRepeatedCursor", *hits, err)
+	}
+}
+
+// drain runs seq to its end or for at most limit steps and returns the
+// items it yielded and the error that ended it.
+func drain[T any](seq func(func(T, error) bool), limit int) (int, error) {
+	n := 0
+	var last error
+	for _, err := range seq {
+		if err != nil {
+			last = err
+			break
+		}
+		if n++; n >= limit {
+			break
+		}
+	}
+	return n, last
 }
