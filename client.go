@@ -493,6 +493,9 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 	}
 	resp, body, err := c.send(ctx, cl)
 	if err != nil {
+		if hit {
+			c.cache.dropRefused(cacheKey, err)
+		}
 		return err
 	}
 	if cl.settings.responseInto != nil {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -297,4 +299,65 @@ func drain[T any](seq func(func(T, error) bool), limit int) (int, error) {
 		}
 	}
 	return n, last
+}
+
+// TestHostileETagCannotFailLaterGets: a server hands out a 2 MB ETag, which
+// sent back in If-None-Match would be 431 for ever: it is not cached, and
+// every Get succeeds. A server that refuses a revalidation (410, 412, 431)
+// fails that Get only: the entry is dropped, and the next Get asks without
+// If-None-Match.
+func TestHostileETagCannotFailLaterGets(t *testing.T) {
+	huge := `"` + strings.Repeat("e", 2<<20) + `"`
+	var mu sync.Mutex
+	revalidations := map[string]int{}
+	api, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		id := strings.TrimPrefix(r.URL.Path, "/v1/contacts/")
+		tag := `"v1"`
+		if id == "con_huge" {
+			tag = huge
+		}
+		if r.Header.Get("If-None-Match") != "" {
+			mu.Lock()
+			revalidations[id]++
+			mu.Unlock()
+			// con_<status> refuses every revalidation with that status.
+			if status, err := strconv.Atoi(strings.TrimPrefix(id, "con_")); err == nil {
+				problemHandler(w, status, CodeBadRequest)
+				return
+			}
+		}
+		w.Header().Set("ETag", tag)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, contactJSON)
+	})
+	c, _ := socketClient(t, api.URL, WithCache(10))
+	ctx := hostileCtx(t)
+	for i := range 3 {
+		if _, err := c.Contacts.Get(ctx, "con_huge"); err != nil {
+			t.Fatalf("Get %d of the resource with a 2 MB ETag: %v", i+1, err)
+		}
+	}
+	var resp *http.Response
+	_, err := c.Contacts.Update(ctx, "con_1", ContactUpdate{}, WithIfMatch(huge), WithResponseInto(&resp))
+	if !errors.Is(err, ErrBadRequest) || resp != nil {
+		t.Errorf("WithIfMatch of a 2 MB ETag: err = %v", err)
+	}
+	for _, status := range []int{http.StatusGone, http.StatusPreconditionFailed, http.StatusRequestHeaderFieldsTooLarge} {
+		id := fmt.Sprintf("con_%d", status)
+		if _, err := c.Contacts.Get(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Contacts.Get(ctx, id); err == nil {
+			t.Fatalf("%s: the server refused the revalidation, yet no error", id)
+		}
+		if _, err := c.Contacts.Get(ctx, id); err != nil {
+			t.Errorf("%s: the Get after the refused revalidation: %v", id, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]int{"con_410": 1, "con_412": 1, "con_431": 1}
+	if !maps.Equal(revalidations, want) {
+		t.Errorf("revalidations %v, want %v: the refused one only", revalidations, want)
+	}
 }
