@@ -361,3 +361,31 @@ func TestHostileETagCannotFailLaterGets(t *testing.T) {
 		t.Errorf("revalidations %v, want %v: the refused one only", revalidations, want)
 	}
 }
+
+// TestHostileDeleteRetriedAfterLostAnswerIsGone: the first DELETE reaches
+// the server, which deletes and drops the connection before answering;
+// the retry is answered 404. Delete returns nil: the resource is gone, as
+// asked. A DELETE answered 404 at once stays ErrNotFound.
+func TestHostileDeleteRetriedAfterLostAnswerIsGone(t *testing.T) {
+	checkNoLeaks(t)
+	srv := newRawServer(t, func(s *rawServer, n int, c *net.TCPConn, req *http.Request) bool {
+		if n == 1 && strings.HasSuffix(req.URL.Path, "/con_lost") {
+			reset(c) // deleted; the answer is lost
+			return false
+		}
+		body := `{"type":"https://developers.bodo-app.com/problems/NOT_FOUND","title":"Nicht gefunden","status":404,"code":"NOT_FOUND","requestId":"req_01JBD8Y3K5M7Q2W9X4Z6T1V0NP"}`
+		_, _ = fmt.Fprintf(c, "HTTP/1.1 404 Not Found\r\nContent-Type: application/problem+json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		return true
+	})
+	c, _ := socketClient(t, srv.url)
+	ctx := hostileCtx(t)
+	if err := c.Contacts.Delete(ctx, "con_lost"); err != nil {
+		t.Errorf("Delete after a lost answer and a 404: %v, want nil", err)
+	}
+	if _, n := srv.counts(); n != 2 {
+		t.Errorf("%d requests, want the DELETE and its retry", n)
+	}
+	if err := c.Contacts.Delete(ctx, "con_none"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Delete answered 404 at once: %v, want ErrNotFound", err)
+	}
+}

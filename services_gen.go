@@ -197,6 +197,11 @@ func (s *ContactsService) Update(ctx context.Context, id string, body ContactUpd
 // Delete calls deleteContact (DELETE /v1/contacts/{id}, 10 points): delete a contact.
 //
 // Counts against the write, delete (10/min) and delete-day (300/day) levels.
+//
+// A retry answered 404 after an attempt whose answer was lost (the
+// connection failed after the request went out, or a proxy answered for the
+// API) returns nil: the resource is gone, most likely deleted by that
+// attempt. A first attempt answered 404 is ErrNotFound.
 func (s *ContactsService) Delete(ctx context.Context, id string, opts ...RequestOption) error {
 	build := func(server string) (*http.Request, error) {
 		if err := checkPathParam("id", id, "count"); err != nil {

@@ -536,6 +536,13 @@ func (p *{{.GoName}}Params) query() url.Values {
 // The client sends an Idempotency-Key of its own, the same on every retry,
 // unless WithIdempotencyKey gives one.
 {{- end}}
+{{- if eq .Method "DELETE"}}
+//
+// A retry answered 404 after an attempt whose answer was lost (the
+// connection failed after the request went out, or a proxy answered for the
+// API) returns nil: the resource is gone, most likely deleted by that
+// attempt. A first attempt answered 404 is ErrNotFound.
+{{- end}}
 func ({{receiver .}}) {{.MethodName}}(ctx context.Context{{args .}}, opts ...RequestOption) {{if .Result}}(*{{.Result}}, error){{else}}error{{end}} {
 	build := func(server string) (*http.Request, error) {
 {{- range .PathChecks}}
