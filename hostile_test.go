@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"maps"
 	"net"
 	"net/http"
@@ -387,5 +388,81 @@ func TestHostileDeleteRetriedAfterLostAnswerIsGone(t *testing.T) {
 	}
 	if err := c.Contacts.Delete(ctx, "con_none"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Delete answered 404 at once: %v, want ErrNotFound", err)
+	}
+}
+
+// TestHostileUnsendableInputIsRefusedBeforeSending: a header value with CR
+// or LF, a header name with a space, an Idempotency-Key with a line break
+// or a space, an API key with a NUL: NewClient or the call refuses them
+// with a local *Error (ErrBadRequest), nothing is sent and an unkeyed
+// write is no ErrOutcomeUnknown. A TLS certificate failure is not sent
+// either: not ErrOutcomeUnknown, not retried, and 30 of them do not make
+// the refusal guard hold the key.
+func TestHostileUnsendableInputIsRefusedBeforeSending(t *testing.T) {
+	checkNoLeaks(t)
+	for name, opt := range map[string]Option{
+		"CR LF in a header value":  WithHeader("X-Trace", "a\r\nInjected: 1"),
+		"NUL in a header value":    WithHeader("X-Trace", "a\x00b"),
+		"a space in a header name": WithHeader("X Trace", "a"),
+		"NUL in the API key":       WithAPIKey("bodo_test_secret\x00secretsecret"),
+		"LF in the API key":        WithAPIKey("bodo_test_secret\nsecretsecret"),
+	} {
+		_, err := NewClient(WithAPIKey(testKey), WithBaseURL(uniqueBaseURL()), opt)
+		if !errors.Is(err, ErrBadRequest) {
+			t.Errorf("NewClient with %s: err = %v", name, err)
+		}
+	}
+
+	api, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, contactJSON)
+	})
+	retries := 0
+	c, _ := socketClient(t, api.URL, WithOnRetry(func(RetryEvent) { retries++ }))
+	ctx := hostileCtx(t)
+	for name, opts := range map[string][]RequestOption{
+		"CR LF in a header value":       {WithoutIdempotencyKey(), WithHeader("X-Trace", "a\r\nInjected: 1")},
+		"LF in an Idempotency-Key":      {WithIdempotencyKey("key\nInjected: 1")},
+		"a space in an Idempotency-Key": {WithIdempotencyKey("my key")},
+		"NUL in an Idempotency-Key":     {WithIdempotencyKey("key\x00")},
+	} {
+		_, err := c.Contacts.Create(ctx, ContactCreate{Name: "Ada"}, opts...)
+		var e *Error
+		if !errors.As(err, &e) || !e.Local || !errors.Is(err, ErrBadRequest) || errors.Is(err, ErrOutcomeUnknown) {
+			t.Errorf("%s: err = %v, want a local *Error", name, err)
+		}
+	}
+	if *hits != 0 || retries != 0 {
+		t.Errorf("unsendable input: %d requests, %d retries", *hits, retries)
+	}
+
+	tlsAPI := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, meJSON)
+	}))
+	tlsAPI.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake errors are the point
+	tlsAPI.StartTLS()
+	t.Cleanup(tlsAPI.Close)
+	untrusting := &http.Transport{}
+	t.Cleanup(untrusting.CloseIdleConnections)
+	c, key := socketClient(t, tlsAPI.URL, WithHTTPClient(&http.Client{Transport: untrusting}), WithOnRetry(func(RetryEvent) { retries++ }))
+	for i := range 30 {
+		_, err := c.Contacts.Create(ctx, ContactCreate{Name: "Ada"}, WithoutIdempotencyKey())
+		if err == nil || errors.Is(err, ErrOutcomeUnknown) || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("create %d over a refused certificate: err = %v", i+1, err)
+		}
+	}
+	if _, err := c.Me(ctx); err == nil || retries != 0 {
+		t.Errorf("a read over a refused certificate: err = %v after %d retries, want no retry", err, retries)
+	}
+	trusting, err := NewClient(WithAPIKey(key), WithBaseURL(tlsAPI.URL), WithHTTPClient(tlsAPI.Client()), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	soon, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := trusting.Me(soon); err != nil {
+		t.Errorf("the same key over a trusted certificate, after 30 refused ones: %v", err)
 	}
 }

@@ -114,6 +114,9 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			ticket.Unanswered(!notSent(err) && ctx.Err() == nil)
 			lost = lost || !notSent(err)
 			err = withCtx(ctx, err)
+			if badCertificate(err) {
+				return nil, nil, certificateRefused(cl, err)
+			}
 			if !retrySafe(cl, err) {
 				return nil, nil, outcomeUnknown(cl, err)
 			}
@@ -204,8 +207,12 @@ func (c *Client) attempt(ctx context.Context, cl *call) (*http.Response, []byte,
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	resp, err := c.httpClient.Do(cl.newAttempt(ctx))
+	var trace sendTrace
+	resp, err := c.httpClient.Do(cl.newAttempt(trace.with(ctx)))
 	if err != nil {
+		if trace.unsent() {
+			err = &notSentError{err}
+		}
 		return nil, nil, err
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotModified {
@@ -263,10 +270,13 @@ func retrySafe(cl *call, err error) bool {
 	return cl.req.Header.Get("Idempotency-Key") != ""
 }
 
-// notSent reports whether err says the connection was never made.
+// notSent reports whether err says the request never left: the attempt
+// failed before its headers were written (a dial, a TLS handshake), or the
+// connection was never made.
 func notSent(err error) bool {
 	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
+	var unsent *notSentError
+	if errors.As(err, &unsent) || errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
 	return errors.Is(err, syscall.ECONNREFUSED)
