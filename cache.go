@@ -2,6 +2,7 @@ package bodo
 
 import (
 	"container/list"
+	"errors"
 	"net/http"
 	"sync"
 )
@@ -11,7 +12,11 @@ import (
 // carries If-None-Match, and a 304 Not Modified is served from the cache.
 // The API charges a 304 the GET's points but no egress records, and the
 // budget counts it so. An update or delete through the client drops its
-// entry. n <= 0 turns the cache off (the default).
+// entry, and so does an error answer to the revalidation (a 404 or 410 for
+// a resource that is gone, or a 412 or 431 for an ETag the server does not
+// take; any 4xx but 429), so that a bad entry fails one call at most. An
+// ETag longer than MaxETagLength is not cached. n <= 0 turns the cache off
+// (the default).
 func WithCache(n int) Option {
 	return clientOption(func(s *clientSettings) error {
 		s.cacheSize = n
@@ -21,7 +26,8 @@ func WithCache(n int) Option {
 
 // WithIfMatch makes an update conditional: the server applies it only if
 // the resource still has this ETag, and answers 412 (ErrPreconditionFailed)
-// otherwise. Get the ETag of a fetched resource with WithResponseInto.
+// otherwise. Get the ETag of a fetched resource with WithResponseInto. An
+// ETag longer than MaxETagLength fails the call before it is sent.
 func WithIfMatch(etag string) RequestOption {
 	return requestOption(func(s *callSettings) error {
 		if _, ok := parseETag(etag); !ok {
@@ -97,6 +103,15 @@ func (c *etagCache) put(key, etag string, body []byte) {
 	}
 }
 
+// dropRefused drops the entry of key when err is an answer that refused its
+// revalidation: a 4xx but 429 (which says nothing about the resource).
+func (c *etagCache) dropRefused(key string, err error) {
+	var e *Error
+	if errors.As(err, &e) && !e.Local && e.Status >= 400 && e.Status < 500 && e.Status != http.StatusTooManyRequests {
+		c.drop(key)
+	}
+}
+
 func (c *etagCache) drop(key string) {
 	if c == nil {
 		return
@@ -109,10 +124,18 @@ func (c *etagCache) drop(key string) {
 	}
 }
 
+// MaxETagLength is the longest ETag the client caches or sends in If-Match,
+// in bytes with its quotes: 1 KiB, far beyond any the API makes and far
+// below the header sizes servers refuse.
+const MaxETagLength = 1 << 10
+
 // parseETag checks an entity tag of RFC 9110 §8.8.3: an optional W/ and a
-// quoted string of etagc characters (no DQUOTE, no controls, no space).
-// It returns the tag as given.
+// quoted string of etagc characters (no DQUOTE, no controls, no space), of
+// at most MaxETagLength bytes. It returns the tag as given.
 func parseETag(v string) (string, bool) {
+	if len(v) > MaxETagLength {
+		return "", false
+	}
 	s := v
 	if len(s) >= 2 && s[0] == 'W' && s[1] == '/' {
 		s = s[2:]

@@ -2,6 +2,7 @@ package bodo
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -150,6 +151,8 @@ func WithInsecureHTTP() Option {
 
 // WithHTTPClient sets the *http.Client that sends the requests. Its Timeout,
 // if any, bounds each attempt; prefer a context deadline for the whole call.
+// NewClient uses a copy of hc whose CheckRedirect follows no redirect (the
+// API never redirects; see ErrRedirected); hc itself is left as it is.
 func WithHTTPClient(hc *http.Client) Option {
 	return clientOption(func(s *clientSettings) error {
 		if hc == nil {
@@ -262,12 +265,17 @@ func WithAttemptTimeout(d time.Duration) ClientOrRequestOption {
 
 // WithHeader adds a header to the requests. Authorization, Idempotency-Key,
 // Bodo-Version, User-Agent and Accept are the client's own and cannot be set
-// this way (use WithIdempotencyKey for the key).
+// this way (use WithIdempotencyKey for the key). A name that is no token or
+// a value with a control character (CR, LF, NUL; a tab is fine) is refused:
+// by NewClient, or by the call before it is sent.
 func WithHeader(name, value string) ClientOrRequestOption {
 	return eitherOption(func(s *callSettings) error {
 		switch http.CanonicalHeaderKey(name) {
 		case "Authorization", "Idempotency-Key", "Bodo-Version", "User-Agent", "Accept":
 			return fmt.Errorf("WithHeader: %s is set by the client", name)
+		}
+		if why := cmp.Or(headerName(name), headerValue(value)); why != "" {
+			return fmt.Errorf("WithHeader(%q): %s", name, why)
 		}
 		s.header = s.header.Clone()
 		if s.header == nil {
@@ -279,14 +287,17 @@ func WithHeader(name, value string) ClientOrRequestOption {
 }
 
 // WithIdempotencyKey sets the Idempotency-Key of a POST or PATCH (1–255
-// characters). Without it the client makes a random UUID per call. Either
-// way the key stays the same on every retry of the call. A key of another
-// length fails the call before it is sent, which saves the points of the
-// server's 400 BAD_REQUEST.
+// visible ASCII characters: no space, no control character). Without it the
+// client makes a random UUID per call. Either way the key stays the same on
+// every retry of the call. Another key fails the call before it is sent,
+// which saves the points of the server's 400 BAD_REQUEST.
 func WithIdempotencyKey(key string) RequestOption {
 	return requestOption(func(s *callSettings) error {
 		if len(key) < 1 || len(key) > 255 {
 			return fmt.Errorf("WithIdempotencyKey: a key has 1 to 255 characters, not %d", len(key))
+		}
+		if !visibleASCII(key) {
+			return fmt.Errorf("WithIdempotencyKey: %q holds a space, a control character or one beyond ASCII, which cannot be sent", key)
 		}
 		s.idempotencyKey = key
 		s.noIdempotencyKey = false
@@ -308,8 +319,9 @@ func WithoutIdempotencyKey() RequestOption {
 	})
 }
 
-// NewClient makes a Client. A missing API key or a malformed base URL is an
-// error.
+// NewClient makes a Client. A missing API key, one that cannot be sent in a
+// header (white space, a control character, a character beyond ASCII), a
+// malformed base URL or an option that can never be sent is an error.
 func NewClient(opts ...Option) (*Client, error) {
 	s := clientSettings{
 		apiKey:  os.Getenv("BODO_API_KEY"),
@@ -330,8 +342,8 @@ func NewClient(opts ...Option) (*Client, error) {
 	if s.apiKey == "" {
 		return nil, badInput("", false, "no API key: pass WithAPIKey or set BODO_API_KEY", nil)
 	}
-	if strings.ContainsAny(s.apiKey, " \t\r\n") {
-		return nil, badInput("", false, "the API key contains white space", nil)
+	if !visibleASCII(s.apiKey) {
+		return nil, badInput("", false, "the API key contains white space, a control character (such as NUL) or a character beyond ASCII, which cannot be sent in a header", nil)
 	}
 	if s.baseURL == "" {
 		s.baseURL = DefaultBaseURL
@@ -340,9 +352,7 @@ func NewClient(opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, badInput("", false, err.Error(), errors.Unwrap(err))
 	}
-	if s.httpClient == nil {
-		s.httpClient = &http.Client{}
-	}
+	s.httpClient = withoutRedirects(s.httpClient)
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
@@ -493,6 +503,9 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 	}
 	resp, body, err := c.send(ctx, cl)
 	if err != nil {
+		if hit {
+			c.cache.dropRefused(cacheKey, err)
+		}
 		return err
 	}
 	if cl.settings.responseInto != nil {

@@ -121,6 +121,7 @@ type Error struct {
 	hinted    bool
 	cause     error // why an answer could not be read
 	permanent bool  // refused locally for good: ErrCannotFit
+	sentinel  error // the sentinel errors.Is finds, when the client named the error itself
 
 	Body     []byte         // the raw answer body, capped
 	Request  *http.Request  // the request, with Authorization redacted
@@ -228,10 +229,16 @@ func (e *Error) Is(target error) bool {
 	if e.permanent {
 		return target == ErrCannotFit
 	}
+	if e.sentinel != nil {
+		return target == e.sentinel
+	}
 	if s, ok := sentinelByCode[e.Code]; ok {
 		return s == target
 	}
 	if e.Code == "" {
+		if isRedirect(e.Status) {
+			return target == ErrRedirected
+		}
 		if s, ok := sentinelByStatus[e.Status]; ok {
 			return s == target
 		}
@@ -331,6 +338,9 @@ func newError(operation string, resp *http.Response, now time.Time) *Error {
 	if e.Title == "" {
 		e.Title = http.StatusText(resp.StatusCode)
 	}
+	if isRedirect(resp.StatusCode) {
+		e.Detail = redirectDetail(resp)
+	}
 	return e
 }
 
@@ -385,6 +395,7 @@ func redactedRequest(r *http.Request) *http.Request {
 		c.Header.Set("Authorization", "Bearer [REDACTED]")
 	}
 	c.Body, c.GetBody = nil, nil
+	c.Response = nil // a redirect's answer, whose request holds the key
 	return &c
 }
 

@@ -80,6 +80,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 		}
 	}()
 	hintless := 0
+	lost := false // an earlier attempt may have done the call, its answer lost
 	for attempt := 1; ; attempt++ {
 		ticket, waited, err := c.admit(ctx, cl)
 		if err != nil {
@@ -96,11 +97,12 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 		)
 		if cut := (*cutBody)(nil); errors.As(err, &cut) {
 			ticket.Finish(answerOf(resp, nil))
-			lost := invalidResponse(cl.op.ID, resp, body, cut.err)
+			lost = true
+			cutErr := invalidResponse(cl.op.ID, resp, body, cut.err)
 			if ctx.Err() != nil || !retrySafe(cl, err) {
-				return nil, nil, lost // a write without a key took effect: never repeat it
+				return nil, nil, cutErr // a write without a key took effect: never repeat it
 			}
-			last = lost
+			last = cutErr
 			if hintless >= maxHintlessRetries {
 				return nil, nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: last, hintless: true}
 			}
@@ -110,7 +112,11 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			// An attempt the caller's context ended is no refusal; one that
 			// failed otherwise after it left may have been refused unseen.
 			ticket.Unanswered(!notSent(err) && ctx.Err() == nil)
+			lost = lost || !notSent(err)
 			err = withCtx(ctx, err)
+			if badCertificate(err) {
+				return nil, nil, certificateRefused(cl, err)
+			}
 			if !retrySafe(cl, err) {
 				return nil, nil, outcomeUnknown(cl, err)
 			}
@@ -137,10 +143,14 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 				// A 503 from a proxy does not say the write was not done.
 				return nil, nil, fmt.Errorf("bodo: %s: a 503 without the API's problem came back for a request without an Idempotency-Key, so it was not retried: %w: %w", cl.op.ID, ErrOutcomeUnknown, apiErr)
 			}
+			if lost && goneAlready(cl, apiErr) {
+				return resp, nil, nil
+			}
 			if !retryable(apiErr) {
 				c.logRefusal(cl, apiErr, attempt, -1)
 				return nil, nil, apiErr
 			}
+			lost = lost || apiErr.Code == "" // a proxy's answer does not say the API did not do it
 			var hinted bool
 			wait, hinted = retryWait(apiErr, hintless)
 			if !hinted {
@@ -180,6 +190,13 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 	}
 }
 
+// goneAlready reports whether e, the answer to a retry of a DELETE, says
+// that the resource is gone: a 404. After an attempt whose answer was lost,
+// that is what the caller asked for, most likely done by that attempt.
+func goneAlready(cl *call, e *Error) bool {
+	return cl.op.Method == http.MethodDelete && e.Status == http.StatusNotFound
+}
+
 // attempt sends one attempt of the call, bounded by the attempt timeout,
 // and reads the body of a 2xx or 304 answer (up to maxSuccessBody+1 bytes):
 // a body cut off by a reset or a timeout is a failed attempt like a failed
@@ -190,8 +207,12 @@ func (c *Client) attempt(ctx context.Context, cl *call) (*http.Response, []byte,
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	resp, err := c.httpClient.Do(cl.newAttempt(ctx))
+	var trace sendTrace
+	resp, err := c.httpClient.Do(cl.newAttempt(trace.with(ctx)))
 	if err != nil {
+		if trace.unsent() {
+			err = &notSentError{err}
+		}
 		return nil, nil, err
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotModified {
@@ -249,10 +270,13 @@ func retrySafe(cl *call, err error) bool {
 	return cl.req.Header.Get("Idempotency-Key") != ""
 }
 
-// notSent reports whether err says the connection was never made.
+// notSent reports whether err says the request never left: the attempt
+// failed before its headers were written (a dial, a TLS handshake), or the
+// connection was never made.
 func notSent(err error) bool {
 	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
+	var unsent *notSentError
+	if errors.As(err, &unsent) || errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
 	return errors.Is(err, syscall.ECONNREFUSED)

@@ -83,12 +83,17 @@ func (s *ContactsService) List(ctx context.Context, params *ListContactsParams, 
 
 // All iterates over every Contact that List returns, page by page,
 // following nextCursor. Each page is one call; an error ends the iteration.
+// A nextCursor the iteration has followed before ends it with an *Error
+// (ErrRepeatedCursor), so that a server that repeats itself cannot make it
+// loop for ever.
 func (s *ContactsService) All(ctx context.Context, params *ListContactsParams, opts ...RequestOption) iter.Seq2[Contact, error] {
 	return func(yield func(Contact, error) bool) {
 		var p ListContactsParams
 		if params != nil {
 			p = *params
 		}
+		var cursors pageCursors
+		cursors.seen(p.Cursor.Value())
 		for {
 			page, err := s.List(ctx, &p, opts...)
 			if err != nil {
@@ -102,6 +107,10 @@ func (s *ContactsService) All(ctx context.Context, params *ListContactsParams, o
 			}
 			next := page.NextCursor.Value()
 			if next == "" {
+				return
+			}
+			if cursors.seen(next) {
+				yield(Contact{}, repeatedCursor(ops.ListContacts.ID, next))
 				return
 			}
 			p.Cursor = String(next)
@@ -156,8 +165,8 @@ func (s *ContactsService) Count(ctx context.Context, params *CountContactsParams
 // Get calls getContact (GET /v1/contacts/{id}, 1 point): get a contact.
 func (s *ContactsService) Get(ctx context.Context, id string, opts ...RequestOption) (*Contact, error) {
 	build := func(server string) (*http.Request, error) {
-		if id == "" {
-			return nil, errEmptyPathParam("id")
+		if err := checkPathParam("id", id, "count"); err != nil {
+			return nil, err
 		}
 		return newRequest(http.MethodGet, server+"v1/contacts/"+url.PathEscape(id), nil, nil)
 	}
@@ -173,8 +182,8 @@ func (s *ContactsService) Get(ctx context.Context, id string, opts ...RequestOpt
 // A JSON merge patch: absent fields are kept, `null` clears a field.
 func (s *ContactsService) Update(ctx context.Context, id string, body ContactUpdate, opts ...RequestOption) (*Contact, error) {
 	build := func(server string) (*http.Request, error) {
-		if id == "" {
-			return nil, errEmptyPathParam("id")
+		if err := checkPathParam("id", id, "count"); err != nil {
+			return nil, err
 		}
 		return newRequest(http.MethodPatch, server+"v1/contacts/"+url.PathEscape(id), nil, body)
 	}
@@ -188,10 +197,15 @@ func (s *ContactsService) Update(ctx context.Context, id string, body ContactUpd
 // Delete calls deleteContact (DELETE /v1/contacts/{id}, 10 points): delete a contact.
 //
 // Counts against the write, delete (10/min) and delete-day (300/day) levels.
+//
+// A retry answered 404 after an attempt whose answer was lost (the
+// connection failed after the request went out, or a proxy answered for the
+// API) returns nil: the resource is gone, most likely deleted by that
+// attempt. A first attempt answered 404 is ErrNotFound.
 func (s *ContactsService) Delete(ctx context.Context, id string, opts ...RequestOption) error {
 	build := func(server string) (*http.Request, error) {
-		if id == "" {
-			return nil, errEmptyPathParam("id")
+		if err := checkPathParam("id", id, "count"); err != nil {
+			return nil, err
 		}
 		return newRequest(http.MethodDelete, server+"v1/contacts/"+url.PathEscape(id), nil, nil)
 	}
@@ -238,12 +252,17 @@ func (s *EventsService) List(ctx context.Context, params *ListEventsParams, opts
 
 // All iterates over every Event that List returns, page by page,
 // following nextCursor. Each page is one call; an error ends the iteration.
+// A nextCursor the iteration has followed before ends it with an *Error
+// (ErrRepeatedCursor), so that a server that repeats itself cannot make it
+// loop for ever.
 func (s *EventsService) All(ctx context.Context, params *ListEventsParams, opts ...RequestOption) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		var p ListEventsParams
 		if params != nil {
 			p = *params
 		}
+		var cursors pageCursors
+		cursors.seen(p.After.Value())
 		for {
 			page, err := s.List(ctx, &p, opts...)
 			if err != nil {
@@ -257,6 +276,10 @@ func (s *EventsService) All(ctx context.Context, params *ListEventsParams, opts 
 			}
 			next := page.NextCursor.Value()
 			if next == "" {
+				return
+			}
+			if cursors.seen(next) {
+				yield(Event{}, repeatedCursor(ops.ListEvents.ID, next))
 				return
 			}
 			p.After = String(next)
@@ -321,12 +344,17 @@ func (s *InvoicesService) List(ctx context.Context, params *ListInvoicesParams, 
 
 // All iterates over every Invoice that List returns, page by page,
 // following nextCursor. Each page is one call; an error ends the iteration.
+// A nextCursor the iteration has followed before ends it with an *Error
+// (ErrRepeatedCursor), so that a server that repeats itself cannot make it
+// loop for ever.
 func (s *InvoicesService) All(ctx context.Context, params *ListInvoicesParams, opts ...RequestOption) iter.Seq2[Invoice, error] {
 	return func(yield func(Invoice, error) bool) {
 		var p ListInvoicesParams
 		if params != nil {
 			p = *params
 		}
+		var cursors pageCursors
+		cursors.seen(p.Cursor.Value())
 		for {
 			page, err := s.List(ctx, &p, opts...)
 			if err != nil {
@@ -340,6 +368,10 @@ func (s *InvoicesService) All(ctx context.Context, params *ListInvoicesParams, o
 			}
 			next := page.NextCursor.Value()
 			if next == "" {
+				return
+			}
+			if cursors.seen(next) {
+				yield(Invoice{}, repeatedCursor(ops.ListInvoices.ID, next))
 				return
 			}
 			p.Cursor = String(next)
@@ -365,8 +397,8 @@ func (s *InvoicesService) Create(ctx context.Context, body InvoiceCreate, opts .
 // Get calls getInvoice (GET /v1/invoices/{id}, 1 point): get an invoice.
 func (s *InvoicesService) Get(ctx context.Context, id string, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
-		if id == "" {
-			return nil, errEmptyPathParam("id")
+		if err := checkPathParam("id", id); err != nil {
+			return nil, err
 		}
 		return newRequest(http.MethodGet, server+"v1/invoices/"+url.PathEscape(id), nil, nil)
 	}
@@ -386,8 +418,8 @@ func (s *InvoicesService) Get(ctx context.Context, id string, opts ...RequestOpt
 // unless WithIdempotencyKey gives one.
 func (s *InvoicesService) Pay(ctx context.Context, id string, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
-		if id == "" {
-			return nil, errEmptyPathParam("id")
+		if err := checkPathParam("id", id); err != nil {
+			return nil, err
 		}
 		return newRequest(http.MethodPost, server+"v1/invoices/"+url.PathEscape(id)+"/pay", nil, nil)
 	}
@@ -407,8 +439,8 @@ func (s *InvoicesService) Pay(ctx context.Context, id string, opts ...RequestOpt
 // unless WithIdempotencyKey gives one.
 func (s *InvoicesService) Refund(ctx context.Context, id string, body InvoiceRefund, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
-		if id == "" {
-			return nil, errEmptyPathParam("id")
+		if err := checkPathParam("id", id); err != nil {
+			return nil, err
 		}
 		return newRequest(http.MethodPost, server+"v1/invoices/"+url.PathEscape(id)+"/refund", nil, body)
 	}
@@ -425,8 +457,8 @@ func (s *InvoicesService) Refund(ctx context.Context, id string, body InvoiceRef
 // result) or `failed` (with its error).
 func (s *OperationsService) Get(ctx context.Context, id string, opts ...RequestOption) (*Operation, error) {
 	build := func(server string) (*http.Request, error) {
-		if id == "" {
-			return nil, errEmptyPathParam("id")
+		if err := checkPathParam("id", id); err != nil {
+			return nil, err
 		}
 		return newRequest(http.MethodGet, server+"v1/operations/"+url.PathEscape(id), nil, nil)
 	}

@@ -54,6 +54,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	reservePathSegments(operations)
 	models, err := generateModels(raw)
 	if err != nil {
 		log.Fatalf("%s: %v", modelsFile, err)
@@ -80,6 +81,7 @@ type operation struct {
 
 	Service, MethodName string       // from x-bodo-sdk-method: "Contacts.List" or "Me"
 	PathParams          []string     // Go names of the path parameters, in order
+	PathChecks          []pathCheck  // what each path parameter must not be, in order
 	QueryParams         bool         // the caller passes *<GoName>Params
 	Query               []queryParam // the fields of <GoName>Params
 	HeaderParams        bool         // gen wants a params struct the layer fills
@@ -88,6 +90,55 @@ type operation struct {
 	PageParam           string       // Go field of the cursor parameter when the result pages
 	PageItem            string       // model of one page item
 }
+
+// pathCheck is one path parameter and the literal segments that, given as
+// its value, would make the path another operation's.
+type pathCheck struct {
+	Name     string
+	Reserved []string
+}
+
+// reservePathSegments fills the PathChecks of every operation: a parameter
+// may not be a literal segment that another operation (of any method) has
+// where this one has the parameter, the rest of the path matching, such as
+// "count" for the id of /v1/contacts/{id} next to /v1/contacts/count.
+func reservePathSegments(ops []operation) {
+	for i := range ops {
+		o := &ops[i]
+		segs := strings.Split(strings.Trim(o.Path, "/"), "/")
+		param := 0
+		for k, seg := range segs {
+			if !isParam(seg) {
+				continue
+			}
+			check := pathCheck{Name: o.PathParams[param]}
+			param++
+			for _, other := range ops {
+				if lit, ok := literalAt(segs, strings.Split(strings.Trim(other.Path, "/"), "/"), k); ok && !slices.Contains(check.Reserved, lit) {
+					check.Reserved = append(check.Reserved, lit)
+				}
+			}
+			slices.Sort(check.Reserved)
+			o.PathChecks = append(o.PathChecks, check)
+		}
+	}
+}
+
+// literalAt returns the literal segment other has at position k, where segs
+// has a parameter, when other matches segs everywhere else.
+func literalAt(segs, other []string, k int) (string, bool) {
+	if len(other) != len(segs) || isParam(other[k]) {
+		return "", false
+	}
+	for j := range segs {
+		if j != k && segs[j] != other[j] && !isParam(segs[j]) && !isParam(other[j]) {
+			return "", false
+		}
+	}
+	return other[k], true
+}
+
+func isParam(seg string) bool { return strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") }
 
 func collect(doc *openapi3.T) ([]operation, error) {
 	var out []operation
@@ -485,11 +536,18 @@ func (p *{{.GoName}}Params) query() url.Values {
 // The client sends an Idempotency-Key of its own, the same on every retry,
 // unless WithIdempotencyKey gives one.
 {{- end}}
+{{- if eq .Method "DELETE"}}
+//
+// A retry answered 404 after an attempt whose answer was lost (the
+// connection failed after the request went out, or a proxy answered for the
+// API) returns nil: the resource is gone, most likely deleted by that
+// attempt. A first attempt answered 404 is ErrNotFound.
+{{- end}}
 func ({{receiver .}}) {{.MethodName}}(ctx context.Context{{args .}}, opts ...RequestOption) {{if .Result}}(*{{.Result}}, error){{else}}error{{end}} {
 	build := func(server string) (*http.Request, error) {
-{{- range .PathParams}}
-		if {{.}} == "" {
-			return nil, errEmptyPathParam({{printf "%q" .}})
+{{- range .PathChecks}}
+		if err := checkPathParam({{printf "%q" .Name}}, {{.Name}}{{range .Reserved}}, {{printf "%q" .}}{{end}}); err != nil {
+			return nil, err
 		}
 {{- end}}
 		return newRequest(http.Method{{methodName .Method}}, {{urlExpr .}}, {{if .QueryParams}}params.query(){{else}}nil{{end}}, {{if .Body}}body{{else}}nil{{end}})
@@ -507,12 +565,17 @@ func ({{receiver .}}) {{.MethodName}}(ctx context.Context{{args .}}, opts ...Req
 {{if .PageItem}}
 // {{allName .}} iterates over every {{.PageItem}} that {{.MethodName}} returns, page by page,
 // following nextCursor. Each page is one call; an error ends the iteration.
+// A nextCursor the iteration has followed before ends it with an *Error
+// (ErrRepeatedCursor), so that a server that repeats itself cannot make it
+// loop for ever.
 func ({{receiver .}}) {{allName .}}(ctx context.Context{{args .}}, opts ...RequestOption) iter.Seq2[{{.PageItem}}, error] {
 	return func(yield func({{.PageItem}}, error) bool) {
 		var p {{.GoName}}Params
 		if params != nil {
 			p = *params
 		}
+		var cursors pageCursors
+		cursors.seen(p.{{.PageParam}}.Value())
 		for {
 			page, err := {{if .Service}}s{{else}}c{{end}}.{{.MethodName}}(ctx, {{range .PathParams}}{{.}}, {{end}}&p, opts...)
 			if err != nil {
@@ -526,6 +589,10 @@ func ({{receiver .}}) {{allName .}}(ctx context.Context{{args .}}, opts ...Reque
 			}
 			next := page.NextCursor.Value()
 			if next == "" {
+				return
+			}
+			if cursors.seen(next) {
+				yield({{.PageItem}}{}, repeatedCursor(ops.{{.GoName}}.ID, next))
 				return
 			}
 			p.{{.PageParam}} = String(next)
