@@ -94,10 +94,16 @@ func (e *middlewareError) Unwrap() error { return e.err }
 // *http.Client. It returns a *middlewareError when a middleware failed
 // without calling next.
 func (c *Client) roundTrip(cl *call, req *http.Request, a Attempt) (*http.Response, error) {
-	mw := cl.settings.middleware
-	if len(mw) == 0 {
+	if len(cl.settings.middleware) == 0 {
 		return c.httpClient.Do(req)
 	}
+	return c.throughMiddleware(cl, req, a)
+}
+
+// throughMiddleware is roundTrip with middleware, apart so that a call
+// without any allocates nothing for it.
+func (c *Client) throughMiddleware(cl *call, req *http.Request, a Attempt) (*http.Response, error) {
+	mw := cl.settings.middleware
 	a.Operation, a.Method, a.PathTemplate, a.Class = cl.op.ID, req.Method, cl.op.Path, string(cl.op.Class)
 	a.Cost, a.Client = int(cl.bc.Cost), c
 	req = req.WithContext(context.WithValue(req.Context(), attemptKey{}, &a))

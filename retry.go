@@ -100,7 +100,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			last error
 			wait time.Duration
 		)
-		if mwErr := (*middlewareError)(nil); errors.As(err, &mwErr) {
+		if mwErr, ok := err.(*middlewareError); ok { // attempt returns it as roundTrip does
 			ticket.Unanswered(false)
 			return nil, nil, middlewareFailed(cl, mwErr.err)
 		}
