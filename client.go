@@ -87,7 +87,8 @@ type callSettings struct {
 	header           http.Header
 	ifMatch          string
 	responseInto     **http.Response
-	statusPoll       bool // the client's own GET /v1/rate_limit (pollStatus): past the levels
+	statusPoll       bool         // the client's own GET /v1/rate_limit (pollStatus): past the levels
+	middleware       []Middleware // the client's, then the call's; never appended to in place
 }
 
 // Option configures a Client in NewClient.

@@ -80,7 +80,8 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 		}
 	}()
 	hintless := 0
-	lost := false // an earlier attempt may have done the call, its answer lost
+	lost := false  // an earlier attempt may have done the call, its answer lost
+	var at Attempt // what a middleware learns of each attempt
 	for attempt := 1; ; attempt++ {
 		ticket, waited, err := c.admit(ctx, cl)
 		if err != nil {
@@ -90,12 +91,22 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 		if waited.Wait > 0 && c.onWait != nil {
 			c.onWait(waited)
 		}
-		resp, body, err := c.attempt(ctx, cl)
+		at.Number, at.Wait, at.HeldBy = attempt, waited.Wait, ""
+		at.CallWait += waited.Wait
+		if waited.Wait > 0 {
+			at.HeldBy = waited.Reason
+		}
+		resp, body, err := c.attempt(ctx, cl, at)
 		var (
 			last error
 			wait time.Duration
 		)
+		if mwErr, ok := err.(*middlewareError); ok { // attempt returns it as roundTrip does
+			ticket.Unanswered(false)
+			return nil, nil, middlewareFailed(cl, mwErr.err)
+		}
 		if cut := (*cutBody)(nil); errors.As(err, &cut) {
+			at.RetryReason = "cut-off"
 			ticket.Finish(answerOf(resp, nil))
 			lost = true
 			cutErr := invalidResponse(cl.op.ID, resp, body, cut.err)
@@ -124,6 +135,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 				return nil, nil, noAnswer(cl, err)
 			}
 			last = noAnswer(cl, err)
+			at.RetryReason = "no-answer"
 			if hintless >= maxHintlessRetries {
 				return nil, nil, &RetryError{Operation: cl.op.ID, Attempts: attempt, Err: last, hintless: true}
 			}
@@ -165,6 +177,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 				return nil, nil, apiErr
 			}
 			last = apiErr
+			at.RetryReason = answerReason(apiErr)
 			if attempt <= cl.settings.maxRetries {
 				c.logRefusal(cl, apiErr, attempt, wait)
 			} else {
@@ -197,18 +210,19 @@ func goneAlready(cl *call, e *Error) bool {
 	return cl.op.Method == http.MethodDelete && e.Status == http.StatusNotFound
 }
 
-// attempt sends one attempt of the call, bounded by the attempt timeout,
+// attempt sends one attempt of the call through the call's middleware (at
+// says which attempt it is), bounded by the attempt timeout,
 // and reads the body of a 2xx or 304 answer (up to maxSuccessBody+1 bytes):
 // a body cut off by a reset or a timeout is a failed attempt like a failed
 // connection. Other answers come back with their body unread.
-func (c *Client) attempt(ctx context.Context, cl *call) (*http.Response, []byte, error) {
+func (c *Client) attempt(ctx context.Context, cl *call, at Attempt) (*http.Response, []byte, error) {
 	if d := cl.settings.attemptTimeout; d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
 	var trace sendTrace
-	resp, err := c.httpClient.Do(cl.newAttempt(trace.with(ctx)))
+	resp, err := c.roundTrip(cl, cl.newAttempt(trace.with(ctx)), at)
 	if err != nil {
 		if trace.unsent() {
 			err = &notSentError{err}

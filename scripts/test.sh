@@ -5,9 +5,9 @@
 # testdata/ run as plain tests; every exchange with the sandbox is checked
 # against openapi.json), in the SDK's module and in the modules beside it
 # that keep their dependencies out of its go.mod (redisbudget, whose tests
-# start a private redis-server when one is installed, and internal/compare,
-# whose plain tests are a short smoke run of every contender). go.work joins
-# the three modules.
+# start a private redis-server when one is installed, otelbodo, the
+# OpenTelemetry option, and internal/compare, whose plain tests are a short
+# smoke run of every contender). go.work joins the four modules.
 #
 # It first says what it found of what it needs (Go; a C compiler for -race;
 # redis-server; Node.js with npx for the lint; git for the release check),
@@ -24,7 +24,7 @@ export GOWORK="$PWD/go.work"
 # The Redocly CLI version the lint is pinned to; raise it deliberately.
 REDOCLY_VERSION=2.77.0
 
-modules=(. redisbudget internal/compare)
+modules=(. redisbudget otelbodo internal/compare)
 passed=()
 failed=()
 skipped=() # each: what was skipped: how to enable it

@@ -1,0 +1,149 @@
+package bodo
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// MiddlewareNext sends the request on: to the next middleware, or, after the
+// last one, to the client's *http.Client.
+type MiddlewareNext = func(*http.Request) (*http.Response, error)
+
+// Middleware wraps one attempt of a call: it gets the request and the next
+// step, and returns the answer. AttemptFrom(req.Context()) tells which
+// operation and which attempt it is.
+//
+// A middleware may return its own answer without calling next; the client
+// then treats that answer as the server's. An error returned without calling
+// next ends the call at once, with an *Error whose Unwrap returns it: it is
+// not retried, and the budget counts the attempt as never sent. An error of
+// next, passed on, is a failed attempt like any connection failure.
+//
+// The request's headers are shared by the attempts of the call: a middleware
+// that changes them changes a copy (req.Clone).
+type Middleware = func(req *http.Request, next MiddlewareNext) (*http.Response, error)
+
+// WithMiddleware wraps every attempt in mw, the first outermost. Given to
+// NewClient it wraps the attempts of every call; given to a call, its
+// middleware runs inside the client's, for that call only. A middleware
+// sees every attempt, retries included, after the budget let it go.
+func WithMiddleware(mw ...Middleware) ClientOrRequestOption {
+	return eitherOption(func(s *callSettings) error {
+		for _, m := range mw {
+			if m == nil {
+				return errors.New("WithMiddleware: nil middleware")
+			}
+		}
+		s.middleware = append(slices.Clip(s.middleware), mw...)
+		return nil
+	})
+}
+
+// Attempt describes one attempt of a call, for a Middleware.
+type Attempt struct {
+	Operation    string // operationId, such as "listContacts"
+	Method       string // HTTP method, upper case
+	PathTemplate string // the operation's path template, such as "/v1/contacts/{id}"
+	Class        string // x-bodo-class of the operation
+	Cost         int    // points the call costs (a batch: the sum of its parts)
+	// Number counts the call's attempts, from 1: Number-1 is the resend
+	// count.
+	Number int
+	// RetryReason is why the previous attempt is retried, "" on the first:
+	// the problem's code (RATE_LIMITED, OVERLOADED, IDEMPOTENCY_KEY_IN_USE),
+	// the status of an answer without one ("503"), "no-answer" for a
+	// connection failure or "cut-off" for a body that broke off.
+	RetryReason string
+	// Wait is how long this attempt waited for the budget before it was
+	// sent, and HeldBy what held it last (see WaitEvent.Reason); HeldBy is
+	// "" when it did not wait. CallWait is the wait of all the call's
+	// attempts so far, this one's included.
+	Wait     time.Duration
+	HeldBy   string
+	CallWait time.Duration
+	// Client is the client making the call, for its Budget.
+	Client *Client
+}
+
+type attemptKey struct{}
+
+// AttemptFrom returns the attempt a middleware's request belongs to, from
+// the request's context; ok is false for a context of no attempt.
+func AttemptFrom(ctx context.Context) (a Attempt, ok bool) {
+	p, ok := ctx.Value(attemptKey{}).(*Attempt)
+	if !ok {
+		return Attempt{}, false
+	}
+	return *p, true
+}
+
+// errNoResponse is a middleware's (nil, nil).
+var errNoResponse = errors.New("bodo: a middleware returned neither a response nor an error")
+
+// middlewareError is an error a middleware returned without calling next.
+type middlewareError struct{ err error }
+
+func (e *middlewareError) Error() string { return "middleware: " + e.err.Error() }
+func (e *middlewareError) Unwrap() error { return e.err }
+
+// roundTrip sends req through the call's middleware to the client's
+// *http.Client. It returns a *middlewareError when a middleware failed
+// without calling next.
+func (c *Client) roundTrip(cl *call, req *http.Request, a Attempt) (*http.Response, error) {
+	if len(cl.settings.middleware) == 0 {
+		return c.httpClient.Do(req)
+	}
+	return c.throughMiddleware(cl, req, a)
+}
+
+// throughMiddleware is roundTrip with middleware, apart so that a call
+// without any allocates nothing for it.
+func (c *Client) throughMiddleware(cl *call, req *http.Request, a Attempt) (*http.Response, error) {
+	mw := cl.settings.middleware
+	a.Operation, a.Method, a.PathTemplate, a.Class = cl.op.ID, req.Method, cl.op.Path, string(cl.op.Class)
+	a.Cost, a.Client = int(cl.bc.Cost), c
+	req = req.WithContext(context.WithValue(req.Context(), attemptKey{}, &a))
+	sent := false
+	var step func(i int) MiddlewareNext
+	step = func(i int) MiddlewareNext {
+		if i == len(mw) {
+			return func(r *http.Request) (*http.Response, error) {
+				sent = true
+				return c.httpClient.Do(r)
+			}
+		}
+		return func(r *http.Request) (*http.Response, error) { return mw[i](r, step(i+1)) }
+	}
+	resp, err := step(0)(req)
+	switch {
+	case err != nil && resp != nil && resp.Body != nil:
+		_ = resp.Body.Close()
+		resp = nil
+	case err == nil && resp == nil:
+		err = errNoResponse
+	case err == nil && resp.Body == nil:
+		resp.Body = http.NoBody
+	}
+	if err != nil && !sent {
+		return nil, &middlewareError{err: err}
+	}
+	return resp, err
+}
+
+// answerReason names an answer that is retried, for Attempt.RetryReason:
+// its problem's code, else its status.
+func answerReason(e *Error) string {
+	if e.Code != "" {
+		return e.Code
+	}
+	return strconv.Itoa(e.Status)
+}
+
+// middlewareFailed is the *Error of a call a middleware ended.
+func middlewareFailed(cl *call, err error) *Error {
+	return &Error{Operation: cl.op.ID, Title: "Middleware failed", Detail: err.Error(), Local: true, Request: redactedRequest(cl.req), cause: err}
+}

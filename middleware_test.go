@@ -1,0 +1,180 @@
+package bodo
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/jarcoal/httpmock"
+)
+
+// trail records what middleware saw, in order.
+type trail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (tr *trail) add(s string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.lines = append(tr.lines, s)
+}
+
+func (tr *trail) take() []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	l := tr.lines
+	tr.lines = nil
+	return l
+}
+
+// named is a middleware that records its name on the way in and out.
+func (tr *trail) named(name string) Middleware {
+	return func(req *http.Request, next MiddlewareNext) (*http.Response, error) {
+		tr.add(name + ">")
+		resp, err := next(req)
+		tr.add("<" + name)
+		return resp, err
+	}
+}
+
+var okMe = jsonResponder(200, map[string]any{})
+
+func TestMiddlewareOrderClientThenCall(t *testing.T) {
+	var tr trail
+	c, mt := mockClient(t, WithMiddleware(tr.named("a"), tr.named("b")))
+	mt.RegisterResponder("GET", "=~/v1/me", okMe)
+	if _, err := c.Me(context.Background(), WithMiddleware(tr.named("call"))); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a>", "b>", "call>", "<call", "<b", "<a"}
+	if got := tr.take(); !slices.Equal(got, want) {
+		t.Errorf("with a call's middleware: %q, want %q", got, want)
+	}
+	if _, err := c.Me(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"a>", "b>", "<b", "<a"}
+	if got := tr.take(); !slices.Equal(got, want) {
+		t.Errorf("the next call, without: %q, want %q", got, want)
+	}
+}
+
+func TestMiddlewareSeesEveryAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []Attempt
+		mw := func(req *http.Request, next MiddlewareNext) (*http.Response, error) {
+			a, ok := AttemptFrom(req.Context())
+			if !ok {
+				t.Error("AttemptFrom: no attempt in the request's context")
+			}
+			seen = append(seen, a)
+			return next(req)
+		}
+		c, mt := mockClient(t, WithMiddleware(mw))
+		mt.RegisterResponder("GET", "=~/v1/me", problemResponder(429, CodeRateLimited, http.Header{"Retry-After": {"1"}}, nil).
+			Then(problemResponder(503, CodeOverloaded, nil, map[string]any{"retryAfterMs": 200})).
+			Then(okMe))
+		if _, err := c.Me(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(seen) != 3 {
+			t.Fatalf("the middleware saw %d attempts, want 3: %+v", len(seen), seen)
+		}
+		for i, a := range seen {
+			if a.Operation != "getMe" || a.Method != "GET" || a.PathTemplate != "/v1/me" || a.Class != "read" || a.Cost != 1 || a.Client != c {
+				t.Errorf("attempt %d: %+v", i+1, a)
+			}
+			if a.Number != i+1 {
+				t.Errorf("attempt %d has Number %d", i+1, a.Number)
+			}
+		}
+		if got := []string{seen[0].RetryReason, seen[1].RetryReason, seen[2].RetryReason}; !slices.Equal(got, []string{"", CodeRateLimited, CodeOverloaded}) {
+			t.Errorf("retry reasons %q", got)
+		}
+		if _, ok := AttemptFrom(context.Background()); ok {
+			t.Error("AttemptFrom found an attempt in a context of none")
+		}
+	})
+}
+
+func TestMiddlewareShortCircuits(t *testing.T) {
+	c, mt := mockClient(t, WithMiddleware(func(req *http.Request, next MiddlewareNext) (*http.Response, error) {
+		resp := httpmock.NewStringResponse(200, `{"principal":{"id":"prn_from_the_middleware"}}`)
+		resp.Request = req
+		return resp, nil
+	}))
+	mt.RegisterResponder("GET", "=~/v1/me", okMe)
+	me, err := c.Me(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if me.Principal.ID != "prn_from_the_middleware" {
+		t.Errorf("the call got %+v, not the middleware's answer", me.Principal)
+	}
+	if n := mt.GetTotalCallCount(); n != 0 {
+		t.Errorf("the transport was called %d times", n)
+	}
+}
+
+func TestMiddlewareErrorEndsTheCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errOpen := errors.New("circuit open")
+		calls := 0
+		c, mt := mockClient(t, WithMiddleware(func(req *http.Request, next MiddlewareNext) (*http.Response, error) {
+			calls++
+			return nil, errOpen
+		}))
+		mt.RegisterResponder("GET", "=~/v1/me", okMe)
+		_, err := c.Me(context.Background())
+		var apiErr *Error
+		if !errors.Is(err, errOpen) || !errors.As(err, &apiErr) || !apiErr.Local {
+			t.Fatalf("err = %v, want a local *Error wrapping the middleware's", err)
+		}
+		if calls != 1 || mt.GetTotalCallCount() != 0 {
+			t.Errorf("%d attempts, %d requests sent; want 1 and 0", calls, mt.GetTotalCallCount())
+		}
+		if b := c.Budget(); b.Refusals != 0 || b.InFlight != 0 {
+			t.Errorf("the budget counts %d refusals, %d in flight after an attempt that never left", b.Refusals, b.InFlight)
+		}
+	})
+}
+
+func TestMiddlewarePassesTransportErrorsToTheRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var tr trail
+		c, mt := mockClient(t, WithMiddleware(func(req *http.Request, next MiddlewareNext) (*http.Response, error) {
+			resp, err := next(req)
+			a, _ := AttemptFrom(req.Context())
+			tr.add("[" + a.RetryReason + "]")
+			if err != nil {
+				tr.add("err")
+			}
+			return resp, err
+		}))
+		mt.RegisterResponder("GET", "=~/v1/me", httpmock.Responder(httpmock.ConnectionFailure).Then(okMe))
+		if _, err := c.Me(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.Join(tr.take(), " "), "[] err [no-answer]"; got != want {
+			t.Errorf("the middleware saw %q, want %q", got, want)
+		}
+	})
+}
+
+func TestMiddlewareWithoutAnswer(t *testing.T) {
+	c, _ := mockClient(t, WithMaxRetries(0), WithMiddleware(func(*http.Request, MiddlewareNext) (*http.Response, error) {
+		return nil, nil
+	}))
+	if _, err := c.Me(context.Background()); !errors.Is(err, errNoResponse) {
+		t.Errorf("a middleware's (nil, nil): %v", err)
+	}
+	if _, err := NewClient(WithAPIKey(testKey), WithMiddleware(nil)); err == nil {
+		t.Error("NewClient took a nil middleware")
+	}
+}

@@ -1,0 +1,182 @@
+package otelbodo
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+	"weak"
+
+	"github.com/bodo-app/bodo-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// telemetry is one WithTelemetry: its tracer, propagator and instruments,
+// and the clients whose budgets the gauges read.
+type telemetry struct {
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+	instruments
+
+	mu      sync.Mutex
+	clients map[weak.Pointer[bodo.Client]]string // the server.address of each
+}
+
+// attempt is the middleware: a span around the attempt, its trace context
+// on the request, and its metrics.
+func (t *telemetry) attempt(req *http.Request, next bodo.MiddlewareNext) (*http.Response, error) {
+	a, ok := bodo.AttemptFrom(req.Context())
+	if !ok {
+		return next(req)
+	}
+	host, port := serverOf(req.URL)
+	t.remember(a.Client, host)
+	server := []attribute.KeyValue{
+		semconv.HTTPRequestMethodKey.String(req.Method),
+		semconv.ServerAddress(host),
+		semconv.ServerPort(port),
+		semconv.URLTemplate(a.PathTemplate),
+	}
+	attrs := append(server[:len(server):len(server)],
+		semconv.URLFull(req.URL.String()),
+		AttrOperation.String(a.Operation),
+		AttrBudgetWait.Float64(a.Wait.Seconds()),
+		AttrCallWait.Float64(a.CallWait.Seconds()),
+	)
+	if a.HeldBy != "" {
+		attrs = append(attrs, AttrHeldBy.String(a.HeldBy))
+	}
+	if a.Number > 1 {
+		attrs = append(attrs, semconv.HTTPRequestResendCount(a.Number-1), AttrRetryReason.String(a.RetryReason))
+	}
+	ctx, span := t.tracer.Start(req.Context(), a.Operation, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	defer span.End()
+	if a.Wait > 0 {
+		span.AddEvent("bodo.budget.wait", trace.WithTimestamp(time.Now().Add(-a.Wait)), trace.WithAttributes(
+			AttrHeldBy.String(a.HeldBy), AttrBudgetWait.Float64(a.Wait.Seconds())))
+	}
+	t.record(ctx, a, host)
+
+	req = req.Clone(ctx) // the attempts share the headers
+	t.propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	inFlight := metric.WithAttributes(semconv.ServerAddress(host))
+	t.inFlight.Add(ctx, 1, inFlight)
+	start := time.Now()
+	resp, err := next(req)
+	elapsed := time.Since(start)
+	t.inFlight.Add(ctx, -1, inFlight)
+
+	outcome := server
+	switch {
+	case err != nil:
+		errType := errorType(err)
+		outcome = append(outcome, errType)
+		span.SetAttributes(errType)
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	default:
+		status := semconv.HTTPResponseStatusCode(resp.StatusCode)
+		outcome = append(outcome, status)
+		span.SetAttributes(status)
+		if resp.StatusCode >= 400 {
+			errType := semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode))
+			outcome = append(outcome, errType)
+			span.SetAttributes(errType)
+			span.SetStatus(codes.Error, "")
+		}
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+			refusal := append([]attribute.KeyValue{semconv.ServerAddress(host), status}, problemOf(resp)...)
+			span.SetAttributes(refusal[2:]...)
+			t.refusals.Add(ctx, 1, metric.WithAttributes(refusal...))
+		}
+	}
+	t.duration.Inst().Record(ctx, elapsed.Seconds(), metric.WithAttributes(outcome...))
+	return resp, err
+}
+
+// record counts what the client did before the attempt: its wait for the
+// budget, and the retry it is.
+func (t *telemetry) record(ctx context.Context, a bodo.Attempt, host string) {
+	wait := []attribute.KeyValue{semconv.ServerAddress(host), AttrOperation.String(a.Operation)}
+	if a.HeldBy != "" {
+		wait = append(wait, AttrHeldBy.String(a.HeldBy))
+	}
+	t.budgetWait.Record(ctx, a.Wait.Seconds(), metric.WithAttributes(wait...))
+	if a.Number > 1 {
+		t.retries.Add(ctx, 1, metric.WithAttributes(semconv.ServerAddress(host), AttrRetryReason.String(a.RetryReason)))
+	}
+}
+
+// serverOf is the server.address and server.port of u.
+func serverOf(u *url.URL) (string, int) {
+	host := u.Hostname()
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return host, p
+	}
+	if u.Scheme == "http" {
+		return host, 80
+	}
+	return host, 443
+}
+
+// errorType is the error.type of a failed attempt: the type of the error
+// under the *url.Error of net/http, or "timeout" for a deadline.
+func errorType(err error) attribute.KeyValue {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return semconv.ErrorTypeKey.String("timeout")
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		err = ue.Err
+	}
+	return semconv.ErrorType(err)
+}
+
+// remember notes a client whose budget the gauges read, without keeping it
+// alive.
+func (t *telemetry) remember(c *bodo.Client, host string) {
+	if c == nil {
+		return
+	}
+	p := weak.Make(c)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.clients == nil {
+		t.clients = map[weak.Pointer[bodo.Client]]string{}
+	}
+	t.clients[p] = host
+}
+
+// observe reports the budget of every client seen that is still alive.
+func (t *telemetry) observe(o metric.Observer, remaining metric.Float64Observable, waiting metric.Int64Observable) {
+	type seen struct {
+		c    *bodo.Client
+		host string
+	}
+	var live []seen
+	t.mu.Lock()
+	for p, host := range t.clients {
+		if c := p.Value(); c != nil {
+			live = append(live, seen{c, host})
+		} else {
+			delete(t.clients, p)
+		}
+	}
+	t.mu.Unlock()
+	for _, s := range live {
+		b := s.c.Budget()
+		server := semconv.ServerAddress(s.host)
+		o.ObserveInt64(waiting, int64(b.Waiting), metric.WithAttributes(server))
+		for _, l := range b.Levels {
+			o.ObserveFloat64(remaining, l.Remaining, metric.WithAttributes(server, AttrLevel.String(l.Name), AttrUnit.String(l.Unit)))
+		}
+	}
+}
