@@ -150,6 +150,13 @@ func WithInsecureHTTP() Option {
 
 // WithHTTPClient sets the *http.Client that sends the requests. Its Timeout,
 // if any, bounds each attempt; prefer a context deadline for the whole call.
+// Without this option a Client uses an *http.Client with
+// DefaultDialTimeout, DefaultTLSHandshakeTimeout and
+// DefaultResponseHeaderTimeout and no timeout on the whole exchange. A
+// client given here keeps its own timeouts, none if it has none: an attempt
+// it never ends holds a slot of the key's calls in flight until the call's
+// context ends (WithAttemptTimeout bounds it), except in slow start, where
+// it holds the key's other calls for DefaultResponseHeaderTimeout at most.
 func WithHTTPClient(hc *http.Client) Option {
 	return clientOption(func(s *clientSettings) error {
 		if hc == nil {
@@ -309,7 +316,9 @@ func WithoutIdempotencyKey() RequestOption {
 }
 
 // NewClient makes a Client. A missing API key or a malformed base URL is an
-// error.
+// error. Its requests go through the *http.Client of WithHTTPClient, else one
+// of its own with the default timeouts (DefaultDialTimeout,
+// DefaultTLSHandshakeTimeout, DefaultResponseHeaderTimeout).
 func NewClient(opts ...Option) (*Client, error) {
 	s := clientSettings{
 		apiKey:  os.Getenv("BODO_API_KEY"),
@@ -341,7 +350,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		return nil, badInput("", false, err.Error(), errors.Unwrap(err))
 	}
 	if s.httpClient == nil {
-		s.httpClient = &http.Client{}
+		s.httpClient = defaultHTTPClient()
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()
@@ -362,6 +371,8 @@ func NewClient(opts ...Option) (*Client, error) {
 	}
 	if s.shared != nil {
 		c.state.UseStore(sharedStore{s.shared}, sharedKey(budgetHost(u), s.apiKey), s.logger)
+	} else {
+		c.state.UseLogger(s.logger) // for what the budget logs once (its bounds)
 	}
 	c.onSlow = c.slowWait
 	c.onHeld = c.heldBy
@@ -684,7 +695,8 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 		}
 	}
 	cl := &call{op: op, settings: s, req: req, body: body}
-	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, PastLevels: s.statusPoll, Status: op == ops.GetRateLimit, OnSlow: c.onSlow}
+	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, PastLevels: s.statusPoll, Status: op == ops.GetRateLimit, OnSlow: c.onSlow,
+		MaxHold: max(s.maxRetryWait, time.Nanosecond)} // MaxRetryWait(0): no server's wait is sat out
 	if !s.statusPoll {
 		cl.bc.OnHeld = c.onHeld // the status request would wait for itself
 	}
