@@ -176,8 +176,10 @@ func WithHTTPClient(hc *http.Client) Option {
 // waited,
 // expected_remaining (when the model can tell) and queued_behind (the calls
 // waiting behind it for the same level). A call that gets through sooner
-// logs nothing. The default is slog.Default(); slog.New(slog.DiscardHandler)
-// silences it.
+// logs nothing. Once per key, at WARN, it logs that the server named more
+// rate-limit policies or partitions than the budget models (the first
+// Client of the key gives the logger). The default is slog.Default();
+// slog.New(slog.DiscardHandler) silences it.
 func WithLogger(l *slog.Logger) Option {
 	return clientOption(func(s *clientSettings) error {
 		if l == nil {
@@ -242,8 +244,13 @@ func WithMaxRetries(n int) ClientOrRequestOption {
 }
 
 // WithMaxRetryWait sets the longest wait the client accepts before a retry
-// (default 60 s). When the server asks for longer, the call fails at once
-// with the *Error, whose RetryAfter says how long.
+// (default DefaultMaxRetryWait, 60 s). When the server asks for longer, the
+// call fails at once with the *Error, whose RetryAfter says how long. It
+// bounds the waits the budget holds the key for as well: a lockout, the
+// server's wait for every call of the key, a refusal's wait on a level the
+// call takes from, and a pause another process put in the shared budget.
+// A call that would sit one out for longer is not sent: it fails at once
+// with a local *Error whose RetryAfter says what is left of the wait.
 func WithMaxRetryWait(d time.Duration) ClientOrRequestOption {
 	return eitherOption(func(s *callSettings) error {
 		if d < 0 {

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -193,23 +192,16 @@ func (h countingHandler) WithGroup(string) slog.Handler      { return h }
 func TestHostileHeadersKeepTheModelBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const documented = 7
-		var (
-			mu     sync.Mutex
-			header http.Header
-		)
+		var header atomic.Pointer[http.Header]
 		raw, _ := json.Marshal(sampleContact)
 		rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			return answerWith(r, http.StatusOK, "application/json", raw, header), nil
+			return answerWith(r, http.StatusOK, "application/json", raw, *header.Load()), nil
 		})
 		var logged atomic.Int32
 		c := hostileClient(t, uniqueBaseURL(), rt, WithLogger(slog.New(countingHandler{sub: "more rate-limit policies", n: &logged})))
 		get := func(id string, h http.Header) {
 			t.Helper()
-			mu.Lock()
-			header = h
-			mu.Unlock()
+			header.Store(&h)
 			if _, err := c.Contacts.Get(context.Background(), id); err != nil {
 				t.Fatal(err)
 			}
