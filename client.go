@@ -154,6 +154,13 @@ func WithInsecureHTTP() Option {
 // if any, bounds each attempt; prefer a context deadline for the whole call.
 // NewClient uses a copy of hc whose CheckRedirect follows no redirect (the
 // API never redirects; see ErrRedirected); hc itself is left as it is.
+// Without this option a Client uses an *http.Client with
+// DefaultDialTimeout, DefaultTLSHandshakeTimeout and
+// DefaultResponseHeaderTimeout and no timeout on the whole exchange. A
+// client given here keeps its own timeouts, none if it has none: an attempt
+// it never ends holds a slot of the key's calls in flight until the call's
+// context ends (WithAttemptTimeout bounds it), except in slow start, where
+// it holds the key's other calls for DefaultResponseHeaderTimeout at most.
 func WithHTTPClient(hc *http.Client) Option {
 	return clientOption(func(s *clientSettings) error {
 		if hc == nil {
@@ -173,8 +180,10 @@ func WithHTTPClient(hc *http.Client) Option {
 // waited,
 // expected_remaining (when the model can tell) and queued_behind (the calls
 // waiting behind it for the same level). A call that gets through sooner
-// logs nothing. The default is slog.Default(); slog.New(slog.DiscardHandler)
-// silences it.
+// logs nothing. Once per key, at WARN, it logs that the server named more
+// rate-limit policies or partitions than the budget models (the first
+// Client of the key gives the logger). The default is slog.Default();
+// slog.New(slog.DiscardHandler) silences it.
 func WithLogger(l *slog.Logger) Option {
 	return clientOption(func(s *clientSettings) error {
 		if l == nil {
@@ -239,8 +248,13 @@ func WithMaxRetries(n int) ClientOrRequestOption {
 }
 
 // WithMaxRetryWait sets the longest wait the client accepts before a retry
-// (default 60 s). When the server asks for longer, the call fails at once
-// with the *Error, whose RetryAfter says how long.
+// (default DefaultMaxRetryWait, 60 s). When the server asks for longer, the
+// call fails at once with the *Error, whose RetryAfter says how long. It
+// bounds the waits the budget holds the key for as well: a lockout, the
+// server's wait for every call of the key, a refusal's wait on a level the
+// call takes from, and a pause another process put in the shared budget.
+// A call that would sit one out for longer is not sent: it fails at once
+// with a local *Error whose RetryAfter says what is left of the wait.
 func WithMaxRetryWait(d time.Duration) ClientOrRequestOption {
 	return eitherOption(func(s *callSettings) error {
 		if d < 0 {
@@ -322,7 +336,10 @@ func WithoutIdempotencyKey() RequestOption {
 
 // NewClient makes a Client. A missing API key, one that cannot be sent in a
 // header (white space, a control character, a character beyond ASCII), a
-// malformed base URL or an option that can never be sent is an error.
+// malformed base URL or an option that can never be sent is an error. Its
+// requests go through the *http.Client of WithHTTPClient, else one with the
+// default timeouts (DefaultDialTimeout, DefaultTLSHandshakeTimeout,
+// DefaultResponseHeaderTimeout); neither follows redirects.
 func NewClient(opts ...Option) (*Client, error) {
 	s := clientSettings{
 		apiKey:  os.Getenv("BODO_API_KEY"),
@@ -353,6 +370,9 @@ func NewClient(opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, badInput("", false, err.Error(), errors.Unwrap(err))
 	}
+	if s.httpClient == nil {
+		s.httpClient = defaultHTTPClient()
+	}
 	s.httpClient = withoutRedirects(s.httpClient)
 	if s.logger == nil {
 		s.logger = slog.Default()
@@ -373,6 +393,8 @@ func NewClient(opts ...Option) (*Client, error) {
 	}
 	if s.shared != nil {
 		c.state.UseStore(sharedStore{s.shared}, sharedKey(budgetHost(u), s.apiKey), s.logger)
+	} else {
+		c.state.UseLogger(s.logger) // for what the budget logs once (its bounds)
 	}
 	c.onSlow = c.slowWait
 	c.onHeld = c.heldBy
@@ -698,7 +720,8 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 		}
 	}
 	cl := &call{op: op, settings: s, req: req, body: body}
-	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, PastLevels: s.statusPoll, Status: op == ops.GetRateLimit, OnSlow: c.onSlow}
+	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, PastLevels: s.statusPoll, Status: op == ops.GetRateLimit, OnSlow: c.onSlow,
+		MaxHold: max(s.maxRetryWait, time.Nanosecond)} // MaxRetryWait(0): no server's wait is sat out
 	if !s.statusPoll {
 		cl.bc.OnHeld = c.onHeld // the status request would wait for itself
 	}

@@ -130,6 +130,10 @@ func budgetError(cl *call, err error) error {
 		panicked  *budget.PanicError
 	)
 	switch {
+	case errors.As(err, &held) && errors.Is(held.Err, budget.ErrHoldTooLong):
+		e := heldError(cl, held.Reason, held.Wait)
+		e.Detail += fmt.Sprintf("; the wait, %v, is longer than MaxRetryWait (%v), so the call was not sent", held.Wait.Round(time.Millisecond), cl.settings.maxRetryWait)
+		return e
 	case errors.As(err, &held):
 		return fmt.Errorf("%w: %w", heldError(cl, held.Reason, held.Wait), held.Err)
 	case errors.As(err, &never):

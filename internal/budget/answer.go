@@ -86,7 +86,10 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 				s.refusedLocked(c, a.Status, a.Problem, now, rel)
 			}
 		}
+		overflow, logger := s.overflowDue, s.logger
+		s.overflowDue = false
 		s.releaseSharedLocked(rel, refused || unknown, now) // unlocks
+		s.sayOverflow(overflow, logger)
 	})
 }
 
@@ -124,7 +127,8 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 	if h == nil {
 		return
 	}
-	if lines := h[fieldRateLimitPolicy]; !slices.Equal(lines, s.lastPolicy) {
+	s.maybeDropIdleLocked(now)
+	if lines := h[fieldRateLimitPolicy]; !fieldTooLong(lines) && !slices.Equal(lines, s.lastPolicy) {
 		// Servers send the same policies on every answer: parse them
 		// only when they change.
 		s.lastPolicy = slices.Clone(lines)
@@ -134,7 +138,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 	for _, r := range parseLimitInto(h, buf[:0]) {
 		l := s.levels[r.name]
 		if r.partition != "" && (l == nil || !l.known) {
-			l = s.partitionLocked(r.name, r.partition, c.Target)
+			l = s.partitionLocked(r.name, r.partition, c.Target, now)
 		}
 		if l == nil {
 			continue
@@ -194,14 +198,15 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 		}
 		l := s.levels[p.name]
 		if l == nil {
-			if p.window <= 0 {
+			if p.window <= 0 || !s.roomLocked(false, now) {
 				continue
 			}
 			l = newLevel(p.name)
 			l.shared = true // nothing says whose calls it counts
 			l.tokens, l.at = float64(p.quota), now
-			s.addLevelLocked(p.name, l)
+			s.addLevelLocked(p.name, l, now)
 		}
+		l.usedAt = now
 		l.refill(now)
 		l.quota = float64(p.quota)
 		if !l.known || p.unit != "requests" {
@@ -215,7 +220,9 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 	}
 }
 
-func (s *State) addLevelLocked(id string, l *level) {
+func (s *State) addLevelLocked(id string, l *level, now time.Time) {
+	l.usedAt = now
+	s.countLevelLocked(l, 1)
 	s.levels[id] = l
 	s.order = append(s.order, l)
 	s.version++
@@ -223,27 +230,39 @@ func (s *State) addLevelLocked(id string, l *level) {
 
 // partitionLocked returns the level of one partition of a learned policy,
 // made from the announced policy when it is new: it holds the calls to
-// target only.
-func (s *State) partitionLocked(name, pk, target string) *level {
+// target only. A new pk for a target that has a partition of the policy
+// moves that partition to it: a target is in one partition of a policy.
+// Past MaxPartitions a new one is nil.
+func (s *State) partitionLocked(name, pk, target string, now time.Time) *level {
 	id := name + "\x00" + pk
 	if l := s.levels[id]; l != nil {
 		return l
 	}
+	for _, l := range s.order {
+		if l.partition != "" && l.name == name && l.target == target {
+			delete(s.levels, name+"\x00"+l.partition)
+			l.partition = pk
+			s.levels[id] = l
+			return l
+		}
+	}
 	base := s.levels[name]
-	if base == nil || base.window <= 0 {
+	if base == nil || base.window <= 0 || !s.roomLocked(true, now) {
 		return nil
 	}
 	l := newLevel(name)
 	l.unit, l.quota, l.window, l.shared = base.unit, base.quota, base.window, true
 	l.partition, l.target = pk, target
 	l.tokens = l.quota
-	s.addLevelLocked(id, l)
+	s.addLevelLocked(id, l, now)
 	return l
 }
 
 // refusedLocked learns from a refusal. Its wait binds every call it
 // concerns: a lockout, an OVERLOADED, a parallel refusal or a refusal that
-// names no level holds every call of the key; a refusal on a level holds the
+// names no level holds every call of the key, for at most MaxLockout or
+// MaxServerWait; one that is not the API's own holds no other call; a
+// refusal on a level holds the
 // calls that take from that level, and the level owes what the call lacked
 // until then. A RATE_LIMITED (or unknown 429) halves the AIMD state, an
 // OVERLOADED (or unknown 503) cuts it less. QUOTA_EXHAUSTED blocks its
@@ -258,20 +277,27 @@ func (s *State) refusedLocked(c *Call, status int, p *Problem, now time.Time, re
 		return
 	}
 	overload := p.Code == codeOverloaded || p.Code != codeRateLimited && status == http.StatusServiceUnavailable
-	wait := min(p.RetryAfter, maxHold)
+	wait := min(p.RetryAfter, MaxServerWait)
 	switch {
+	case p.Code == "":
+		// Not the API's own answer: its wait binds only the call that got
+		// it (see MaxServerWait).
 	case p.Policy == Lockout:
 		if p.Hinted {
-			s.lockedUntil = later(s.lockedUntil, now.Add(wait))
+			s.lockedUntil = later(s.lockedUntil, now.Add(min(wait, MaxLockout)))
 			rel.pause(s.lockedUntil)
 		}
 	case !overload && p.Policy != "" && p.Policy != Parallel:
 		l := s.levels[p.Policy]
 		if l == nil {
+			if !s.roomLocked(false, now) {
+				break
+			}
 			l = newLevel(p.Policy) // a policy never announced: it holds this operation for the wait
 			l.shared = true
-			s.addLevelLocked(p.Policy, l)
+			s.addLevelLocked(p.Policy, l, now)
 		}
+		l.usedAt = now
 		if !l.known && !l.ops[c.Op] {
 			if l.ops == nil {
 				l.ops = map[string]bool{}

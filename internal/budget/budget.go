@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -70,6 +71,12 @@ type Call struct {
 	Demand   []Demand // what it takes from the documented levels
 	Target   string   // method and path: a partitioned policy holds one target
 	Budgeted bool     // false: only the lockout and the guard apply
+	// MaxHold, when positive, is the longest wait the server asked of the
+	// key that the call sits out: a lockout, a wait for every call of the
+	// key, a refusal's wait on a level it takes from, or the shared
+	// store's pause, whichever process heard it. A longer one fails the
+	// attempt at once with a HoldError that wraps ErrHoldTooLong.
+	MaxHold time.Duration
 	// PastLevels lets a budgeted call pass the pace and every level whose
 	// word from the server is StaleAfter old (it still takes from them),
 	// but not a level the server spoke of since or one a refusal holds:
@@ -158,8 +165,14 @@ type State struct {
 
 	learned    bool
 	lastPolicy []string
-	statusAt   time.Time     // when StatusFor last started a status request
-	statusDone chan struct{} // closes when that request ends; nil when none is on its way
+
+	// The bounds on learned levels (bounds.go).
+	learnedPolicies, partitions int
+	overflowSaid, overflowDue   bool // an overflow was noted; it is still to be logged
+	levelsSweptAt               time.Time
+	slowStartAt                 time.Time     // when slow start last let a call out (SlowStartHold)
+	statusAt                    time.Time     // when StatusFor last started a status request
+	statusDone                  chan struct{} // closes when that request ends; nil when none is on its way
 
 	store
 }
@@ -364,6 +377,11 @@ type HoldError struct {
 }
 
 func (e *HoldError) Error() string { return "held by " + e.Reason + ": " + e.Err.Error() }
+
+// ErrHoldTooLong is the Err of a HoldError whose wait, one the server asked
+// of the key, is longer than the call's MaxHold.
+var ErrHoldTooLong = errors.New("the server's wait is longer than the call waits")
+
 func (e *HoldError) Unwrap() error { return e.Err }
 
 // NeverFitsError is a call bigger than a documented level can ever hold.
@@ -482,7 +500,7 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			if passed != nil && passed.head() == w {
 				passed = nil
 			}
-			s.takeLocked(c)
+			s.takeLocked(c, now)
 			if passed != nil {
 				passed.wakeHead() // it passed the first waiter, which looks again (and lets the next try)
 			}
@@ -502,6 +520,9 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			return &c.ticket, Event{Wait: waited, Reason: reason}, nil
 		}
 		reason, wait, waitFrom = why, d, now
+		if asked, ok := s.serverWaitLocked(g, d, why, now); ok && c.MaxHold > 0 && asked > c.MaxHold {
+			return fail(&HoldError{Reason: why, Wait: asked, Err: ErrHoldTooLong})
+		}
 		var statusDue time.Time // when it asks again for the status, held all along
 		if c.OnHeld != nil && g.level != nil {
 			statusDue = s.reaskDueLocked(g.level)
@@ -554,6 +575,9 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 				}
 			}
 			g.wakeBehind()
+		}
+		if d, held := s.slowStartDueLocked(now); head && g == &s.slotGate && held {
+			timerWait = min(timerWait, d)
 		}
 		if head && !statusDue.IsZero() {
 			next := statusDue
@@ -700,7 +724,7 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		if s.storeGate.ahead(w) {
 			return &s.storeGate, 0, ReasonStore
 		}
-		if !s.learned && s.inflight > 0 || s.slotGate.ahead(w) {
+		if _, held := s.slowStartDueLocked(now); held || s.slotGate.ahead(w) {
 			return &s.slotGate, forever, ReasonInFlight
 		}
 		if share.on && s.inflight >= share.slots {
@@ -744,12 +768,46 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 	return s.slotLocked(w, share, now)
 }
 
+// serverWaitLocked returns how long g holds a call for a wait the server
+// asked of the key, given d and why from holdLocked; false when what holds
+// it is the client's own model (a level's tokens, the pace, the slots, the
+// guard).
+func (s *State) serverWaitLocked(g *gate, d time.Duration, why string, now time.Time) (time.Duration, bool) {
+	switch {
+	case g == &s.pauseGate, g == &s.storeGate && why == ReasonLockout:
+		return d, true
+	case g.level != nil && now.Before(g.level.holdUntil):
+		return g.level.holdUntil.Sub(now), true
+	}
+	return 0, false
+}
+
+// SlowStartHold is how long the call out alone in slow start (no answer
+// yet) holds the key's other calls: then one more goes, and another after
+// each SlowStartHold that still brings no answer, so that a call that never
+// gets one does not hold the key for ever.
+const SlowStartHold = 30 * time.Second
+
+// slowStartDueLocked reports whether slow start holds calls because the
+// last one let out has not been answered, and how long until it lets one
+// more go.
+func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
+	if s.learned || s.inflight == 0 {
+		return 0, false
+	}
+	d := s.slowStartAt.Add(SlowStartHold).Sub(now)
+	return d, d > 0
+}
+
 // slotLocked holds w while the calls in flight are at the adaptive cap, or
 // at the slots of the fallback share while that applies.
 func (s *State) slotLocked(w *waiter, share fallbackShare, now time.Time) (*gate, time.Duration, string) {
 	limit := int(s.capLimit)
 	if !s.learned {
 		limit = 1 // slow start: one call until an answer has shown the server's policies
+		if _, held := s.slowStartDueLocked(now); !held && s.inflight > 0 {
+			limit = s.inflight + 1
+		}
 	}
 	if share.on && s.inflight >= share.slots {
 		return &s.slotGate, s.reprobeLocked(now), ReasonInFlight
@@ -761,7 +819,7 @@ func (s *State) slotLocked(w *waiter, share fallbackShare, now time.Time) (*gate
 }
 
 // takeLocked admits c: it leaves its queue and takes its demand.
-func (s *State) takeLocked(c *Call) {
+func (s *State) takeLocked(c *Call, now time.Time) {
 	c.w.leave()
 	s.waiting--
 	s.reserved++
@@ -769,6 +827,9 @@ func (s *State) takeLocked(c *Call) {
 		return
 	}
 	s.inflight++
+	if !s.learned {
+		s.slowStartAt = now
+	}
 	c.reported = nil
 	takes := s.takesLocked(c)
 	for i := range takes {
@@ -778,6 +839,7 @@ func (s *State) takeLocked(c *Call) {
 		t.l.tokens -= t.amount
 		t.l.sinceSeen += t.amount
 		t.l.inflight += t.amount
+		t.l.usedAt = now
 	}
 	if s.paceLocked() < 1 {
 		s.paceTokens -= c.Cost

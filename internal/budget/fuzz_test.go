@@ -277,7 +277,7 @@ func FuzzObserveHeaders(f *testing.F) {
 		defer s.mu.Unlock()
 		checkModel(t, s, now, "documented")
 		// One create in flight, so that what is left is less than r.
-		s.takeLocked(calls[3])
+		s.takeLocked(calls[3], time.Now())
 		rel := &release{}
 		s.observeLocked(calls[3], h, now, rel, true)
 		checkModel(t, s, now, "after the first answer")

@@ -28,7 +28,8 @@ type limitHeader struct {
 }
 
 // parsePolicyHeader parses every RateLimit-Policy line of h as one
-// Structured Fields List. A field that is no valid List gives nothing; a
+// Structured Fields List. A field that is no valid List, or is longer than
+// MaxFieldBytes, gives nothing; a
 // member that is no String or Token item, or lacks a non-negative integer q,
 // is skipped; a w or qu of the wrong type skips the member too. Unknown
 // parameters (pk, and whatever later drafts add) are ignored.
@@ -82,6 +83,9 @@ func parseLimitHeader(h http.Header) []limitHeader {
 // parseLimitInto is parseLimitHeader, appending to out.
 func parseLimitInto(h http.Header, out []limitHeader) []limitHeader {
 	lines := h[fieldRateLimit]
+	if fieldTooLong(lines) {
+		return out
+	}
 	if len(lines) == 1 {
 		if fast, ok := parseLimitFast(lines[0], out); ok {
 			return fast
@@ -119,7 +123,7 @@ func parseLimitInto(h http.Header, out []limitHeader) []limitHeader {
 
 func parseList(h http.Header, name string) (httpsfv.List, bool) {
 	lines := h[name]
-	if len(lines) == 0 {
+	if len(lines) == 0 || fieldTooLong(lines) {
 		return nil, false
 	}
 	list, err := httpsfv.UnmarshalList(lines)

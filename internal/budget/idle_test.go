@@ -35,8 +35,8 @@ func liveHeap() uint64 {
 }
 
 // TestIdleStatesLeaveTheMap: 10,000 keys used once each and then idle leave
-// the map of For after IdleTTL, and their memory with them; a key locked
-// out or with an exhausted quota stays until that ends; a State held from
+// the map of For after IdleTTL, and their memory with them; a key held
+// by the server's wait or with an exhausted quota stays until that ends; a State held from
 // before passes its calls to a new state, which starts from the documented
 // levels and learns from the server again.
 func TestIdleStatesLeaveTheMap(t *testing.T) {
@@ -59,7 +59,7 @@ func TestIdleStatesLeaveTheMap(t *testing.T) {
 		oldTokens := tokensOf(old, Key)
 
 		locked := For(host, "locked")
-		admitNow(t, locked, call(ops.GetMe, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Lockout, 30*time.Minute))
+		admitNow(t, locked, call(ops.GetMe, "")).Finish(refusal(http.StatusServiceUnavailable, codeOverloaded, "", 30*time.Minute))
 		exhausted := For(host, "exhausted")
 		learn(t, exhausted)
 		admitNow(t, exhausted, call(ops.DeleteContact, "")).Finish(refusal(http.StatusTooManyRequests, codeQuotaExhausted, DeleteDay, 2*time.Hour))
@@ -67,10 +67,10 @@ func TestIdleStatesLeaveTheMap(t *testing.T) {
 		time.Sleep(IdleTTL + sweepEvery)
 		For("trigger.idle.test", "k") // sweeps
 		if n := statesOn(host); n != 2 {
-			t.Errorf("%d states of the idle keys' host after %v, want the locked and the exhausted ones", n, IdleTTL+sweepEvery)
+			t.Errorf("%d states of the idle keys' host after %v, want the held and the exhausted ones", n, IdleTTL+sweepEvery)
 		}
 		if For(host, "locked") != locked || For(host, "exhausted") != exhausted {
-			t.Error("a state with a lockout or an exhausted quota running left the map")
+			t.Error("a state with a server's wait or an exhausted quota running left the map")
 		}
 		if after := int64(liveHeap()) - heap; after > grown/10 {
 			t.Errorf("%d bytes still in use after the idle period, of %d for %d keys", after, grown, keys)

@@ -84,6 +84,7 @@ type level struct {
 	observedUntil time.Time
 
 	holdUntil time.Time // a refusal's wait: no call that takes from the level goes before
+	usedAt    time.Time // when a call last took from it or the server last named it (LevelIdleTTL)
 
 	// Shape evidence from t: a t that matches a bucket refilling at the
 	// quota's rate and not this key's log counts for a bucket; a t well
@@ -211,7 +212,7 @@ func (l *level) heard(remaining, shown, landedSince float64, now time.Time) {
 		l.tokens = lower
 	}
 	l.sinceSeen = 0
-	l.seenAt = now
+	l.seenAt, l.usedAt = now, now
 	l.at = now
 	if foreign := l.logAvailable(now) - remaining; foreign > 0 {
 		// Others take from it too (another process on the key, or a

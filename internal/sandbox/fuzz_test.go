@@ -16,6 +16,11 @@ func FuzzServe(f *testing.F) {
 	f.Add("POST", "/v1/invoices", `{"contactId":1,"amount":"x","currency":null}`, "x")
 	f.Add("POST", "/v1/invoices/inv_/refund", `{"amount":-1}`, "y")
 	f.Add("GET", "/v1/events?after=evt_&limit=-1", "", "")
+	// Hostile header values: an Idempotency-Key far past 255 characters,
+	// and one with a line break and a NUL, alone and in a batch part.
+	f.Add("POST", "/v1/contacts", `{"name":"Lang"}`, strings.Repeat("k", 1<<16))
+	f.Add("POST", "/v1/contacts", `{"name":"Bruch"}`, "a\r\nRetry-After: 86400\x00")
+	f.Add("POST", "/v1/batch", `{"requests":[{"method":"POST","path":"/v1/contacts","body":{"name":"x"},"idempotencyKey":"`+strings.Repeat("k", 4096)+`"}]}`, "b")
 	lim := Limits{KeyQuota: 1 << 20, KeyCapacity: 1 << 20, PrincipalQuota: 1 << 20, OrgQuota: 1 << 21,
 		WriteQuota: 1 << 20, DeleteQuota: 1 << 20, DeleteDayQuota: 1 << 20, EgressQuota: 1 << 30}
 	s := New(WithLimits(lim))

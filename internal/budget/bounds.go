@@ -1,0 +1,145 @@
+package budget
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// The bounds on what answers can make the model learn, so that a hostile or
+// broken server costs each key at most a constant: a RateLimit or
+// RateLimit-Policy field longer than MaxFieldBytes (all its lines together)
+// is ignored; a key learns at most MaxLearnedPolicies policies the API does
+// not document and at most MaxPartitions partitions (pk) of them, and a
+// policy or partition past the cap is ignored (logged once per key); a
+// learned level that no call has used and the server has not named for
+// LevelIdleTTL is dropped, and comes back when the server names it again.
+const (
+	MaxFieldBytes      = 8 << 10
+	MaxLearnedPolicies = 64
+	MaxPartitions      = 256
+	LevelIdleTTL       = 10 * time.Minute
+)
+
+// The bounds on the waits an answer makes the key's calls sit out. A lockout
+// lasts 5 minutes (bodo-api.md), so its wait is held at most MaxLockout;
+// any other wait of a refusal at most MaxServerWait, the longest window of
+// a level the API refuses with a wait (egress, an hour): a longer quota
+// (delete-day) is QUOTA_EXHAUSTED, which blocks until its resetsAt (at most
+// maxHold). A 429 or 503 that is not the API's own (no problem with a code:
+// a proxy, a load balancer) holds no other call: its wait binds only the
+// call that got it, since it speaks for whatever answered, not for the key.
+const (
+	MaxLockout    = 5 * time.Minute
+	MaxServerWait = time.Hour
+)
+
+// levelSweepEvery is how often at most answers look for idle learned levels.
+const levelSweepEvery = time.Minute
+
+// UseLogger gives s a logger for what it says once (an overflow of its
+// bounds) when it has none yet; a shared store's logger takes its place.
+func (s *State) UseLogger(logger *slog.Logger) {
+	s = s.live()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.logger == nil {
+		s.logger = logger
+	}
+}
+
+// fieldTooLong reports whether a field's lines together pass MaxFieldBytes.
+func fieldTooLong(lines []string) bool {
+	n := 0
+	for _, l := range lines {
+		if n += len(l); n > MaxFieldBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// roomLocked reports whether s may learn one more level of the kind of l (a
+// partition or a policy), dropping idle ones first when it is full. Past the
+// cap it notes an overflow, which the answer's end logs once.
+func (s *State) roomLocked(partition bool, now time.Time) bool {
+	full := func() bool {
+		if partition {
+			return s.partitions >= MaxPartitions
+		}
+		return s.learnedPolicies >= MaxLearnedPolicies
+	}
+	if !full() {
+		return true
+	}
+	s.dropIdleLevelsLocked(now)
+	if !full() {
+		return true
+	}
+	if !s.overflowSaid {
+		s.overflowSaid, s.overflowDue = true, true
+	}
+	return false
+}
+
+// countLevelLocked counts a learned level added (n = 1) or dropped (-1).
+func (s *State) countLevelLocked(l *level, n int) {
+	switch {
+	case l.known:
+	case l.partition != "":
+		s.partitions += n
+	default:
+		s.learnedPolicies += n
+	}
+}
+
+// maybeDropIdleLocked drops idle learned levels at most every
+// levelSweepEvery.
+func (s *State) maybeDropIdleLocked(now time.Time) {
+	if now.Sub(s.levelsSweptAt) < levelSweepEvery && !now.Before(s.levelsSweptAt) {
+		return
+	}
+	s.dropIdleLevelsLocked(now)
+}
+
+// dropIdleLevelsLocked drops the learned levels that no call has used and
+// the server has not named for LevelIdleTTL, with nothing in flight, no
+// call waiting and no refusal's wait running. A policy still announced in
+// RateLimit-Policy is read again from the next answer.
+func (s *State) dropIdleLevelsLocked(now time.Time) {
+	s.levelsSweptAt = now
+	kept := s.order[:0]
+	dropped := false
+	for _, l := range s.order {
+		if l.known || now.Sub(l.usedAt) < LevelIdleTTL || l.inflight != 0 || len(l.gate.q.ws) > 0 || now.Before(l.holdUntil) {
+			kept = append(kept, l)
+			continue
+		}
+		id := l.name
+		if l.partition != "" {
+			id = l.name + "\x00" + l.partition
+		}
+		delete(s.levels, id)
+		s.countLevelLocked(l, -1)
+		dropped = true
+	}
+	clear(s.order[len(kept):])
+	s.order = kept
+	if dropped {
+		s.version++
+		s.lastPolicy = nil
+	}
+}
+
+// sayOverflow logs, once per key, that an answer named more policies or
+// partitions than the key learns; s.mu is not held.
+func (s *State) sayOverflow(due bool, logger *slog.Logger) {
+	if !due || logger == nil {
+		return
+	}
+	_, _ = safely("logger", func() (struct{}, error) {
+		logger.LogAttrs(context.Background(), slog.LevelWarn, "bodo: the server named more rate-limit policies or partitions than the client models; the rest are ignored",
+			slog.Int("max_policies", MaxLearnedPolicies), slog.Int("max_partitions", MaxPartitions))
+		return struct{}{}, nil
+	})
+}
