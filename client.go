@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bodo-app/bodo-go/budgetstore"
 	"github.com/bodo-app/bodo-go/internal/budget"
 	"github.com/bodo-app/bodo-go/internal/ops"
 	"github.com/google/uuid"
@@ -70,7 +71,7 @@ type clientSettings struct {
 	onRetry    func(RetryEvent)
 	onWait     func(WaitEvent)
 	noBudget   bool
-	shared     SharedBudget
+	shared     budgetstore.Store
 	cacheSize  int
 	allowHTTP  bool
 	call       callSettings
@@ -392,7 +393,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		state:      budget.For(budgetHost(u), s.apiKey),
 	}
 	if s.shared != nil {
-		c.state.UseStore(sharedStore{s.shared}, sharedKey(budgetHost(u), s.apiKey), s.logger)
+		c.state.UseStore(s.shared, sharedKey(budgetHost(u), s.apiKey), s.logger)
 	} else {
 		c.state.UseLogger(s.logger) // for what the budget logs once (its bounds)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bodo-app/bodo-go/budgetstore"
 	"github.com/bodo-app/bodo-go/internal/budget"
 )
 
@@ -133,17 +134,17 @@ func TestLockoutIsHeldAtMostFiveMinutes(t *testing.T) {
 	})
 }
 
-// stalledStore is a SharedBudget whose every Acquire says that another
+// stalledStore is a budgetstore.Store whose every Acquire says that another
 // process heard a day-long lockout.
 type stalledStore struct{}
 
-func (stalledStore) Acquire(context.Context, string, SharedAcquire) (SharedGrant, error) {
-	return SharedGrant{Wait: 24 * time.Hour, Reason: "lockout", SharedMembers: SharedMembers{Processes: 2}}, nil
+func (stalledStore) Acquire(context.Context, string, budgetstore.Acquire) (budgetstore.Grant, error) {
+	return budgetstore.Grant{Wait: 24 * time.Hour, Reason: "lockout", Members: budgetstore.Members{Processes: 2}}, nil
 }
-func (stalledStore) Release(context.Context, string, SharedRelease) error { return nil }
-func (stalledStore) Refund(context.Context, string, []SharedLevel) error  { return nil }
-func (stalledStore) Renew(context.Context, string, SharedRenew) (SharedMembers, error) {
-	return SharedMembers{Processes: 2}, nil
+func (stalledStore) Release(context.Context, string, budgetstore.Release) error { return nil }
+func (stalledStore) Refund(context.Context, string, []budgetstore.Level) error  { return nil }
+func (stalledStore) Renew(context.Context, string, budgetstore.Renew) (budgetstore.Members, error) {
+	return budgetstore.Members{Processes: 2}, nil
 }
 
 // TestAnotherProcessesWaitIsNotSatOutPastMaxRetryWait: a pause another

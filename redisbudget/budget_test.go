@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/budgetstore"
 )
 
-func acquire(lease string, ttl time.Duration, levels ...bodo.SharedLevel) bodo.SharedAcquire {
-	return bodo.SharedAcquire{Lease: lease, LeaseTTL: ttl, Levels: levels, Cost: 5, KeyRate: 5, MaxInFlight: 6,
+func acquire(lease string, ttl time.Duration, levels ...budgetstore.Level) budgetstore.Acquire {
+	return budgetstore.Acquire{Lease: lease, LeaseTTL: ttl, Levels: levels, Cost: 5, KeyRate: 5, MaxInFlight: 6,
 		RefusalLimit: 25, RefusalWindow: time.Minute}
 }
 
-func key(amount float64) bodo.SharedLevel {
-	return bodo.SharedLevel{Name: "key", Amount: amount, Rate: 5, Size: 600}
+func key(amount float64) budgetstore.Level {
+	return budgetstore.Level{Name: "key", Amount: amount, Rate: 5, Size: 600}
 }
 
 // TestTwoProcessesShareOneBucket: two Budgets (as two processes) on one
@@ -34,7 +35,7 @@ func TestTwoProcessesShareOneBucket(t *testing.T) {
 		if err != nil || !g.Admitted {
 			t.Fatalf("attempt %d: %+v %v", i, g, err)
 		}
-		if err := bud.Release(ctx, k, bodo.SharedRelease{Lease: fmt.Sprint("l", i), RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+		if err := bud.Release(ctx, k, budgetstore.Release{Lease: fmt.Sprint("l", i), RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -77,7 +78,7 @@ func TestRefusalsAreCountedForAll(t *testing.T) {
 		if _, err := a.Acquire(ctx, k, acquire(lease, time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.Release(ctx, k, bodo.SharedRelease{Lease: lease, Refused: true, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+		if err := a.Release(ctx, k, budgetstore.Release{Lease: lease, Refused: true, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,7 +94,7 @@ func TestWhatOneProcessLearnsAllSee(t *testing.T) {
 	srv := startRedis(t)
 	a, b := New(srv.Client(t)), New(srv.Client(t))
 	ctx := context.Background()
-	rel := func(k string, r bodo.SharedRelease) {
+	rel := func(k string, r budgetstore.Release) {
 		t.Helper()
 		if _, err := a.Acquire(ctx, k, acquire(r.Lease, time.Minute, key(1))); err != nil {
 			t.Fatal(err)
@@ -105,14 +106,14 @@ func TestWhatOneProcessLearnsAllSee(t *testing.T) {
 	}
 
 	k := testKey()
-	rel(k, bodo.SharedRelease{Lease: "l1", PausedUntil: time.Now().Add(3 * time.Minute)})
+	rel(k, budgetstore.Release{Lease: "l1", PausedUntil: time.Now().Add(3 * time.Minute)})
 	if g, _ := b.Acquire(ctx, k, acquire("x", time.Minute, key(1))); g.Admitted || g.Reason != "lockout" || g.Wait < 170*time.Second {
 		t.Errorf("lockout: %+v", g)
 	}
 
 	k = testKey()
-	rel(k, bodo.SharedRelease{Lease: "l2", Block: "delete-day", BlockUntil: time.Now().Add(time.Hour)})
-	if g, _ := b.Acquire(ctx, k, acquire("x", time.Minute, key(10), bodo.SharedLevel{Name: "delete-day", Amount: 1, Rate: 300.0 / 86400, Size: 300})); g.Admitted || g.Reason != "quota" || g.Policy != "delete-day" || time.Until(g.Until) < 59*time.Minute {
+	rel(k, budgetstore.Release{Lease: "l2", Block: "delete-day", BlockUntil: time.Now().Add(time.Hour)})
+	if g, _ := b.Acquire(ctx, k, acquire("x", time.Minute, key(10), budgetstore.Level{Name: "delete-day", Amount: 1, Rate: 300.0 / 86400, Size: 300})); g.Admitted || g.Reason != "quota" || g.Policy != "delete-day" || time.Until(g.Until) < 59*time.Minute {
 		t.Errorf("quota: %+v", g)
 	}
 	if g, _ := b.Acquire(ctx, k, acquire("y", time.Minute, key(1))); !g.Admitted {
@@ -120,13 +121,13 @@ func TestWhatOneProcessLearnsAllSee(t *testing.T) {
 	}
 
 	k = testKey()
-	rel(k, bodo.SharedRelease{Lease: "l3", Left: []bodo.SharedLevel{{Name: "key", Amount: 3, Rate: 5, Size: 600}}})
+	rel(k, budgetstore.Release{Lease: "l3", Left: []budgetstore.Level{{Name: "key", Amount: 3, Rate: 5, Size: 600}}})
 	if g, _ := b.Acquire(ctx, k, acquire("x", time.Minute, key(5))); g.Admitted || g.Reason != "key" {
 		t.Errorf("after r=3 a 5-point call went: %+v", g)
 	}
 
 	k = testKey()
-	rel(k, bodo.SharedRelease{Lease: "l4", Cut: true})
+	rel(k, budgetstore.Release{Lease: "l4", Cut: true})
 	held := 0
 	for i := range 6 {
 		g, _ := b.Acquire(ctx, k, acquire(fmt.Sprint("c", i), time.Minute, key(1)))
@@ -179,14 +180,14 @@ func TestACallBiggerThanALevelGoesOnAFullOne(t *testing.T) {
 	srv := startRedis(t)
 	b := New(srv.Client(t))
 	ctx, k := context.Background(), testKey()
-	small := func(amount float64) bodo.SharedLevel {
-		return bodo.SharedLevel{Name: "bodo-batch", Amount: amount, Rate: 1, Size: 10}
+	small := func(amount float64) budgetstore.Level {
+		return budgetstore.Level{Name: "bodo-batch", Amount: amount, Rate: 1, Size: 10}
 	}
 	g, err := b.Acquire(ctx, k, acquire("big", time.Minute, key(20), small(20)))
 	if err != nil || !g.Admitted {
 		t.Fatalf("a call of 20 on a full level of 10: %+v %v", g, err)
 	}
-	if err := b.Release(ctx, k, bodo.SharedRelease{Lease: "big", RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+	if err := b.Release(ctx, k, budgetstore.Release{Lease: "big", RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
 		t.Fatal(err)
 	}
 	g, err = b.Acquire(ctx, k, acquire("next", time.Minute, key(1), small(1)))

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/budgetstore"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 	"github.com/redis/go-redis/v9"
 )
@@ -62,7 +62,7 @@ func TestFailoverToAClockBehind(t *testing.T) {
 	if g, err := b.Acquire(ctx, k, acquire("all", time.Minute, key(600))); err != nil || !g.Admitted {
 		t.Fatalf("%+v %v", g, err)
 	}
-	if err := b.Release(ctx, k, bodo.SharedRelease{Lease: "all", RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+	if err := b.Release(ctx, k, budgetstore.Release{Lease: "all", RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
 		t.Fatal(err)
 	}
 	failover(t, rdb, time.Minute)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/budgetstore"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 	"github.com/redis/go-redis/v9"
 )
@@ -29,7 +30,7 @@ var hostSeq atomic.Int64
 
 // sandboxClient is a client of srv (in-process, no sockets) on a host of
 // its own, so that no other test shares its budget, with the given store.
-func sandboxClient(t *testing.T, srv *sandbox.Server, store bodo.SharedBudget, opts ...bodo.Option) *bodo.Client {
+func sandboxClient(t *testing.T, srv *sandbox.Server, store budgetstore.Store, opts ...bodo.Option) *bodo.Client {
 	t.Helper()
 	return sandboxClientAt(t, srv, newHost(), store, opts...)
 }
@@ -37,7 +38,7 @@ func sandboxClient(t *testing.T, srv *sandbox.Server, store bodo.SharedBudget, o
 func newHost() string { return fmt.Sprintf("t%d.bodo.test", hostSeq.Add(1)) }
 
 // sandboxClientAt is a client of srv on host.
-func sandboxClientAt(t *testing.T, srv *sandbox.Server, host string, store bodo.SharedBudget, opts ...bodo.Option) *bodo.Client {
+func sandboxClientAt(t *testing.T, srv *sandbox.Server, host string, store budgetstore.Store, opts ...bodo.Option) *bodo.Client {
 	t.Helper()
 	all := []bodo.Option{bodo.WithAPIKey(sandbox.TestKey), bodo.WithBaseURL("https://" + host),
 		bodo.WithHTTPClient(&http.Client{Transport: srv.Transport()})}
@@ -96,7 +97,7 @@ const (
 // faultyBudget wraps the real Redis budget and does to each request what
 // pick says: the failures a store, its network and its code can have.
 type faultyBudget struct {
-	real  bodo.SharedBudget
+	real  budgetstore.Store
 	pick  func(method string) Fault
 	delay time.Duration
 	count [faultPanicLate + 1]atomic.Int64
@@ -125,22 +126,22 @@ func (f *faultyBudget) do(method string, call func() error) error {
 	return err
 }
 
-func (f *faultyBudget) Acquire(ctx context.Context, key string, req bodo.SharedAcquire) (g bodo.SharedGrant, err error) {
+func (f *faultyBudget) Acquire(ctx context.Context, key string, req budgetstore.Acquire) (g budgetstore.Grant, err error) {
 	err = f.do("acquire", func() error {
 		g, err = f.real.Acquire(ctx, key, req)
 		return err
 	})
 	if err != nil {
-		return bodo.SharedGrant{}, err
+		return budgetstore.Grant{}, err
 	}
 	return g, nil
 }
 
-func (f *faultyBudget) Release(ctx context.Context, key string, rel bodo.SharedRelease) error {
+func (f *faultyBudget) Release(ctx context.Context, key string, rel budgetstore.Release) error {
 	return f.do("release", func() error { return f.real.Release(ctx, key, rel) })
 }
 
-func (f *faultyBudget) Renew(ctx context.Context, key string, req bodo.SharedRenew) (m bodo.SharedMembers, err error) {
+func (f *faultyBudget) Renew(ctx context.Context, key string, req budgetstore.Renew) (m budgetstore.Members, err error) {
 	err = f.do("renew", func() error {
 		m, err = f.real.Renew(ctx, key, req)
 		return err
@@ -148,7 +149,7 @@ func (f *faultyBudget) Renew(ctx context.Context, key string, req bodo.SharedRen
 	return m, err
 }
 
-func (f *faultyBudget) Refund(ctx context.Context, key string, levels []bodo.SharedLevel) error {
+func (f *faultyBudget) Refund(ctx context.Context, key string, levels []budgetstore.Level) error {
 	return f.do("refund", func() error { return f.real.Refund(ctx, key, levels) })
 }
 

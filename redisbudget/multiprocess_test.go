@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/budgetstore"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 )
 
@@ -186,7 +186,7 @@ func TestKilledProcessFreesItsSlots(t *testing.T) {
 	// The key of the store is the part between the prefix's braces.
 	ns := leasesKey[strings.Index(leasesKey, "{")+1 : strings.Index(leasesKey, "}")]
 	b := New(rdb)
-	req := bodo.SharedAcquire{LeaseTTL: time.Minute, Levels: []bodo.SharedLevel{{Name: "key", Amount: 1, Rate: 5, Size: 600}},
+	req := budgetstore.Acquire{LeaseTTL: time.Minute, Levels: []budgetstore.Level{{Name: "key", Amount: 1, Rate: 5, Size: 600}},
 		Cost: 1, KeyRate: 5, MaxInFlight: 6, RefusalLimit: 25, RefusalWindow: time.Minute}
 	req.Lease = "after-the-kill"
 	g, err := b.Acquire(ctx, ns, req)

@@ -156,7 +156,7 @@ func TestLostAcquireReplyLeavesNoLease(t *testing.T) {
 	}
 }
 
-// TestPanickingStoreDoesNotWedgeTheKey: a SharedBudget whose Acquire
+// TestPanickingStoreDoesNotWedgeTheKey: a budgetstore.Store whose Acquire
 // panics for a call that waits for a slot fails that call with an error;
 // the calls after it go as soon as slots are free.
 func TestPanickingStoreDoesNotWedgeTheKey(t *testing.T) {

@@ -21,21 +21,21 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/budgetstore"
 	"github.com/redis/go-redis/v9"
 )
 
 // DefaultPrefix starts every key the budget writes.
 const DefaultPrefix = "bodo:budget:"
 
-// Budget is a bodo.SharedBudget on Redis. Make it with New.
+// Budget is a budgetstore.Store on Redis. Make it with New.
 type Budget struct {
 	rdb      redis.Scripter
 	prefix   string
 	leaseTTL time.Duration
 }
 
-var _ bodo.SharedBudget = (*Budget)(nil)
+var _ budgetstore.Store = (*Budget)(nil)
 
 // Option configures a Budget.
 type Option func(*Budget)
@@ -64,7 +64,7 @@ func (b *Budget) keys(key string) []string { return []string{b.prefix + "{" + ke
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
-func levelArgs(args []any, levels []bodo.SharedLevel) []any {
+func levelArgs(args []any, levels []budgetstore.Level) []any {
 	args = append(args, len(levels))
 	for _, l := range levels {
 		args = append(args, l.Name, num(l.Amount), num(l.Rate), num(l.Size))
@@ -74,8 +74,8 @@ func levelArgs(args []any, levels []bodo.SharedLevel) []any {
 
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-// Acquire implements bodo.SharedBudget.
-func (b *Budget) Acquire(ctx context.Context, key string, req bodo.SharedAcquire) (bodo.SharedGrant, error) {
+// Acquire implements budgetstore.Store.
+func (b *Budget) Acquire(ctx context.Context, key string, req budgetstore.Acquire) (budgetstore.Grant, error) {
 	unbudgeted := 0
 	if req.Unbudgeted {
 		unbudgeted = 1
@@ -89,16 +89,16 @@ func (b *Budget) Acquire(ctx context.Context, key string, req bodo.SharedAcquire
 	args = levelArgs(args, req.Levels)
 	res, err := acquireScript.Run(ctx, b.rdb, b.keys(key), args...).Slice()
 	if err != nil {
-		return bodo.SharedGrant{}, fmt.Errorf("redisbudget: acquire: %w", err)
+		return budgetstore.Grant{}, fmt.Errorf("redisbudget: acquire: %w", err)
 	}
 	if len(res) != 8 {
-		return bodo.SharedGrant{}, fmt.Errorf("redisbudget: acquire: unexpected answer %v", res)
+		return budgetstore.Grant{}, fmt.Errorf("redisbudget: acquire: unexpected answer %v", res)
 	}
 	admitted, _ := res[0].(int64)
 	wait, _ := res[1].(int64)
 	reason, _ := res[2].(string)
-	g := bodo.SharedGrant{Admitted: admitted == 1, Wait: millis(min(max(wait, 0), int64(time.Hour/time.Millisecond))), Reason: reason,
-		LeaseTTL: millis(res[5]), SharedMembers: members(res[6], res[7])}
+	g := budgetstore.Grant{Admitted: admitted == 1, Wait: millis(min(max(wait, 0), int64(time.Hour/time.Millisecond))), Reason: reason,
+		LeaseTTL: millis(res[5]), Members: members(res[6], res[7])}
 	if reason == "quota" {
 		g.Policy, _ = res[3].(string)
 		left, _ := res[4].(int64)
@@ -113,8 +113,8 @@ func millis(v any) time.Duration {
 	return time.Duration(n) * time.Millisecond
 }
 
-func members(n, rank any) bodo.SharedMembers {
-	m := bodo.SharedMembers{}
+func members(n, rank any) budgetstore.Members {
+	m := budgetstore.Members{}
 	if v, ok := n.(int64); ok {
 		m.Processes = int(v)
 	}
@@ -124,8 +124,8 @@ func members(n, rank any) bodo.SharedMembers {
 	return m
 }
 
-// Renew implements bodo.SharedBudget.
-func (b *Budget) Renew(ctx context.Context, key string, req bodo.SharedRenew) (bodo.SharedMembers, error) {
+// Renew implements budgetstore.Store.
+func (b *Budget) Renew(ctx context.Context, key string, req budgetstore.Renew) (budgetstore.Members, error) {
 	ttl := req.LeaseTTL
 	if b.leaseTTL > 0 {
 		ttl = b.leaseTTL
@@ -137,16 +137,16 @@ func (b *Budget) Renew(ctx context.Context, key string, req bodo.SharedRenew) (b
 	}
 	res, err := renewScript.Run(ctx, b.rdb, b.keys(key), args...).Slice()
 	if err != nil {
-		return bodo.SharedMembers{}, fmt.Errorf("redisbudget: renew: %w", err)
+		return budgetstore.Members{}, fmt.Errorf("redisbudget: renew: %w", err)
 	}
 	if len(res) != 2 {
-		return bodo.SharedMembers{}, fmt.Errorf("redisbudget: renew: unexpected answer %v", res)
+		return budgetstore.Members{}, fmt.Errorf("redisbudget: renew: unexpected answer %v", res)
 	}
 	return members(res[0], res[1]), nil
 }
 
-// Release implements bodo.SharedBudget.
-func (b *Budget) Release(ctx context.Context, key string, rel bodo.SharedRelease) error {
+// Release implements budgetstore.Store.
+func (b *Budget) Release(ctx context.Context, key string, rel budgetstore.Release) error {
 	flag := func(v bool) int {
 		if v {
 			return 1
@@ -176,8 +176,8 @@ func (b *Budget) Release(ctx context.Context, key string, rel bodo.SharedRelease
 	return nil
 }
 
-// Refund implements bodo.SharedBudget.
-func (b *Budget) Refund(ctx context.Context, key string, levels []bodo.SharedLevel) error {
+// Refund implements budgetstore.Store.
+func (b *Budget) Refund(ctx context.Context, key string, levels []budgetstore.Level) error {
 	if err := refundScript.Run(ctx, b.rdb, b.keys(key), levelArgs(nil, levels)...).Err(); err != nil {
 		return fmt.Errorf("redisbudget: refund: %w", err)
 	}

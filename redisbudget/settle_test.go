@@ -47,7 +47,7 @@ func settled(t *testing.T, rdb *redis.Client) bool {
 
 // TestRandomFaultsLeaveNothingHeld drives the agents' workload (reads,
 // lists that reserve egress and give back what they did not return,
-// writes) through a SharedBudget that fails at random: errors, delays past
+// writes) through a budgetstore.Store that fails at random: errors, delays past
 // the client's timeout, replies lost after Redis ran the request, panics
 // before and after. When the faults stop, every reservation is settled:
 // the client holds nothing in flight and no waiter, and Redis holds no

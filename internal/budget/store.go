@@ -7,84 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/bodo-app/bodo-go/budgetstore"
 )
-
-// Store keeps the changing state of a key's budget where every process that
-// uses the key sees it; package bodo adapts its public SharedBudget to it.
-type Store interface {
-	Acquire(ctx context.Context, key string, req StoreAcquire) (StoreGrant, error)
-	Release(ctx context.Context, key string, rel StoreRelease) error
-	Refund(ctx context.Context, key string, levels []StoreLevel) error
-	Renew(ctx context.Context, key string, req StoreRenew) (StoreMembers, error)
-}
-
-// StoreLevel is one level in a store request: the amount taken, given back
-// or reported left, and the level's model as a bucket.
-type StoreLevel struct {
-	Name   string
-	Amount float64
-	Rate   float64
-	Size   float64
-}
-
-// StoreAcquire asks the store to admit one attempt.
-type StoreAcquire struct {
-	Lease         string
-	LeaseTTL      time.Duration
-	Levels        []StoreLevel
-	Cost          float64
-	KeyRate       float64
-	MaxInFlight   int
-	RefusalLimit  int
-	RefusalWindow time.Duration
-	Unbudgeted    bool
-	Process       string
-	ProcessTTL    time.Duration
-}
-
-// StoreGrant is the store's answer.
-type StoreGrant struct {
-	Admitted bool
-	Wait     time.Duration
-	Reason   string
-	Policy   string
-	Until    time.Time
-	LeaseTTL time.Duration
-	Members  StoreMembers
-}
-
-// StoreMembers is how many processes use the key and the place of this one
-// among them.
-type StoreMembers struct {
-	Processes int
-	Rank      int
-}
-
-// StoreRenew keeps the leases of attempts still in flight.
-type StoreRenew struct {
-	Process    string
-	ProcessTTL time.Duration
-	Leases     []string
-	LeaseTTL   time.Duration
-}
-
-// StoreRelease is what an ended attempt tells the store.
-type StoreRelease struct {
-	Lease         string
-	Refused       bool
-	RefusedAgo    time.Duration
-	Cut           bool
-	CutFactor     float64
-	Refund        []StoreLevel
-	Left          []StoreLevel
-	Owe           []StoreLevel
-	PausedUntil   time.Time
-	RefusalLimit  int
-	RefusalWindow time.Duration
-	MaxInFlight   int
-	Block         string
-	BlockUntil    time.Time
-}
 
 // sharedRetry is how long the client uses its local budget after the store
 // failed before a call tries the store again (the keeper looks sooner);
@@ -121,17 +46,17 @@ const (
 
 // store is the shared-store side of a State.
 type store struct {
-	shared        Store // nil: this process's budget only
+	shared        budgetstore.Store // nil: this process's budget only
 	sharedKey     string
 	sharedRetryAt time.Time
 	sharedDown    bool
 	logger        *slog.Logger
 
-	storeSeq   int          // counts the stores given (UseStore): leases and pending requests name theirs by it
-	member     string       // this state's name among the key's processes
-	members    StoreMembers // what the store said last
-	share      StoreMembers // what the fallback shares are worked out from (see shareLocked)
-	drainUntil time.Time    // no budgeted call goes on the local budget before (see storeResult)
+	storeSeq   int                 // counts the stores given (UseStore): leases and pending requests name theirs by it
+	member     string              // this state's name among the key's processes
+	members    budgetstore.Members // what the store said last
+	share      budgetstore.Members // what the fallback shares are worked out from (see shareLocked)
+	drainUntil time.Time           // no budgeted call goes on the local budget before (see storeResult)
 	rejoinedAt time.Time
 	paceShare  float64 // the pace's ceiling while the shares apply; 0: none
 
@@ -147,7 +72,7 @@ type store struct {
 // leaseRef is where a lease was taken: a client of the key may have given
 // the key another store since.
 type leaseRef struct {
-	st  Store
+	st  budgetstore.Store
 	seq int // the store's storeSeq
 	key string
 	ttl time.Duration
@@ -156,17 +81,17 @@ type leaseRef struct {
 // pendingOp is a release, or a refund when refund is set, that the store
 // has not had.
 type pendingOp struct {
-	st     Store
+	st     budgetstore.Store
 	seq    int
 	key    string
-	rel    StoreRelease
-	refund []StoreLevel
+	rel    budgetstore.Release
+	refund []budgetstore.Level
 	at     time.Time
 }
 
 // UseStore makes s share its budget through st under key. Attempts in
 // flight end in the store they were admitted by.
-func (s *State) UseStore(st Store, key string, logger *slog.Logger) {
+func (s *State) UseStore(st budgetstore.Store, key string, logger *slog.Logger) {
 	s = s.live()
 	s.mu.Lock()
 	s.shared, s.sharedKey, s.logger = st, key, logger
@@ -206,7 +131,7 @@ func safely[T any](where string, f func() (T, error)) (v T, err error) {
 // of an outage starts the drain (see drainLocked) and is logged. A success
 // after a failure rejoins, logged too. The logging happens outside the
 // lock; a logger that panics is the error returned.
-func (s *State) storeResult(err error, members *StoreMembers) error {
+func (s *State) storeResult(err error, members *budgetstore.Members) error {
 	s.mu.Lock()
 	now := time.Now()
 	var msg string
@@ -328,8 +253,8 @@ func (s *State) reprobeLocked(now time.Time) time.Duration {
 // capacity, or what the server showed it to hold. The store models every
 // level as a bucket; what is left is capped by the server's r (Left) and
 // by refusals (Owe) as answers come.
-func storeLevel(l *level, amount float64, now time.Time) StoreLevel {
-	return StoreLevel{Name: l.name, Amount: amount, Rate: l.rate(now), Size: l.fitSize()}
+func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
+	return budgetstore.Level{Name: l.name, Amount: amount, Rate: l.rate(now), Size: l.fitSize()}
 }
 
 // acquireSharedLocked asks the store to admit c; s.mu is released during the
@@ -341,11 +266,11 @@ func storeLevel(l *level, amount float64, now time.Time) StoreLevel {
 // is a panic of the store or of the logger.
 func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Duration, string, error) {
 	takes := s.takesLocked(c)
-	levels := make([]StoreLevel, 0, len(takes))
+	levels := make([]budgetstore.Level, 0, len(takes))
 	for _, t := range takes {
 		levels = append(levels, storeLevel(t.l, t.amount, now))
 	}
-	req := StoreAcquire{
+	req := budgetstore.Acquire{
 		Lease:         leaseID(),
 		LeaseTTL:      leaseTTL,
 		Levels:        levels,
@@ -360,12 +285,12 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 	}
 	st, seq, key := s.shared, s.storeSeq, s.sharedKey
 	s.mu.Unlock()
-	grant, err := safely("shared store", func() (StoreGrant, error) {
+	grant, err := safely("shared store", func() (budgetstore.Grant, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 		defer cancel()
 		return st.Acquire(ctx, key, req)
 	})
-	var members *StoreMembers
+	var members *budgetstore.Members
 	if err == nil {
 		members = &grant.Members
 	}
@@ -374,7 +299,7 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 	now = time.Now()
 	if err != nil || logErr != nil && grant.Admitted {
 		// The store may have run it: end the lease there.
-		s.keepLocked(pendingOp{st: st, seq: seq, key: key, rel: StoreRelease{Lease: req.Lease, RefusalWindow: RefusalWindow, MaxInFlight: s.parallel}, at: now})
+		s.keepLocked(pendingOp{st: st, seq: seq, key: key, rel: budgetstore.Release{Lease: req.Lease, RefusalWindow: RefusalWindow, MaxInFlight: s.parallel}, at: now})
 	}
 	if _, ok := err.(*PanicError); ok {
 		return "", 0, "", err
@@ -467,15 +392,15 @@ func (s *State) keepOnce() bool {
 		return false
 	}
 	type renewal struct {
-		st  Store
+		st  budgetstore.Store
 		key string
-		req StoreRenew
+		req budgetstore.Renew
 	}
 	renew := map[int]*renewal{}
 	for id, l := range s.leases {
 		r := renew[l.seq]
 		if r == nil {
-			r = &renewal{st: l.st, key: l.key, req: StoreRenew{Process: s.member, ProcessTTL: processTTL, LeaseTTL: l.ttl}}
+			r = &renewal{st: l.st, key: l.key, req: budgetstore.Renew{Process: s.member, ProcessTTL: processTTL, LeaseTTL: l.ttl}}
 			renew[l.seq] = r
 		}
 		r.req.Leases = append(r.req.Leases, id)
@@ -483,13 +408,13 @@ func (s *State) keepOnce() bool {
 	}
 	cur := s.storeSeq
 	if renew[cur] == nil && s.shared != nil {
-		renew[cur] = &renewal{st: s.shared, key: s.sharedKey, req: StoreRenew{Process: s.member, ProcessTTL: processTTL}}
+		renew[cur] = &renewal{st: s.shared, key: s.sharedKey, req: budgetstore.Renew{Process: s.member, ProcessTTL: processTTL}}
 	}
 	s.mu.Unlock()
 
 	up := map[int]bool{}
 	for w, r := range renew {
-		m, err := safely("shared store", func() (StoreMembers, error) {
+		m, err := safely("shared store", func() (budgetstore.Members, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 			defer cancel()
 			return r.st.Renew(ctx, r.key, r.req)
@@ -560,7 +485,7 @@ func (s *State) send(op pendingOp, now time.Time) error {
 // release collects what an attempt with a lease tells the store; its
 // methods do nothing on a nil release (no lease).
 type release struct {
-	StoreRelease
+	budgetstore.Release
 	ref leaseRef
 }
 
@@ -574,7 +499,7 @@ func (s *State) releaseFor(t *Ticket) *release {
 		return nil
 	}
 	delete(s.leases, t.lease)
-	return &release{StoreRelease: StoreRelease{Lease: t.lease, RefusalLimit: RefusalLimit, RefusalWindow: RefusalWindow}, ref: t.ref}
+	return &release{Release: budgetstore.Release{Lease: t.lease, RefusalLimit: RefusalLimit, RefusalWindow: RefusalWindow}, ref: t.ref}
 }
 
 func (r *release) refund(l *level, amount float64, now time.Time) {
@@ -623,7 +548,7 @@ func (s *State) releaseSharedLocked(rel *release, refused bool, now time.Time) {
 		return
 	}
 	rel.Refused, rel.MaxInFlight = refused, s.parallel
-	op := pendingOp{st: rel.ref.st, seq: rel.ref.seq, key: rel.ref.key, rel: rel.StoreRelease, at: now}
+	op := pendingOp{st: rel.ref.st, seq: rel.ref.seq, key: rel.ref.key, rel: rel.Release, at: now}
 	current := op.seq == s.storeSeq
 	if !s.sharedActiveLocked(now) && current {
 		s.keepLocked(op)
@@ -650,7 +575,7 @@ func (s *State) refundSharedLocked(c *Call, l *level, amount float64, now time.T
 		s.mu.Unlock()
 		return
 	}
-	op := pendingOp{st: ref.st, seq: ref.seq, key: ref.key, refund: []StoreLevel{storeLevel(l, amount, now)}, at: now}
+	op := pendingOp{st: ref.st, seq: ref.seq, key: ref.key, refund: []budgetstore.Level{storeLevel(l, amount, now)}, at: now}
 	if !s.sharedActiveLocked(now) && ref.seq == s.storeSeq {
 		s.keepLocked(op)
 		s.mu.Unlock()

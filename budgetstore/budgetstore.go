@@ -1,0 +1,143 @@
+// Package budgetstore declares where a key's budget is kept when many
+// processes share it: the Store interface that bodo.WithSharedBudget takes,
+// and the requests and answers it carries. The client keeps the model of the
+// key's levels and sends it with every request; a Store applies it
+// atomically, so that agents on many machines keep within the key's limits
+// together, as one process would.
+//
+// The module github.com/bodo-app/bodo-go/redisbudget implements it on Redis;
+// implement it yourself only for another store, and read the contract on
+// Store first.
+package budgetstore
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps the changing state of a key's budget (what each level
+// holds, the calls in flight, the refusals of the lockout guard, the
+// adaptive cap and pace, exhausted quotas and lockouts) where every process
+// that uses the key sees it, so that agents on many machines share one
+// budget instead of each backing off on its own. The client keeps the
+// model (each level's rate and size, learned from the headers) and passes
+// it with every request; the store applies it atomically.
+//
+// The module github.com/bodo-app/bodo-go/redisbudget implements it on Redis.
+// A store must be safe for concurrent use and answer promptly: the client
+// gives each request a short deadline and, when the store fails, falls back
+// to a share of the key (see Members) until the store answers
+// again. A request that failed may still have been carried out: Acquire
+// and Release must be idempotent for a lease (a Release the client sends
+// again, or one that arrives before the Acquire it ends, changes nothing
+// more), because the client releases the lease of an Acquire whose answer
+// it did not get and sends a failed Release again later.
+type Store interface {
+	// Acquire admits one attempt atomically, taking the levels' amounts
+	// and holding a lease on a slot in flight, or says why not and how
+	// long at least to wait. It counts req.Process among the processes
+	// that use the key.
+	Acquire(ctx context.Context, key string, req Acquire) (Grant, error)
+	// Release ends an admitted attempt with what its answer taught. A
+	// lease it does not know (released already, or not acquired yet) is
+	// never admitted afterwards.
+	Release(ctx context.Context, key string, rel Release) error
+	// Refund gives back amounts a call reserved but did not use.
+	Refund(ctx context.Context, key string, levels []Level) error
+	// Renew extends the leases of attempts still in flight by their lease
+	// time from now (a lease it does not hold stays gone), and counts
+	// req.Process among the processes that use the key, as Acquire does.
+	Renew(ctx context.Context, key string, req Renew) (Members, error)
+}
+
+// Level is one level in a Store request: the amount taken,
+// given back or reported left, and the level's model. In Acquire, an
+// Amount larger than Size is admitted when the level is full and leaves it
+// in debt, as the local budget does: a call bigger than a level the server
+// announced is not held for ever.
+type Level struct {
+	Name   string
+	Amount float64
+	Rate   float64 // refill per second
+	Size   float64 // what the level holds when full
+}
+
+// Acquire is one attempt asking to be admitted.
+type Acquire struct {
+	Lease    string        // unique id of the attempt
+	LeaseTTL time.Duration // a lease not released by then is freed (a crashed process frees its slots)
+	Levels   []Level       // what the attempt takes
+	Cost     float64       // its points, for the pace
+	KeyRate  float64       // the key level's rate: the pace is a share of it
+	// MaxInFlight is the parallel quota: the most attempts in flight over
+	// all processes, and the ceiling of the adaptive cap.
+	MaxInFlight   int
+	RefusalLimit  int           // the lockout guard: refusals plus leases in any window
+	RefusalWindow time.Duration // its window
+	Unbudgeted    bool          // only the guard, the lockout and exhausted quotas apply
+	// Process names the client's budget of the key in this process; the
+	// store counts the processes it heard from within ProcessTTL.
+	Process    string
+	ProcessTTL time.Duration
+}
+
+// Grant is the answer to Acquire.
+type Grant struct {
+	Admitted bool
+	// Wait is the least time before asking again when not admitted; zero
+	// means until a slot in flight is released.
+	Wait   time.Duration
+	Reason string // what holds the attempt: a level, "in-flight", "pace", "refusal-guard", "lockout", "quota"
+	// Policy and Until name an exhausted quota (Reason "quota"): the call
+	// is refused until then.
+	Policy string
+	Until  time.Time
+	// LeaseTTL is the lease time the store gave; zero means the one asked.
+	// The client renews the lease of a call still in flight well before.
+	LeaseTTL time.Duration
+	Members
+}
+
+// Members is what a store says of the processes that use a key: how
+// many it heard from within the ProcessTTL asked, and the place of the one
+// asking among them in a fixed order (0 to Processes-1). While the store
+// is unreachable each process keeps to its share of the key by that place,
+// so that the shares of all add up to the key's limits.
+type Members struct {
+	Processes int
+	Rank      int
+}
+
+// Renew asks to keep the leases of attempts still in flight.
+type Renew struct {
+	Process    string        // as in Acquire
+	ProcessTTL time.Duration // as in Acquire
+	Leases     []string      // the leases to extend
+	LeaseTTL   time.Duration // by how long from now
+}
+
+// Release is what an answered (or failed) attempt tells the store.
+type Release struct {
+	Lease   string
+	Refused bool // a 429: counts for the lockout guard
+	// RefusedAgo is how long ago the refusal came, for a release sent
+	// late: it counts from then, and not at all once RefusalWindow ago.
+	RefusedAgo time.Duration
+	Cut        bool // RATE_LIMITED or OVERLOADED: cut the cap and the pace
+	// CutFactor is what they are multiplied by (0 means one half).
+	CutFactor float64
+	// Refund is given back: the server did not charge a refused call.
+	Refund []Level
+	// Left caps each level at what the server said is left (RateLimit r),
+	// less what is still in flight.
+	Left []Level
+	// Owe caps each level at Amount, which may be negative: after a
+	// RATE_LIMITED the level owes what the call lacked until its retry.
+	Owe           []Level
+	PausedUntil   time.Time // a lockout: nothing is admitted before
+	RefusalLimit  int
+	RefusalWindow time.Duration
+	MaxInFlight   int
+	Block         string    // an exhausted quota's policy ("*" for one the client does not know)
+	BlockUntil    time.Time // and when it resets
+}
