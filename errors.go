@@ -120,11 +120,11 @@ type Error struct {
 	Operation string // operationId, e.g. "createContact"; empty for NewClient
 	Status    int    // HTTP status; 0 when no answer came
 	Code      string // problem code, e.g. CodeRateLimited; empty when the body was no problem
-	Title     string
-	Detail    string
-	Type      string
-	Instance  string
-	RequestID string
+	Title     string // a short summary of the problem's kind, for people (German unless asked otherwise)
+	Detail    string // what happened in this case, for people
+	Type      string // a URI naming the kind of problem
+	Instance  string // the request path the problem is about
+	RequestID string // the answer's Request-Id; quote it when you ask for support
 	// RetryAfter is how long the server asked to wait: retryAfterMs when the
 	// problem has it, else the Retry-After header; zero when neither did.
 	RetryAfter time.Duration
