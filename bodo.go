@@ -20,7 +20,7 @@
 // Every model, parameter struct and enum is a type of this package, generated
 // from openapi.json with its descriptions: go doc shows what each field
 // means. Enums are typed string constants, one type per concept
-// (InvoiceStatusOpen, ExportFormatCsv, ...), with a Valid method.
+// (InvoiceStatusOpen, ExportFormatCSV, ...), with a Valid method.
 //
 // A field the API always sends or always needs is a plain value. A field that
 // may be absent or null is an [Opt], in requests and answers alike; this is

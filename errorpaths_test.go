@@ -166,7 +166,7 @@ func sandboxPaths() []errorPath {
 			c := sandboxClient(t, sandbox.New())
 			var parts []BatchRequestItem
 			for range 11 {
-				parts = append(parts, BatchRequestItem{Method: BatchMethodDELETE, Path: "/v1/contacts/con_00000000000000000000000000"})
+				parts = append(parts, BatchRequestItem{Method: BatchMethodDelete, Path: "/v1/contacts/con_00000000000000000000000000"})
 			}
 			_, err := c.Batch(context.Background(), BatchRequest{Requests: parts})
 			return err
@@ -185,6 +185,7 @@ func sandboxPaths() []errorPath {
 			return err
 		}), func(t *testing.T, err error, e *Error) {
 			if e.Code != CodeIdempotencyKeyRequired || e.Status != http.StatusBadRequest || !e.Local || !errors.Is(err, ErrBadRequest) ||
+				!errors.Is(err, ErrIdempotencyKeyRequired) ||
 				!strings.Contains(err.Error(), "WithoutIdempotencyKey") {
 				t.Errorf("%+v: want a local 400 IDEMPOTENCY_KEY_REQUIRED", e)
 			}

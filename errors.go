@@ -12,7 +12,9 @@ import (
 	"time"
 )
 
-// Problem codes of the bodo API (the code member of a problem answer).
+// Problem codes of the bodo API: the code member of a problem answer, and
+// Error.Code. The list is not closed: a code not listed here is matched by
+// its HTTP status (see Error.Is).
 const (
 	CodeRateLimited            = "RATE_LIMITED"
 	CodeOverloaded             = "OVERLOADED"
@@ -21,6 +23,7 @@ const (
 	CodeIdempotencyKeyRequired = "IDEMPOTENCY_KEY_REQUIRED"
 	CodeUnauthenticated        = "UNAUTHENTICATED"
 	CodeNotFound               = "NOT_FOUND"
+	CodeMethodNotAllowed       = "METHOD_NOT_ALLOWED"
 	CodeInvalidState           = "INVALID_STATE"
 	CodeIdempotencyKeyInUse    = "IDEMPOTENCY_KEY_IN_USE"
 	CodePreconditionFailed     = "PRECONDITION_FAILED"
@@ -29,8 +32,10 @@ const (
 	CodeInternal               = "INTERNAL"
 )
 
-// Sentinels for errors.Is. An *Error matches the sentinel of its Code (and,
-// for answers without a problem body, of its HTTP status where one fits).
+// Sentinels for errors.Is, one for every problem code. An *Error matches
+// the sentinel of its Code (and, for answers without a problem body, of its
+// HTTP status where one fits); IDEMPOTENCY_KEY_REQUIRED, a bad request of
+// its own kind, matches ErrBadRequest as well.
 var (
 	ErrRateLimited          = errors.New("bodo: rate limited")
 	ErrOverloaded           = errors.New("bodo: server overloaded")
@@ -43,7 +48,12 @@ var (
 	ErrInvalidState         = errors.New("bodo: invalid state")
 	ErrPreconditionFailed   = errors.New("bodo: precondition failed")
 	ErrBadRequest           = errors.New("bodo: bad request")
-	ErrInternal             = errors.New("bodo: internal server error")
+	// ErrIdempotencyKeyRequired is a money action sent without an
+	// Idempotency-Key; the client refuses it locally (see
+	// WithoutIdempotencyKey).
+	ErrIdempotencyKeyRequired = errors.New("bodo: idempotency key required")
+	ErrMethodNotAllowed       = errors.New("bodo: method not allowed")
+	ErrInternal               = errors.New("bodo: internal server error")
 	// ErrCannotFit is a call the client refused because it needs more of a
 	// level than the level can ever hold (a batch of 11 deletes, say):
 	// split it. It is no rate limit and never goes away by waiting.
@@ -65,8 +75,14 @@ var sentinelByCode = map[string]error{
 	CodeInvalidState:           ErrInvalidState,
 	CodePreconditionFailed:     ErrPreconditionFailed,
 	CodeBadRequest:             ErrBadRequest,
-	CodeIdempotencyKeyRequired: ErrBadRequest,
+	CodeIdempotencyKeyRequired: ErrIdempotencyKeyRequired,
+	CodeMethodNotAllowed:       ErrMethodNotAllowed,
 	CodeInternal:               ErrInternal,
+}
+
+// alsoByCode is the sentinel a code matches besides its own.
+var alsoByCode = map[string]error{
+	CodeIdempotencyKeyRequired: ErrBadRequest,
 }
 
 var sentinelByStatus = map[int]error{
@@ -74,6 +90,7 @@ var sentinelByStatus = map[int]error{
 	http.StatusTooManyRequests:     ErrRateLimited,
 	http.StatusServiceUnavailable:  ErrOverloaded,
 	http.StatusNotFound:            ErrNotFound,
+	http.StatusMethodNotAllowed:    ErrMethodNotAllowed,
 	http.StatusUnauthorized:        ErrUnauthenticated,
 	http.StatusPreconditionFailed:  ErrPreconditionFailed,
 	http.StatusBadRequest:          ErrBadRequest,
@@ -103,11 +120,11 @@ type Error struct {
 	Operation string // operationId, e.g. "createContact"; empty for NewClient
 	Status    int    // HTTP status; 0 when no answer came
 	Code      string // problem code, e.g. CodeRateLimited; empty when the body was no problem
-	Title     string
-	Detail    string
-	Type      string
-	Instance  string
-	RequestID string
+	Title     string // a short summary of the problem's kind, for people (German unless asked otherwise)
+	Detail    string // what happened in this case, for people
+	Type      string // a URI naming the kind of problem
+	Instance  string // the request path the problem is about
+	RequestID string // the answer's Request-Id; quote it when you ask for support
 	// RetryAfter is how long the server asked to wait: retryAfterMs when the
 	// problem has it, else the Retry-After header; zero when neither did.
 	RetryAfter time.Duration
@@ -223,8 +240,8 @@ func (e *Error) advice() string {
 	return ""
 }
 
-// Is reports whether target is the sentinel of e's code (or, without a code,
-// of e's status).
+// Is reports whether target is the sentinel of e's code (or, without a code
+// or with one this package does not know, of e's status).
 func (e *Error) Is(target error) bool {
 	if e.permanent {
 		return target == ErrCannotFit
@@ -233,15 +250,14 @@ func (e *Error) Is(target error) bool {
 		return target == e.sentinel
 	}
 	if s, ok := sentinelByCode[e.Code]; ok {
-		return s == target
+		also, has := alsoByCode[e.Code]
+		return s == target || has && also == target
 	}
-	if e.Code == "" {
-		if isRedirect(e.Status) {
-			return target == ErrRedirected
-		}
-		if s, ok := sentinelByStatus[e.Status]; ok {
-			return s == target
-		}
+	if e.Code == "" && isRedirect(e.Status) {
+		return target == ErrRedirected
+	}
+	if s, ok := sentinelByStatus[e.Status]; ok {
+		return s == target // the API's list of codes is not closed
 	}
 	return false
 }

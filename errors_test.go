@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/jarcoal/httpmock"
 )
 
@@ -21,9 +22,10 @@ func TestErrorMappingOfEveryProblemCode(t *testing.T) {
 		{503, CodeOverloaded, ErrOverloaded},
 		{429, CodeQuotaExhausted, ErrQuotaExhausted},
 		{400, CodeBadRequest, ErrBadRequest},
-		{400, CodeIdempotencyKeyRequired, ErrBadRequest},
+		{400, CodeIdempotencyKeyRequired, ErrIdempotencyKeyRequired},
 		{401, CodeUnauthenticated, ErrUnauthenticated},
 		{404, CodeNotFound, ErrNotFound},
+		{405, CodeMethodNotAllowed, ErrMethodNotAllowed},
 		{409, CodeInvalidState, ErrInvalidState},
 		{409, CodeIdempotencyKeyInUse, ErrIdempotencyKeyInUse},
 		{412, CodePreconditionFailed, ErrPreconditionFailed},
@@ -76,8 +78,8 @@ func TestErrorMappingOfEveryProblemCode(t *testing.T) {
 				strings.Contains(e.Response.Request.Header.Get("Authorization"), testKey) {
 				t.Errorf("the API key leaks into the error")
 			}
-			for _, other := range []error{ErrRateLimited, ErrNotFound, ErrValidation, ErrInvalidState} {
-				if other != tc.is && errors.Is(err, other) {
+			for _, other := range sentinelByCode {
+				if other != tc.is && errors.Is(err, other) && !(tc.code == CodeIdempotencyKeyRequired && other == ErrBadRequest) {
 					t.Errorf("%s also matches %v", tc.code, other)
 				}
 			}
@@ -158,5 +160,41 @@ func TestErrorTextEndsTheDetailOnce(t *testing.T) {
 	want := "bodo: createContact: 422 VALIDATION_FAILED: Ein Feld ist ungültig; name: ist erforderlich, tags[0]: muss ein Text sein"
 	if got := e.Error(); !strings.HasPrefix(got, want) {
 		t.Errorf("Error() = %q, want it to start with %q", got, want)
+	}
+}
+
+// TestEveryProblemCodeHasASentinel: every code openapi.json lists has a
+// sentinel of its own that an *Error of that code matches, and a code the
+// package does not know is matched by its status, as the API asks.
+func TestEveryProblemCodeHasASentinel(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, _, _ := strings.Cut(doc.Components.Schemas["Problem"].Value.Properties["code"].Value.Description, ".")
+	codes := strings.Split(list, ", ")
+	if len(codes) < 14 {
+		t.Fatalf("read %d codes from openapi.json: %q", len(codes), codes)
+	}
+	seen := map[error]string{}
+	for _, code := range codes {
+		s, ok := sentinelByCode[code]
+		switch {
+		case !ok:
+			t.Errorf("%s has no sentinel", code)
+			continue
+		case seen[s] != "":
+			t.Errorf("%s and %s share the sentinel %v", code, seen[s], s)
+		}
+		seen[s] = code
+		if e := (&Error{Code: code, Status: 400}); !errors.Is(e, s) {
+			t.Errorf("an *Error of %s does not match %v", code, s)
+		}
+	}
+	if !errors.Is(&Error{Code: CodeIdempotencyKeyRequired, Status: 400}, ErrBadRequest) {
+		t.Errorf("IDEMPOTENCY_KEY_REQUIRED does not match ErrBadRequest")
+	}
+	if e := (&Error{Code: "CONCURRENCY_LIMITED", Status: 429}); !errors.Is(e, ErrRateLimited) || errors.Is(e, ErrBadRequest) {
+		t.Errorf("an unknown 429 code is not matched by its status")
 	}
 }

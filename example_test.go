@@ -116,10 +116,10 @@ func ExampleClient_RateLimit() {
 	}
 	for _, p := range status.Policies {
 		if p.Name == "key" {
-			fmt.Printf("%s: quota %d %s per %ds, capacity %d\n", p.Name, p.Quota, p.Unit, p.Window.Value(), p.Capacity.Or(p.Quota))
+			fmt.Printf("%s: quota %d %s per %v, capacity %d\n", p.Name, p.Quota, p.Unit, p.Window, p.Capacity)
 		}
 	}
-	// Output: key: quota 300 points per 60s, capacity 600
+	// Output: key: quota 300 points per 1m0s, capacity 600
 }
 
 func ExampleError() {
@@ -140,7 +140,7 @@ func ExampleOperationsService_Wait() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	op, err := client.Exports.Create(ctx, bodo.ExportCreate{Resource: bodo.ExportResourceInvoices, Format: bodo.ExportFormatCsv})
+	op, err := client.Exports.Create(ctx, bodo.ExportCreate{Resource: bodo.ExportResourceInvoices, Format: bodo.ExportFormatCSV})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -157,9 +157,9 @@ func ExampleClient_Batch() {
 	defer stop()
 	ctx := context.Background()
 
-	create, _ := bodo.BatchPart(bodo.BatchMethodPOST, "/v1/contacts", bodo.ContactCreate{Name: "Ada"})
-	count, _ := bodo.BatchPart(bodo.BatchMethodGET, "/v1/contacts/count", nil)
-	missing, _ := bodo.BatchPart(bodo.BatchMethodGET, "/v1/contacts/con_00000000000000000000000000", nil)
+	create, _ := bodo.BatchPart(bodo.BatchMethodPost, "/v1/contacts", bodo.ContactCreate{Name: "Ada"})
+	count, _ := bodo.BatchPart(bodo.BatchMethodGet, "/v1/contacts/count", nil)
+	missing, _ := bodo.BatchPart(bodo.BatchMethodGet, "/v1/contacts/con_00000000000000000000000000", nil)
 	res, err := client.Batch(ctx, bodo.BatchRequest{Requests: []bodo.BatchRequestItem{create, count, missing}})
 	if err != nil {
 		log.Fatal(err)
@@ -200,7 +200,7 @@ func ExampleOpt() {
 }
 
 func ExampleRateLimitPolicy_String() {
-	p := bodo.RateLimitPolicy{Name: "key", Quota: 300, Window: bodo.Int(60), Unit: "points", Remaining: 553, ResetSeconds: 10, Capacity: bodo.Int(600)}
+	p := bodo.RateLimitPolicy{Name: "key", Unit: "points", Quota: 300, Window: time.Minute, Capacity: 600, Remaining: 553, Reset: 10 * time.Second}
 	fmt.Println(p)
-	// Output: key: 553 of 600 points left (300 per 60s), full again in 10s
+	// Output: key: 553 of 600 points left (300 per 1m0s), full again in 10s
 }

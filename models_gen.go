@@ -7,31 +7,31 @@ import (
 	"time"
 )
 
-// Defines values for BatchMethod.
+// The values of BatchMethod.
 const (
-	BatchMethodDELETE BatchMethod = "DELETE"
-	BatchMethodGET    BatchMethod = "GET"
-	BatchMethodPATCH  BatchMethod = "PATCH"
-	BatchMethodPOST   BatchMethod = "POST"
+	BatchMethodDelete BatchMethod = "DELETE"
+	BatchMethodGet    BatchMethod = "GET"
+	BatchMethodPatch  BatchMethod = "PATCH"
+	BatchMethodPost   BatchMethod = "POST"
 )
 
-// Valid indicates whether the value is a known member of the BatchMethod enum.
+// Valid reports whether e is one of the values of BatchMethod.
 func (e BatchMethod) Valid() bool {
 	switch e {
-	case BatchMethodDELETE:
+	case BatchMethodDelete:
 		return true
-	case BatchMethodGET:
+	case BatchMethodGet:
 		return true
-	case BatchMethodPATCH:
+	case BatchMethodPatch:
 		return true
-	case BatchMethodPOST:
+	case BatchMethodPost:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for EventType.
+// The values of EventType.
 const (
 	EventTypeContactCreated  EventType = "contact.created"
 	EventTypeContactDeleted  EventType = "contact.deleted"
@@ -43,7 +43,7 @@ const (
 	EventTypeInvoiceRefunded EventType = "invoice.refunded"
 )
 
-// Valid indicates whether the value is a known member of the EventType enum.
+// Valid reports whether e is one of the values of EventType.
 func (e EventType) Valid() bool {
 	switch e {
 	case EventTypeContactCreated:
@@ -67,31 +67,31 @@ func (e EventType) Valid() bool {
 	}
 }
 
-// Defines values for ExportFormat.
+// The values of ExportFormat.
 const (
-	ExportFormatCsv   ExportFormat = "csv"
-	ExportFormatJsonl ExportFormat = "jsonl"
+	ExportFormatCSV   ExportFormat = "csv"
+	ExportFormatJSONL ExportFormat = "jsonl"
 )
 
-// Valid indicates whether the value is a known member of the ExportFormat enum.
+// Valid reports whether e is one of the values of ExportFormat.
 func (e ExportFormat) Valid() bool {
 	switch e {
-	case ExportFormatCsv:
+	case ExportFormatCSV:
 		return true
-	case ExportFormatJsonl:
+	case ExportFormatJSONL:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for ExportResource.
+// The values of ExportResource.
 const (
 	ExportResourceContacts ExportResource = "contacts"
 	ExportResourceInvoices ExportResource = "invoices"
 )
 
-// Valid indicates whether the value is a known member of the ExportResource enum.
+// Valid reports whether e is one of the values of ExportResource.
 func (e ExportResource) Valid() bool {
 	switch e {
 	case ExportResourceContacts:
@@ -103,7 +103,7 @@ func (e ExportResource) Valid() bool {
 	}
 }
 
-// Defines values for InvoiceStatus.
+// The values of InvoiceStatus.
 const (
 	InvoiceStatusDraft    InvoiceStatus = "draft"
 	InvoiceStatusOpen     InvoiceStatus = "open"
@@ -112,7 +112,7 @@ const (
 	InvoiceStatusVoid     InvoiceStatus = "void"
 )
 
-// Valid indicates whether the value is a known member of the InvoiceStatus enum.
+// Valid reports whether e is one of the values of InvoiceStatus.
 func (e InvoiceStatus) Valid() bool {
 	switch e {
 	case InvoiceStatusDraft:
@@ -130,12 +130,12 @@ func (e InvoiceStatus) Valid() bool {
 	}
 }
 
-// Defines values for OperationKind.
+// The values of OperationKind.
 const (
 	OperationKindExport OperationKind = "export"
 )
 
-// Valid indicates whether the value is a known member of the OperationKind enum.
+// Valid reports whether e is one of the values of OperationKind.
 func (e OperationKind) Valid() bool {
 	switch e {
 	case OperationKindExport:
@@ -145,14 +145,14 @@ func (e OperationKind) Valid() bool {
 	}
 }
 
-// Defines values for OperationStatus.
+// The values of OperationStatus.
 const (
 	OperationStatusFailed    OperationStatus = "failed"
 	OperationStatusRunning   OperationStatus = "running"
 	OperationStatusSucceeded OperationStatus = "succeeded"
 )
 
-// Valid indicates whether the value is a known member of the OperationStatus enum.
+// Valid reports whether e is one of the values of OperationStatus.
 func (e OperationStatus) Valid() bool {
 	switch e {
 	case OperationStatusFailed:
@@ -166,13 +166,13 @@ func (e OperationStatus) Valid() bool {
 	}
 }
 
-// Defines values for PrincipalType.
+// The values of PrincipalType.
 const (
 	PrincipalTypeServiceAccount PrincipalType = "service_account"
 	PrincipalTypeUser           PrincipalType = "user"
 )
 
-// Valid indicates whether the value is a known member of the PrincipalType enum.
+// Valid reports whether e is one of the values of PrincipalType.
 func (e PrincipalType) Valid() bool {
 	switch e {
 	case PrincipalTypeServiceAccount:
@@ -184,395 +184,365 @@ func (e PrincipalType) Valid() bool {
 	}
 }
 
-// BatchRequest A batch of 1–20 requests, charged the sum of their costs up front.
+// BatchRequest is a batch of 1–20 requests, charged the sum of their costs
+// up front.
 type BatchRequest struct {
-	// Requests The parts, 1–20, none of them a batch.
+	// The parts, 1–20, none of them a batch.
 	Requests []BatchRequestItem `json:"requests"`
 }
 
-// BatchRequestItem One part of a batch: a request of the API, answered in the batch's answer at the same index.
+// BatchRequestItem is one part of a batch: a request of the API, answered in
+// the batch's answer at the same index.
 type BatchRequestItem struct {
-	// Body The part's request body; what is wrong with it is the part's answer.
+	// The part's request body; what is wrong with it is the part's answer.
 	Body Opt[json.RawMessage] `json:"body,omitzero"`
 
-	// IdempotencyKey The part's Idempotency-Key (1–255 characters). The client fills in one for every write part without a key, so a retried batch never writes twice.
+	// The part's Idempotency-Key (1–255 characters). The client fills in one for
+	// every write part without a key, so a retried batch never writes twice.
 	IdempotencyKey Opt[string] `json:"idempotencyKey,omitzero"`
 
-	// Method The part's HTTP method.
+	// The part's HTTP method.
 	Method BatchMethod `json:"method"`
 
-	// Path A path of the API with its query, starting with `/v1/`; not `/v1/batch` with POST (no nested batch).
+	// A path of the API with its query, starting with `/v1/`; not `/v1/batch` with
+	// POST (no nested batch).
 	//
 	// Example: /v1/contacts/con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP
 	Path string `json:"path"`
 }
 
-// BatchMethod The part's HTTP method.
+// BatchMethod is the part's HTTP method.
 type BatchMethod string
 
-// BatchResult The answers to a batch's parts, in the order of the parts.
+// BatchResult is the answer to a batch: one answer per part, in the order of
+// the parts.
 type BatchResult struct {
-	// Responses One answer per part, at the part's index.
+	// One answer per part, at the part's index.
 	Responses []BatchResultItem `json:"responses"`
 }
 
-// BatchResultItem The answer to one part of a batch.
+// BatchResultItem is the answer to one part of a batch.
 type BatchResultItem struct {
-	// Body The part's answer body (a resource, a page or a problem); null when it has none (204, 304).
+	// The part's answer body (a resource, a page or a problem); null when it has
+	// none (204, 304).
 	Body Opt[json.RawMessage] `json:"body"`
 
-	// Status The part's HTTP status.
+	// The part's HTTP status.
 	Status int `json:"status"`
 }
 
-// Contact A person or company the organisation does business with.
+// Contact is a person or company the organisation does business with.
 type Contact struct {
-	// Company The company the contact works for; null when none is known.
+	// The company the contact works for; null when none is known.
 	Company Opt[string] `json:"company"`
 
-	// CreatedAt When the contact was created.
+	// When the contact was created.
 	CreatedAt time.Time `json:"createdAt"`
 
-	// Email The email address; null when none is known.
+	// The email address; null when none is known.
 	Email Opt[string] `json:"email"`
 
-	// ID The contact's id: `con_` and a ULID.
+	// The contact's id: `con_` and a ULID.
 	//
 	// Example: con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP
 	ID string `json:"id"`
 
-	// Name The name, 1–200 characters.
+	// The name, 1–200 characters.
 	Name string `json:"name"`
 
-	// Phone The phone number, free text; null when none is known.
+	// The phone number, free text; null when none is known.
 	Phone Opt[string] `json:"phone"`
 
-	// Tags Free tags, in the order given; empty when there are none.
+	// Free tags, in the order given; empty when there are none.
 	Tags []string `json:"tags"`
 
-	// UpdatedAt When the contact last changed.
+	// When the contact last changed.
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 
-// ContactCount How many contacts match.
+// ContactCount is how many contacts match.
 type ContactCount struct {
-	// Count The number of matching contacts.
+	// The number of matching contacts.
 	Count int64 `json:"count"`
 }
 
-// ContactCreate A new contact: `name` 1–200 characters; the other fields are free text (`null` is the same as absent).
+// ContactCreate is a new contact: `name` 1–200 characters; the other fields
+// are free text (`null` is the same as absent).
 type ContactCreate struct {
-	// Company The company, free text; absent or null for none.
+	// The company, free text; absent or null for none.
 	Company Opt[string] `json:"company,omitzero"`
 
-	// Email An email address, free text (the API checks no format); absent or null for none.
+	// An email address, free text (the API checks no format); absent or null for
+	// none.
 	Email Opt[string] `json:"email,omitzero"`
 
-	// Name The name, 1–200 characters. Required.
+	// The name, 1–200 characters. Required.
 	Name string `json:"name"`
 
-	// Phone A phone number, free text; absent or null for none.
+	// A phone number, free text; absent or null for none.
 	Phone Opt[string] `json:"phone,omitzero"`
 
-	// Tags Free tags, any texts; absent, null or empty for none.
+	// Free tags, any texts; absent, null or empty for none.
 	Tags []string `json:"tags,omitzero"`
 }
 
-// ContactList One page of contacts.
+// ContactList is one page of contacts.
 type ContactList struct {
-	// Data The contacts of this page, oldest first.
+	// The contacts of this page, oldest first.
 	Data []Contact `json:"data"`
 
-	// NextCursor The cursor of the next page, to pass as `cursor`; null on the last page.
+	// The cursor of the next page, to pass as `cursor`; null on the last page.
 	NextCursor Opt[string] `json:"nextCursor"`
 }
 
-// ContactUpdate A JSON merge patch of a contact: absent fields are kept, null clears.
+// ContactUpdate is a JSON merge patch of a contact: absent fields are kept,
+// null clears.
 type ContactUpdate struct {
-	// Company A new company; absent keeps it, null clears it.
+	// A new company; absent keeps it, null clears it.
 	Company Opt[string] `json:"company,omitzero"`
 
-	// Email A new email address; absent keeps it, null clears it.
+	// A new email address; absent keeps it, null clears it.
 	Email Opt[string] `json:"email,omitzero"`
 
-	// Name A new name, 1–200 characters; absent keeps the name (it cannot be cleared).
+	// A new name, 1–200 characters; absent keeps the name (it cannot be
+	// cleared).
 	Name Opt[string] `json:"name,omitzero"`
 
-	// Phone A new phone number; absent keeps it, null clears it.
+	// A new phone number; absent keeps it, null clears it.
 	Phone Opt[string] `json:"phone,omitzero"`
 
-	// Tags The new tags, replacing all of them; absent keeps them, null or an empty list clears them.
+	// The new tags, replacing all of them; absent keeps them, null or an empty
+	// list clears them.
 	Tags []string `json:"tags,omitzero"`
 }
 
-// Event Something that happened to a resource of the organisation.
+// Event is something that happened to a resource of the organisation.
 type Event struct {
-	// CreatedAt When it happened.
+	// When it happened.
 	CreatedAt time.Time `json:"createdAt"`
 
-	// Data The resource the event is about, as it was then.
-	Data map[string]interface{} `json:"data"`
+	// The resource the event is about, as it was then, as JSON: decode it with
+	// json.Unmarshal into the type its Type names, a Contact for contact.created
+	// and contact.updated (contact.deleted carries only the id), an Invoice for
+	// invoice.created, invoice.paid and invoice.refunded, an Operation for
+	// export.succeeded and export.failed.
+	Data json.RawMessage `json:"data"`
 
-	// ID The event's id: `evt_` and a ULID; pass it as `after` to list the events after it.
+	// The event's id: `evt_` and a ULID; pass it as `after` to list the events
+	// after it.
 	ID string `json:"id"`
 
-	// Type What happened.
+	// What happened.
 	Type EventType `json:"type"`
 }
 
-// EventType What happened.
+// EventType is what happened.
 type EventType string
 
-// EventList One page of events, oldest first.
+// EventList is one page of events, oldest first.
 type EventList struct {
-	// Data The events of this page.
+	// The events of this page.
 	Data []Event `json:"data"`
 
-	// NextCursor The id to pass as `after` for the next page; null at the end.
+	// The id to pass as `after` for the next page; null at the end.
 	NextCursor Opt[string] `json:"nextCursor"`
 }
 
-// ExportCreate What to export.
+// ExportCreate is what to export.
 type ExportCreate struct {
-	// Format The file format: `jsonl` (one JSON object per line) or `csv`.
+	// The file format: `jsonl` (one JSON object per line) or `csv`.
 	Format ExportFormat `json:"format"`
 
-	// Resource What to export: `contacts` or `invoices`.
+	// What to export: `contacts` or `invoices`.
 	Resource ExportResource `json:"resource"`
 }
 
-// ExportFormat The file format: `jsonl` (one JSON object per line) or `csv`.
+// ExportFormat is the file format: `jsonl` (one JSON object per line) or
+// `csv`.
 type ExportFormat string
 
-// ExportResource What to export: `contacts` or `invoices`.
+// ExportResource is what to export: `contacts` or `invoices`.
 type ExportResource string
 
-// ExportResult The result of a finished export.
+// ExportResult is the result of a finished export.
 type ExportResult struct {
-	// Records How many records the file holds.
+	// How many records the file holds.
 	Records int64 `json:"records"`
 
-	// URL Where to download the file.
+	// Where to download the file.
 	URL string `json:"url"`
 }
 
-// FieldError What is wrong with one field of a request body.
+// FieldError is what is wrong with one field of a request body.
 type FieldError struct {
-	// Field The field, as a JSON path such as `email` or `tags[2]`.
+	// The field, as a JSON path such as `email` or `tags[2]`.
 	Field string `json:"field"`
 
-	// Message What is wrong, for people.
+	// What is wrong, for people.
 	Message string `json:"message"`
 }
 
-// Invoice A bill to a contact.
+// Invoice is a bill to a contact.
 type Invoice struct {
-	// Amount In minor units.
+	// The amount billed, in minor units.
 	Amount int64 `json:"amount"`
 
-	// AmountRefunded How much of the amount was refunded, in minor units; a paid invoice with a partial refund has it above 0.
+	// How much of the amount was refunded, in minor units; a paid invoice with a
+	// partial refund has it above 0.
 	AmountRefunded int64 `json:"amountRefunded"`
 
-	// ContactID The contact billed.
+	// The contact billed.
 	ContactID string `json:"contactId"`
 
-	// CreatedAt When the invoice was created.
+	// When the invoice was created.
 	CreatedAt time.Time `json:"createdAt"`
 
-	// Currency ISO 4217.
+	// The currency, an ISO 4217 code.
 	Currency string `json:"currency"`
 
-	// ID The invoice's id: `inv_` and a ULID.
+	// The invoice's id: `inv_` and a ULID.
 	ID string `json:"id"`
 
-	// Status Where the invoice stands; only an open invoice can be paid, only a paid one refunded (else 409 `INVALID_STATE`).
+	// Where the invoice stands; only an open invoice can be paid, only a paid one
+	// refunded (else 409 `INVALID_STATE`).
 	Status InvoiceStatus `json:"status"`
 
-	// UpdatedAt When the invoice last changed.
+	// When the invoice last changed.
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 
-// InvoiceCreate A new invoice.
+// InvoiceCreate is a new invoice.
 type InvoiceCreate struct {
-	// Amount The amount in minor units (cents), greater than 0.
+	// The amount in minor units (cents), greater than 0.
 	Amount int64 `json:"amount"`
 
-	// ContactID A contact of the organisation; an unknown one is 422 `VALIDATION_FAILED`.
+	// A contact of the organisation; an unknown one is 422 `VALIDATION_FAILED`.
 	ContactID string `json:"contactId"`
 
-	// Currency The ISO 4217 code, three capital letters, e.g. `EUR`.
+	// The ISO 4217 code, three capital letters, e.g. `EUR`.
 	Currency string `json:"currency"`
 
-	// Status `draft` (the default) or `open`. A draft cannot be paid and this API has no operation that opens it: create an invoice `open` to pay it.
+	// The status to create it in: `draft` (the default) or `open`. A draft cannot
+	// be paid and this API has no operation that opens it: create an invoice
+	// `open` to pay it.
 	Status Opt[InvoiceStatus] `json:"status,omitzero"`
 }
 
-// InvoiceList One page of invoices.
+// InvoiceList is one page of invoices.
 type InvoiceList struct {
-	// Data The invoices of this page, oldest first.
+	// The invoices of this page, oldest first.
 	Data []Invoice `json:"data"`
 
-	// NextCursor The cursor of the next page, to pass as `cursor`; null on the last page.
+	// The cursor of the next page, to pass as `cursor`; null on the last page.
 	NextCursor Opt[string] `json:"nextCursor"`
 }
 
-// InvoiceRefund A refund of a paid invoice.
+// InvoiceRefund is a refund of a paid invoice.
 type InvoiceRefund struct {
-	// Amount Default: all that is not yet refunded.
+	// The amount to refund, in minor units; absent refunds all that is not yet
+	// refunded.
 	Amount Opt[int64] `json:"amount,omitzero"`
 }
 
-// InvoiceStatus Where an invoice stands: draft (the default of a new invoice; it cannot be paid), open (can be paid), paid (can be refunded; a partial refund leaves it paid, with amountRefunded grown), refunded (refunded in full) or void.
+// InvoiceStatus is where an invoice stands: draft (the default of a new
+// invoice; it cannot be paid), open (can be paid), paid (can be refunded; a
+// partial refund leaves it paid, with amountRefunded grown), refunded
+// (refunded in full) or void.
 type InvoiceStatus string
 
-// Me The calling API key, the principal it acts for and its organisation.
+// Me is the calling API key, the principal it acts for and its organisation.
 type Me struct {
-	// KeyID The key's id: `key_` and a ULID (never the secret).
+	// The key's id: `key_` and a ULID (never the secret).
 	KeyID string `json:"keyId"`
 
-	// Organization The organisation; all its keys share the `org` level.
+	// The organisation; all its keys share the `org` level.
 	Organization Organization `json:"organization"`
 
-	// Principal Who the key acts for; its keys share the `principal` level.
+	// Who the key acts for; its keys share the `principal` level.
 	Principal Principal `json:"principal"`
 }
 
-// OpenAPIDocument An OpenAPI 3.0 document.
+// OpenAPIDocument is an OpenAPI 3.0 document.
 type OpenAPIDocument = json.RawMessage
 
-// Operation A long-running operation, such as an export; poll it with getOperation (or OperationsService.Wait) until its status is no longer running.
+// Operation is a long-running operation, such as an export; poll it with
+// getOperation (or OperationsService.Wait) until its status is no longer
+// running.
 type Operation struct {
-	// CreatedAt When the operation started.
+	// When the operation started.
 	CreatedAt time.Time `json:"createdAt"`
 
-	// Error Why a failed operation failed; null otherwise.
+	// Why a failed operation failed; null otherwise.
 	Error Opt[OperationError] `json:"error"`
 
-	// FinishedAt When it finished; null while it runs.
+	// When it finished; null while it runs.
 	FinishedAt Opt[time.Time] `json:"finishedAt"`
 
-	// ID The operation's id: `op_` and a ULID.
+	// The operation's id: `op_` and a ULID.
 	ID string `json:"id"`
 
-	// Kind What the operation does; `export` for now.
+	// What the operation does; `export` for now.
 	Kind OperationKind `json:"kind"`
 
-	// Result What a succeeded export produced; null otherwise.
+	// What a succeeded export produced; null otherwise.
 	Result Opt[ExportResult] `json:"result"`
 
-	// Status `running`, then `succeeded` (result is set) or `failed` (error is set).
+	// Where the operation stands: `running`, then `succeeded` (result is set) or
+	// `failed` (error is set).
 	Status OperationStatus `json:"status"`
 }
 
-// OperationKind What the operation does; `export` for now.
+// OperationKind is what the operation does; `export` for now.
 type OperationKind string
 
-// OperationStatus `running`, then `succeeded` (result is set) or `failed` (error is set).
+// OperationStatus is where the operation stands: `running`, then `succeeded`
+// (result is set) or `failed` (error is set).
 type OperationStatus string
 
-// OperationError Why a long-running operation failed.
+// OperationError is why a long-running operation failed.
 type OperationError struct {
-	// Code A machine-readable reason.
+	// A machine-readable reason.
 	Code string `json:"code"`
 
-	// Message A message for people (German, like every message of the API).
+	// A message for people (German, like every message of the API).
 	Message string `json:"message"`
 }
 
-// Organization The organisation an API key belongs to.
+// Organization is the organisation an API key belongs to.
 type Organization struct {
-	// ID The organisation's id: `org_` and a ULID.
+	// The organisation's id: `org_` and a ULID.
 	ID string `json:"id"`
 
-	// Name The organisation's name.
+	// The organisation's name.
 	Name string `json:"name"`
 }
 
-// Principal Who an API key acts for.
+// Principal is who an API key acts for.
 type Principal struct {
-	// ID The principal's id: `prn_` and a ULID.
+	// The principal's id: `prn_` and a ULID.
 	ID string `json:"id"`
 
-	// Name The principal's name.
+	// The principal's name.
 	Name string `json:"name"`
 
-	// Type A person (`user`) or a machine (`service_account`).
+	// A person (`user`) or a machine (`service_account`).
 	Type PrincipalType `json:"type"`
 }
 
-// PrincipalType A person (`user`) or a machine (`service_account`).
+// PrincipalType is a person (`user`) or a machine (`service_account`).
 type PrincipalType string
 
-// Problem RFC 9457 problem details with bodo's extension members. Unknown members are ignored.
-type Problem struct {
-	// Code RATE_LIMITED, OVERLOADED, QUOTA_EXHAUSTED, BAD_REQUEST, IDEMPOTENCY_KEY_REQUIRED, UNAUTHENTICATED, NOT_FOUND, METHOD_NOT_ALLOWED, INVALID_STATE, IDEMPOTENCY_KEY_IN_USE, PRECONDITION_FAILED, VALIDATION_FAILED, IDEMPOTENCY_KEY_REUSED, INTERNAL. Not a closed list: treat an unknown code by its status.
-	Code string `json:"code"`
-
-	// Detail What happened in this case, for people.
-	Detail Opt[string] `json:"detail,omitzero"`
-
-	// Errors The invalid fields (VALIDATION_FAILED).
-	Errors []FieldError `json:"errors,omitzero"`
-
-	// Instance The request path the problem is about.
-	Instance Opt[string] `json:"instance,omitzero"`
-
-	// Policy The level that refused the call, e.g. `key` or `write`.
-	Policy Opt[string] `json:"policy,omitzero"`
-
-	// RequestID The Request-Id of the answer; quote it when you ask for support.
-	RequestID string `json:"requestId"`
-
-	// ResetsAt When an exhausted quota is whole again (QUOTA_EXHAUSTED).
-	ResetsAt Opt[time.Time] `json:"resetsAt,omitzero"`
-
-	// RetryAfterMs How long to wait before trying again, in milliseconds (more precise than Retry-After).
-	RetryAfterMs Opt[int64] `json:"retryAfterMs,omitzero"`
-
-	// Status The HTTP status.
-	Status int `json:"status"`
-
-	// Title A short summary of the problem kind, for people.
-	Title string `json:"title"`
-
-	// Type A URI naming the kind of problem.
-	//
-	// Example: https://developers.bodo-app.com/problems/RATE_LIMITED
-	Type string `json:"type"`
-}
-
-// RateLimitPolicy One rate-limit level of the key and its state now.
-type RateLimitPolicy struct {
-	// Capacity The bucket's capacity when it is larger than quota (a burst); absent when it is quota.
-	Capacity Opt[int] `json:"capacity,omitzero"`
-
-	// Name key, write, parallel, principal, org, delete, delete-day, egress
-	Name string `json:"name"`
-
-	// Quota The quota per window, in unit.
-	Quota int `json:"quota"`
-
-	// Remaining What is left now, in unit; for a bucket up to capacity.
-	Remaining int `json:"remaining"`
-
-	// ResetSeconds Seconds until the level is full again.
-	ResetSeconds int `json:"resetSeconds"`
-
-	// Unit points, requests, records or concurrent-requests
-	Unit string `json:"unit"`
-
-	// Window Seconds; absent for parallel.
-	Window Opt[int] `json:"window,omitzero"`
-}
-
-// RateLimitStatus The key's rate-limit state: every level, and the lockout guard.
+// RateLimitStatus is the key's rate-limit state: every level, and the lockout
+// guard.
 type RateLimitStatus struct {
-	// LockedUntil Until when the key is locked out after more than 50 refusals in 60 seconds; null when it is not.
+	// Until when the key is locked out after more than 50 refusals in 60 seconds;
+	// null when it is not.
 	LockedUntil Opt[time.Time] `json:"lockedUntil"`
 
-	// Policies Every level that applies to the key.
+	// Every level that applies to the key.
 	Policies []RateLimitPolicy `json:"policies"`
 
-	// RejectionsLast60S How many calls of the key were refused (429) in the last 60 seconds; more than 50 lock the key out for 5 minutes.
-	RejectionsLast60S int `json:"rejectionsLast60s"`
+	// How many calls of the key were refused (429) in the last 60 seconds; more
+	// than 50 lock the key out for 5 minutes.
+	RejectionsLast60s int `json:"rejectionsLast60s"`
 }

@@ -29,10 +29,10 @@ func TestBatchDemandIsTheSumOfItsParts(t *testing.T) {
 	c, _ := mockClient(t)
 	body := json.RawMessage(`{"name":"x"}`)
 	req := BatchRequest{Requests: []BatchRequestItem{
-		{Method: BatchMethodGET, Path: "/v1/contacts?q=ada&limit=10"},
-		{Method: BatchMethodPOST, Path: "/v1/contacts", Body: Value(body)},
-		{Method: BatchMethodDELETE, Path: "/v1/contacts/con_1"},
-		{Method: BatchMethodGET, Path: "/v1/contacts/count"},
+		{Method: BatchMethodGet, Path: "/v1/contacts?q=ada&limit=10"},
+		{Method: BatchMethodPost, Path: "/v1/contacts", Body: Value(body)},
+		{Method: BatchMethodDelete, Path: "/v1/contacts/con_1"},
+		{Method: BatchMethodGet, Path: "/v1/contacts/count"},
 	}}
 	cl, err := c.newCall(ops.Batch, func(server string) (*http.Request, error) {
 		raw, _ := json.Marshal(req)
@@ -165,7 +165,7 @@ func TestCallThatCanNeverFitFailsAtOnce(t *testing.T) {
 		}
 		var parts []BatchRequestItem
 		for range 11 {
-			parts = append(parts, BatchRequestItem{Method: BatchMethodDELETE, Path: "/v1/contacts/con_00000000000000000000000000"})
+			parts = append(parts, BatchRequestItem{Method: BatchMethodDelete, Path: "/v1/contacts/con_00000000000000000000000000"})
 		}
 		_, err := c.Batch(context.Background(), BatchRequest{Requests: parts})
 		var apiErr *Error
@@ -301,8 +301,8 @@ func TestBatchGivesBackUnusedEgress(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		list, _ := BatchPart(BatchMethodGET, "/v1/contacts?limit=100", nil)
-		bad, _ := BatchPart(BatchMethodGET, "/v1/contacts?limit=100&cursor=nope", nil)
+		list, _ := BatchPart(BatchMethodGet, "/v1/contacts?limit=100", nil)
+		bad, _ := BatchPart(BatchMethodGet, "/v1/contacts?limit=100&cursor=nope", nil)
 		start := time.Now()
 		for range 60 {
 			res, err := c.Batch(ctx, BatchRequest{Requests: []BatchRequestItem{list, list, bad}})
@@ -529,10 +529,10 @@ func TestRateLimitPolicyString(t *testing.T) {
 			got[p.Name] = fmt.Sprint(p)
 		}
 		for name, want := range map[string]string{
-			"key":        "key: 599 of 600 points left (300 per 60s), full again in 1s",
-			"write":      "write: 60 of 60 requests left (60 per 60s)",
+			"key":        "key: 599 of 600 points left (300 per 1m0s), full again in 1s",
+			"write":      "write: 60 of 60 requests left (60 per 1m0s)",
 			"parallel":   "parallel: 5 of 6 concurrent-requests left",
-			"delete-day": "delete-day: 300 of 300 requests left (300 per 86400s)",
+			"delete-day": "delete-day: 300 of 300 requests left (300 per 24h0m0s)",
 		} {
 			if got[name] != want {
 				t.Errorf("%s prints %q, want %q", name, got[name], want)

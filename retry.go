@@ -49,9 +49,9 @@ type RetryEvent struct {
 // that a call makes at most (see WithMaxRetries). It wraps the last
 // attempt's *Error.
 type RetryError struct {
-	Operation string
-	Attempts  int // attempts made, the first one included
-	Err       error
+	Operation string // operationId, e.g. "createContact"
+	Attempts  int    // attempts made, the first one included
+	Err       error  // the last attempt's error, an *Error
 
 	hintless bool // the bound on retries without a hint ended the call
 }

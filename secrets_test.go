@@ -262,7 +262,7 @@ func TestSecretNotInErrors(t *testing.T) {
 			"can never fit": func() error {
 				var parts []BatchRequestItem
 				for range 20 {
-					parts = append(parts, BatchRequestItem{Method: BatchMethodGET, Path: "/v1/contacts?q=x&limit=100"})
+					parts = append(parts, BatchRequestItem{Method: BatchMethodGet, Path: "/v1/contacts?q=x&limit=100"})
 				}
 				// 20 × 7 points fit the key's 600; the egress of 20 × 100
 				// records fits too: shrink the key level to make it never

@@ -141,7 +141,7 @@ func exerciseServices(t *testing.T, c *Client) {
 		t.Errorf("Invoices.All = %d", n)
 	}
 
-	op, err := c.Exports.Create(ctx, ExportCreate{Resource: ExportResourceContacts, Format: ExportFormatCsv})
+	op, err := c.Exports.Create(ctx, ExportCreate{Resource: ExportResourceContacts, Format: ExportFormatCSV})
 	must(err)
 	if op.Status != OperationStatusRunning || !strings.HasPrefix(op.ID, "op_") {
 		t.Errorf("Exports.Create = %+v", op)
@@ -178,9 +178,9 @@ func exerciseServices(t *testing.T, c *Client) {
 
 	body := json.RawMessage(`{"name":"In a batch"}`)
 	res, err := c.Batch(ctx, BatchRequest{Requests: []BatchRequestItem{
-		{Method: BatchMethodPOST, Path: "/v1/contacts", Body: Value(body)},
-		{Method: BatchMethodGET, Path: "/v1/contacts/count"},
-		{Method: BatchMethodGET, Path: "/v1/contacts/con_00000000000000000000000000"},
+		{Method: BatchMethodPost, Path: "/v1/contacts", Body: Value(body)},
+		{Method: BatchMethodGet, Path: "/v1/contacts/count"},
+		{Method: BatchMethodGet, Path: "/v1/contacts/con_00000000000000000000000000"},
 	}})
 	must(err)
 	if len(res.Responses) != 3 || res.Responses[0].Status != 201 || res.Responses[1].Status != 200 || res.Responses[2].Status != 404 {

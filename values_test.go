@@ -45,22 +45,22 @@ func TestOptJSON(t *testing.T) {
 }
 
 func TestBatchPartAndDecode(t *testing.T) {
-	part, err := BatchPart(BatchMethodPOST, "/v1/contacts", ContactCreate{Name: "Ada"})
+	part, err := BatchPart(BatchMethodPost, "/v1/contacts", ContactCreate{Name: "Ada"})
 	if err != nil || string(part.Body.Value()) != `{"name":"Ada"}` {
 		t.Fatalf("BatchPart = %+v, %v", part, err)
 	}
-	if _, err := BatchPart(BatchMethodPOST, "/v1/contacts", func() {}); !errors.As(err, new(*Error)) {
+	if _, err := BatchPart(BatchMethodPost, "/v1/contacts", func() {}); !errors.As(err, new(*Error)) {
 		t.Errorf("BatchPart of a body that JSON cannot encode = %v, want an *Error", err)
 	}
 	for _, bad := range []struct {
 		method BatchMethod
 		path   string
-	}{{"get", "/v1/contacts"}, {BatchMethodGET, "contacts"}, {BatchMethodPOST, "/v1/batch"}, {BatchMethodGET, "/v1/contacts/%zz"}} {
+	}{{"get", "/v1/contacts"}, {BatchMethodGet, "contacts"}, {BatchMethodPost, "/v1/batch"}, {BatchMethodGet, "/v1/contacts/%zz"}} {
 		if _, err := BatchPart(bad.method, bad.path, nil); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("BatchPart(%q, %q) = %v, want a BAD_REQUEST *Error", bad.method, bad.path, err)
 		}
 	}
-	if p, err := BatchPart(BatchMethodGET, "/v1/contacts/count", nil); err != nil || !p.Body.IsZero() {
+	if p, err := BatchPart(BatchMethodGet, "/v1/contacts/count", nil); err != nil || !p.Body.IsZero() {
 		t.Errorf("BatchPart without a body = %+v, %v", p, err)
 	}
 

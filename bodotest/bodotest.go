@@ -1,24 +1,41 @@
 // Package bodotest provides a bodo API server for tests: the counterpart of
-// net/http/httptest for this API.
+// net/http/httptest for this API. A test of your own code makes a Server and
+// a client of it inside testing/synctest, where every wait the API's limits
+// impose passes in virtual time:
+//
+//	func TestInvoiceAndPay(t *testing.T) {
+//		synctest.Test(t, func(t *testing.T) {
+//			srv := bodotest.NewServer()
+//			defer srv.Close()
+//			client, err := bodo.NewClient(bodo.WithBaseURL(srv.URL),
+//				bodo.WithHTTPClient(srv.Client()), bodo.WithAPIKey(bodotest.APIKey))
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			inv, err := invoiceAndPay(t.Context(), client, "Ada", 1200) // your code
+//			if err != nil || inv.Status != bodo.InvoiceStatusPaid {
+//				t.Fatalf("invoiceAndPay: %+v, %v", inv, err)
+//			}
+//		})
+//	}
+//
+// By default the Server enforces the documented limits in real time, as the
+// production API does: a key writes 60 times a minute, so outside synctest
+// an import of 300 contacts takes minutes (and the client logs at INFO that
+// its calls wait for the budget), while inside synctest.Test it takes no
+// time at all. WithoutLimits turns the limits off, for a test that checks
+// what the code does, not how it paces itself; WithLimitFactor scales them.
 //
 // A Server is an in-memory implementation of the whole API (every
 // operation, its cost, the rate-limit levels and headers, problems,
 // idempotency, ETags, lockouts and quotas) with one organisation, the keys
-// APIKey, SecondKey and ForeignKey, and no data. By default it enforces the
-// documented limits, as the production API does; WithoutLimits and
-// WithLimitFactor relax them, WithProfile plays a server that differs from
-// the documented one where the API leaves room, and WithFaults injects
-// overload, lost answers and delays.
+// APIKey, SecondKey and ForeignKey, and no data. WithProfile plays a server
+// that differs from the documented one where the API leaves room, and
+// WithFaults injects every refusal the API has (RATE_LIMITED by a policy,
+// a lockout, QUOTA_EXHAUSTED, OVERLOADED), lost answers and delays.
 //
 // It serves in-process: a client made with the Server's URL and Client
-// needs no sockets, so a test runs inside testing/synctest, where every
-// wait the limits impose passes in virtual time:
-//
-//	srv := bodotest.NewServer()
-//	defer srv.Close()
-//	client, err := bodo.NewClient(bodo.WithBaseURL(srv.URL), bodo.WithHTTPClient(srv.Client()),
-//		bodo.WithAPIKey(bodotest.APIKey))
-//
+// needs no sockets, which is what lets it run inside a synctest bubble.
 // Start serves it over HTTP on loopback instead, for code that takes a URL.
 //
 // Problems are German, as the API's are, unless the request's

@@ -94,12 +94,12 @@ func ExampleWithProfile() {
 	}
 	for _, p := range status.Policies {
 		if p.Name == "key" || p.Name == "write" {
-			fmt.Println(p.Name, p.Quota, p.Unit, "per", p.Window.Value(), "s")
+			fmt.Println(p.Name, p.Quota, p.Unit, "per", p.Window)
 		}
 	}
 	// Output:
-	// key 150 points per 60 s
-	// write 30 requests per 60 s
+	// key 150 points per 1m0s
+	// write 30 requests per 1m0s
 }
 
 func ExampleProfiles() {

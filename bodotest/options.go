@@ -91,19 +91,41 @@ func (s *settings) fail(err error) {
 	}
 }
 
-// Fault is what WithFaults injects into one request; the zero Fault
-// injects nothing.
+// Fault is what WithFaults injects into one request: a refusal
+// (Overloaded, RateLimited or QuotaExhausted, of which one at most is
+// set), a lost answer or a delay; the zero Fault injects nothing. A fault
+// that names no policy of the server is answered 500 INTERNAL naming it.
 type Fault struct {
 	// Overloaded, 503 or 429, answers the request OVERLOADED with that
 	// status before anything else happens: no points are charged, nothing
 	// changes and the answer does not count towards a lockout. Any other
 	// non-zero value means 503.
 	Overloaded int
-	// RetryAfter is the wait an OVERLOADED answer asks for; the default is
-	// 1s. The problem's retryAfterMs carries it rounded up to a millisecond,
-	// Retry-After rounded up to a second (at least 1).
+	// RateLimited, the name of a policy, answers the request 429
+	// RATE_LIMITED by that policy, as the server refuses a call that a
+	// level of the key cannot take: with retryAfterMs, Retry-After, the
+	// policy member, and a RateLimit field naming the policy with r=0.
+	// The policies are key, write, parallel, principal, org and delete,
+	// those a profile adds, and "lockout": the answer of a locked key
+	// (Retry-After 300 by default, RateLimit naming key). The
+	// request is authenticated first; nothing is charged or changed, and
+	// the refusal does not count towards a lockout. A bodo client retries
+	// it after the wait (errors.Is(err, bodo.ErrRateLimited) once its
+	// retries run out); a lockout's wait is longer than it retries after.
+	RateLimited string
+	// QuotaExhausted, "egress" or "delete-day", answers the request 429
+	// QUOTA_EXHAUSTED by that quota, with resetsAt RetryAfter from now
+	// (rounded up to a second) or, without RetryAfter, when the key's quota
+	// resets (the hour of egress, the day of delete-day); otherwise like
+	// RateLimited. A bodo client does not retry it
+	// (bodo.ErrQuotaExhausted).
+	QuotaExhausted string
+	// RetryAfter is the wait an OVERLOADED or RATE_LIMITED answer asks
+	// for; the default is 1s, for a lockout 5 minutes. The problem's
+	// retryAfterMs carries it rounded up to a millisecond, Retry-After
+	// rounded up to a second (at least 1).
 	RetryAfter time.Duration
-	// HintInBodyOnly leaves Retry-After out of the OVERLOADED answer: the
+	// HintInBodyOnly leaves Retry-After out of the injected answer: the
 	// wait is only in the problem's retryAfterMs.
 	HintInBodyOnly bool
 	// DropAfterCommit serves the request fully (the change is made, points

@@ -190,7 +190,7 @@ func keyLevel(b bodo.Budget, st *bodo.RateLimitStatus) (quota int, window time.D
 	if st != nil {
 		for _, p := range st.Policies {
 			if p.Name == "key" {
-				return p.Quota, time.Duration(p.Window.Or(0)) * time.Second, p.Capacity.Or(p.Quota)
+				return p.Quota, p.Window, p.Capacity
 			}
 		}
 	}
@@ -244,7 +244,7 @@ func (s summary) print(w io.Writer) {
 	if until, ok := s.RateLimit.LockedUntil.Get(); ok {
 		locked = "locked out until " + until.Format(time.RFC3339)
 	}
-	fmt.Fprintf(w, "  %-15s %s, %d refusals in the last 60 s\n", "", locked, s.RateLimit.RejectionsLast60S)
+	fmt.Fprintf(w, "  %-15s %s, %d refusals in the last 60 s\n", "", locked, s.RateLimit.RejectionsLast60s)
 }
 
 // byCount renders m as ": k1 n1, k2 n2", most first; "" when m is empty.

@@ -113,7 +113,7 @@ func tour(ctx context.Context, client *bodo.Client) error {
 	}
 	fmt.Printf("7. Invoice %s over %d.%02d %s for %s: %s\n", paid.ID, paid.Amount/100, paid.Amount%100, paid.Currency, grace.Name, paid.Status)
 
-	op, err := client.Exports.Create(ctx, bodo.ExportCreate{Resource: bodo.ExportResourceContacts, Format: bodo.ExportFormatJsonl})
+	op, err := client.Exports.Create(ctx, bodo.ExportCreate{Resource: bodo.ExportResourceContacts, Format: bodo.ExportFormatJSONL})
 	if err != nil {
 		return err
 	}

@@ -220,7 +220,7 @@ type BatchRequestItem struct {
 // BatchMethod The part's HTTP method.
 type BatchMethod string
 
-// BatchResult The answers to a batch's parts, in the order of the parts.
+// BatchResult The answer to a batch: one answer per part, in the order of the parts.
 type BatchResult struct {
 	// Responses One answer per part, at the part's index.
 	Responses []BatchResultItem `json:"responses"`
@@ -377,7 +377,7 @@ type FieldError struct {
 
 // Invoice A bill to a contact.
 type Invoice struct {
-	// Amount In minor units.
+	// Amount The amount billed, in minor units.
 	Amount int64 `json:"amount"`
 
 	// AmountRefunded How much of the amount was refunded, in minor units; a paid invoice with a partial refund has it above 0.
@@ -389,7 +389,7 @@ type Invoice struct {
 	// CreatedAt When the invoice was created.
 	CreatedAt time.Time `json:"createdAt"`
 
-	// Currency ISO 4217.
+	// Currency The currency, an ISO 4217 code.
 	Currency string `json:"currency"`
 
 	// Id The invoice's id: `inv_` and a ULID.
@@ -413,7 +413,7 @@ type InvoiceCreate struct {
 	// Currency The ISO 4217 code, three capital letters, e.g. `EUR`.
 	Currency string `json:"currency"`
 
-	// Status `draft` (the default) or `open`. A draft cannot be paid and this API has no operation that opens it: create an invoice `open` to pay it.
+	// Status The status to create it in: `draft` (the default) or `open`. A draft cannot be paid and this API has no operation that opens it: create an invoice `open` to pay it.
 	Status *InvoiceStatus `json:"status,omitempty"`
 }
 
@@ -428,7 +428,7 @@ type InvoiceList struct {
 
 // InvoiceRefund A refund of a paid invoice.
 type InvoiceRefund struct {
-	// Amount Default: all that is not yet refunded.
+	// Amount The amount to refund, in minor units; absent refunds all that is not yet refunded.
 	Amount *int64 `json:"amount,omitempty"`
 }
 
@@ -470,14 +470,14 @@ type Operation struct {
 	// Result What a succeeded export produced; null otherwise.
 	Result *ExportResult `json:"result"`
 
-	// Status `running`, then `succeeded` (result is set) or `failed` (error is set).
+	// Status Where the operation stands: `running`, then `succeeded` (result is set) or `failed` (error is set).
 	Status OperationStatus `json:"status"`
 }
 
 // OperationKind What the operation does; `export` for now.
 type OperationKind string
 
-// OperationStatus `running`, then `succeeded` (result is set) or `failed` (error is set).
+// OperationStatus Where the operation stands: `running`, then `succeeded` (result is set) or `failed` (error is set).
 type OperationStatus string
 
 // OperationError Why a long-running operation failed.
@@ -556,7 +556,7 @@ type RateLimitPolicy struct {
 	// Capacity The bucket's capacity when it is larger than quota (a burst); absent when it is quota.
 	Capacity *int `json:"capacity,omitempty"`
 
-	// Name key, write, parallel, principal, org, delete, delete-day, egress
+	// Name The level: key, write, parallel, principal, org, delete, delete-day, egress, or a policy of the server's own.
 	Name string `json:"name"`
 
 	// Quota The quota per window, in unit.
@@ -568,10 +568,10 @@ type RateLimitPolicy struct {
 	// ResetSeconds Seconds until the level is full again.
 	ResetSeconds int `json:"resetSeconds"`
 
-	// Unit points, requests, records or concurrent-requests
+	// Unit What the level counts: points, requests, records or concurrent-requests.
 	Unit string `json:"unit"`
 
-	// Window Seconds; absent for parallel.
+	// Window The quota's window in seconds; absent for parallel.
 	Window *int `json:"window,omitempty"`
 }
 

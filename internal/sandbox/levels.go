@@ -234,11 +234,12 @@ func (s *Server) pruneRefusals(k *apiKey, now time.Time) {
 	k.refusals = k.refusals[i:]
 }
 
-func (s *Server) lockoutAnswer(c *call, k *apiKey) answer {
-	left := k.lockedUntil.Sub(c.now)
+// lockoutAnswer is the answer to call c of a key locked until then.
+func (s *Server) lockoutAnswer(c *call, until time.Time) answer {
+	left := until.Sub(c.now)
 	p := c.problem(http.StatusTooManyRequests, codeRateLimited,
 		msg{"Dieser Schlüssel ist nach zu vielen Absagen bis %s gesperrt.", "This key is locked after too many refusals until %s."},
-		k.lockedUntil.UTC().Format(time.RFC3339))
+		until.UTC().Format(time.RFC3339))
 	p.Policy = policyLockout
 	a := retryable(p, left)
 	a.header.Set("RateLimit", s.formatRateLimit([]levelState{{name: policyKey, remaining: 0, reset: left}}))

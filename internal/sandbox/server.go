@@ -520,13 +520,20 @@ func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, 
 	if k == nil {
 		return exchange{ans: withField(c.fail(http.StatusUnauthorized, codeUnauthenticated, msg{"Der API-Schlüssel fehlt oder ist unbekannt.", "The API key is missing or unknown."}), base)}
 	}
+	if fault.refuses() {
+		a, ok := s.faultAnswer(c, k, fault)
+		if !ok {
+			a = withField(a, base)
+		}
+		return exchange{ans: a}
+	}
 	if v := r.Header.Get("Bodo-Version"); v != "" && v != APIVersion {
 		return exchange{ans: withField(c.badRequest(msg{"Die Version %q gibt es nicht; unterstützt wird %s.", "There is no version %q; %s is supported."}, v, APIVersion), base)}
 	}
 	if now.Before(k.lockedUntil) {
 		s.noteRefusal(k, now, true)
 		k.announce(waitAll(policyLockout), now, s.cfg.latency, k.lockedUntil.Sub(now))
-		return exchange{ans: s.lockoutAnswer(c, k)}
+		return exchange{ans: s.lockoutAnswer(c, k.lockedUntil)}
 	}
 	if rt == nil {
 		if allow := s.allowed(r.URL); allow != nil {

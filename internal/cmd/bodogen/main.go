@@ -375,21 +375,7 @@ var funcs = template.FuncMap{
 		}
 		return b.String()
 	},
-	"wrap": func(text, prefix string) string {
-		var lines []string
-		line := ""
-		for _, w := range strings.Fields(text) {
-			if line != "" && len(line)+1+len(w) > 76 {
-				lines = append(lines, prefix+line)
-				line = ""
-			}
-			if line != "" {
-				line += " "
-			}
-			line += w
-		}
-		return strings.Join(append(lines, prefix+line), "\n")
-	},
+	"wrap":       wrapText,
 	"methodName": func(m string) string { return string(m[0]) + strings.ToLower(m[1:]) },
 	"doc": func(text, prefix string) string {
 		if text == "" {

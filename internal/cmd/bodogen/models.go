@@ -27,11 +27,17 @@ func generateModels(raw []byte) (string, error) {
 	doc.Components.Responses = nil
 	doc.Components.RequestBodies = nil
 	doc.Components.Headers = nil
+	if err := goSchemas(doc); err != nil {
+		return "", err
+	}
 	src, err := codegen.Generate(doc, codegen.Configuration{
 		PackageName: "bodo",
 		Generate:    codegen.GenerateOptions{Models: true},
 		Compatibility: codegen.CompatibilityOptions{
 			AlwaysPrefixEnumValues: true,
+			// Lets x-oapi-codegen-only-honour-go-name keep a Go name as
+			// goSchemas wrote it.
+			AllowUnexportedStructFieldNames: true,
 		},
 		OutputOptions: codegen.OutputOptions{
 			SkipPrune:      true,
@@ -43,7 +49,11 @@ func generateModels(raw []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return optFields(src)
+	src, err = optFields(src)
+	if err != nil {
+		return "", err
+	}
+	return goDoc(src), nil
 }
 
 var (

@@ -329,8 +329,8 @@ func (r *recorder) summary(elapsed time.Duration, client *bodo.Client) summary {
 		return s
 	}
 	for _, p := range st.Policies {
-		if w, ok := p.Window.Get(); ok && p.Name == "key" {
-			s.Allowance = p.Capacity.Or(p.Quota) + int(float64(p.Quota)*elapsed.Seconds()/float64(w))
+		if p.Name == "key" && p.Window > 0 {
+			s.Allowance = p.Capacity + int(float64(p.Quota)*elapsed.Seconds()/p.Window.Seconds())
 		}
 	}
 	return s
