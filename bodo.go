@@ -33,7 +33,7 @@
 // sends [].
 package bodo
 
-//go:generate go run ./internal/cmd/bodogen
+//go:generate go run ./gen
 
 // Version is the version of this SDK, sent in the User-Agent header.
 const Version = "0.1.0"

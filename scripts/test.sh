@@ -135,7 +135,7 @@ for m in "${modules[@]}"; do
 	step "go vet ./... in $m" bash -c 'cd "$1" && go vet ./...' _ "$m"
 done
 
-generated=(internal/gen internal/ops services_gen.go models_gen.go)
+generated=(gen/oapi internal/ops services_gen.go models_gen.go)
 before=$(mktemp -d)
 trap 'rm -rf "$before"' EXIT
 check_generate() {

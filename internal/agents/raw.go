@@ -8,18 +8,18 @@ import (
 	"time"
 
 	"github.com/bodo-app/bodo-go"
-	"github.com/bodo-app/bodo-go/internal/gen"
+	"github.com/bodo-app/bodo-go/gen/oapi"
 	"github.com/google/uuid"
 )
 
-// Raw is the API over the generated client alone, as a user of package gen
+// Raw is the API over the generated client alone, as a user of package oapi
 // writes it: whatever retries there are live in the client's HTTP
 // transport; writes carry no Idempotency-Key, except the money actions,
 // which the server refuses without one: each call gets a fresh UUID (the
 // transport's retries resend the same request, so the same key; the agent's
 // own later attempt at the same payment gets a new one). A non-2xx answer
 // becomes a *StatusError.
-type Raw struct{ Client *gen.ClientWithResponses }
+type Raw struct{ Client *oapi.ClientWithResponses }
 
 var _ API = Raw{}
 
@@ -70,7 +70,7 @@ func check(op string, resp *http.Response, body []byte, decoded bool) error {
 		return nil
 	}
 	e := &StatusError{Operation: op, Status: resp.StatusCode}
-	var p gen.Problem
+	var p oapi.Problem
 	if json.Unmarshal(body, &p) == nil {
 		e.Code = p.Code
 		if p.RetryAfterMs != nil && *p.RetryAfterMs > 0 {
@@ -82,7 +82,7 @@ func check(op string, resp *http.Response, body []byte, decoded bool) error {
 
 // GetContact calls GetContactWithResponse.
 func (r Raw) GetContact(ctx context.Context, id string) (*bodo.Contact, error) {
-	res, err := r.Client.GetContactWithResponse(ctx, id, &gen.GetContactParams{})
+	res, err := r.Client.GetContactWithResponse(ctx, id, &oapi.GetContactParams{})
 	if err != nil {
 		return nil, fmt.Errorf("getContact: %w", err)
 	}
@@ -94,7 +94,7 @@ func (r Raw) GetContact(ctx context.Context, id string) (*bodo.Contact, error) {
 
 // ListContacts calls ListContactsWithResponse.
 func (r Raw) ListContacts(ctx context.Context, params *bodo.ListContactsParams) (*bodo.ContactList, error) {
-	in, err := convert[gen.ListContactsParams](params)
+	in, err := convert[oapi.ListContactsParams](params)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (r Raw) ListContacts(ctx context.Context, params *bodo.ListContactsParams) 
 
 // CountContacts calls CountContactsWithResponse.
 func (r Raw) CountContacts(ctx context.Context, params *bodo.CountContactsParams) (*bodo.ContactCount, error) {
-	in, err := convert[gen.CountContactsParams](params)
+	in, err := convert[oapi.CountContactsParams](params)
 	if err != nil {
 		return nil, err
 	}
@@ -126,11 +126,11 @@ func (r Raw) CountContacts(ctx context.Context, params *bodo.CountContactsParams
 
 // CreateContact calls CreateContactWithResponse, without an Idempotency-Key.
 func (r Raw) CreateContact(ctx context.Context, body bodo.ContactCreate) (*bodo.Contact, error) {
-	in, err := convert[gen.ContactCreate](body)
+	in, err := convert[oapi.ContactCreate](body)
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.Client.CreateContactWithResponse(ctx, &gen.CreateContactParams{}, *in)
+	res, err := r.Client.CreateContactWithResponse(ctx, &oapi.CreateContactParams{}, *in)
 	if err != nil {
 		return nil, fmt.Errorf("createContact: %w", err)
 	}
@@ -142,11 +142,11 @@ func (r Raw) CreateContact(ctx context.Context, body bodo.ContactCreate) (*bodo.
 
 // UpdateContact calls UpdateContactWithResponse, without an Idempotency-Key.
 func (r Raw) UpdateContact(ctx context.Context, id string, body bodo.ContactUpdate) (*bodo.Contact, error) {
-	in, err := convert[gen.ContactUpdate](body)
+	in, err := convert[oapi.ContactUpdate](body)
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.Client.UpdateContactWithResponse(ctx, id, &gen.UpdateContactParams{}, *in)
+	res, err := r.Client.UpdateContactWithResponse(ctx, id, &oapi.UpdateContactParams{}, *in)
 	if err != nil {
 		return nil, fmt.Errorf("updateContact: %w", err)
 	}
@@ -168,11 +168,11 @@ func (r Raw) DeleteContact(ctx context.Context, id string) error {
 // CreateInvoice calls CreateInvoiceWithResponse, without an Idempotency-Key
 // (creating an invoice is no money action).
 func (r Raw) CreateInvoice(ctx context.Context, body bodo.InvoiceCreate) (*bodo.Invoice, error) {
-	in, err := convert[gen.InvoiceCreate](body)
+	in, err := convert[oapi.InvoiceCreate](body)
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.Client.CreateInvoiceWithResponse(ctx, &gen.CreateInvoiceParams{}, *in)
+	res, err := r.Client.CreateInvoiceWithResponse(ctx, &oapi.CreateInvoiceParams{}, *in)
 	if err != nil {
 		return nil, fmt.Errorf("createInvoice: %w", err)
 	}
@@ -184,7 +184,7 @@ func (r Raw) CreateInvoice(ctx context.Context, body bodo.InvoiceCreate) (*bodo.
 
 // PayInvoice calls PayInvoiceWithResponse with a fresh Idempotency-Key.
 func (r Raw) PayInvoice(ctx context.Context, id string) (*bodo.Invoice, error) {
-	res, err := r.Client.PayInvoiceWithResponse(ctx, id, &gen.PayInvoiceParams{IdempotencyKey: uuid.NewString()})
+	res, err := r.Client.PayInvoiceWithResponse(ctx, id, &oapi.PayInvoiceParams{IdempotencyKey: uuid.NewString()})
 	if err != nil {
 		return nil, fmt.Errorf("payInvoice: %w", err)
 	}
@@ -194,7 +194,7 @@ func (r Raw) PayInvoice(ctx context.Context, id string) (*bodo.Invoice, error) {
 	return convert[bodo.Invoice](res.JSON200)
 }
 
-// convert moves a value between its types in packages bodo and gen through
+// convert moves a value between its types in packages bodo and oapi through
 // JSON, the wire form the two share (both are generated from openapi.json).
 func convert[T any](v any) (*T, error) {
 	b, err := json.Marshal(v)

@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/bodo-app/bodo-go"
-	"github.com/bodo-app/bodo-go/internal/gen"
+	"github.com/bodo-app/bodo-go/gen/oapi"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 )
 
 func newRaw(t *testing.T, rt http.RoundTripper) Raw {
 	t.Helper()
-	c, err := gen.NewClientWithResponses("https://raw.test", gen.WithHTTPClient(&http.Client{Transport: rt}),
-		gen.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+	c, err := oapi.NewClientWithResponses("https://raw.test", oapi.WithHTTPClient(&http.Client{Transport: rt}),
+		oapi.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
 			req.Header.Set("Authorization", "Bearer "+sandbox.TestKey)
 			return nil
 		}))

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/bodo-app/bodo-go"
-	"github.com/bodo-app/bodo-go/internal/gen"
+	"github.com/bodo-app/bodo-go/gen/oapi"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 )
 
@@ -28,13 +28,13 @@ func benchSandbox(tb testing.TB) (*sandbox.Server, string) {
 		PrincipalQuota: huge, OrgQuota: huge, DeleteQuota: huge, DeleteDayQuota: huge, EgressQuota: huge,
 	}))
 	hc := &http.Client{Transport: srv.Transport()}
-	c, err := gen.NewClientWithResponses("https://setup.bench.test", gen.WithHTTPClient(hc), gen.WithRequestEditorFn(authorize))
+	c, err := oapi.NewClientWithResponses("https://setup.bench.test", oapi.WithHTTPClient(hc), oapi.WithRequestEditorFn(authorize))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	email := "ada@example.com"
-	res, err := c.CreateContactWithResponse(context.Background(), &gen.CreateContactParams{},
-		gen.ContactCreate{Name: "Ada Lovelace", Email: &email})
+	res, err := c.CreateContactWithResponse(context.Background(), &oapi.CreateContactParams{},
+		oapi.ContactCreate{Name: "Ada Lovelace", Email: &email})
 	if err != nil || res.JSON201 == nil {
 		tb.Fatalf("creating the contact: %v %s", err, res.Body)
 	}
@@ -60,13 +60,13 @@ type benchClient struct {
 
 var benchClients = []benchClient{
 	{name: "gen", make: func(tb testing.TB, srv *sandbox.Server, host string) (getter, *atomic.Int64) {
-		c, err := gen.NewClientWithResponses("https://"+host, gen.WithHTTPClient(&http.Client{Transport: srv.Transport()}),
-			gen.WithRequestEditorFn(authorize))
+		c, err := oapi.NewClientWithResponses("https://"+host, oapi.WithHTTPClient(&http.Client{Transport: srv.Transport()}),
+			oapi.WithRequestEditorFn(authorize))
 		if err != nil {
 			tb.Fatal(err)
 		}
 		return func(ctx context.Context, id string) error {
-			res, err := c.GetContactWithResponse(ctx, id, &gen.GetContactParams{})
+			res, err := c.GetContactWithResponse(ctx, id, &oapi.GetContactParams{})
 			if err != nil {
 				return err
 			}

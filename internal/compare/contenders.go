@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/gen/oapi"
 	"github.com/bodo-app/bodo-go/internal/agents"
-	"github.com/bodo-app/bodo-go/internal/gen"
 	"github.com/bodo-app/bodo-go/internal/ops"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
@@ -64,7 +64,7 @@ var Contenders = []Contender{
 		Name: "go-retryablehttp",
 		Notes: "hashicorp/go-retryablehttp " + retryablehttpVersion + ", retryablehttp.NewClient() with its defaults " +
 			"(RetryMax 4, RetryWaitMin 1 s, RetryWaitMax 30 s, DefaultRetryPolicy, DefaultBackoff), Logger nil, " +
-			"its StandardClient() under gen.ClientWithResponses; only the pooled client's Transport is the sandbox's. " +
+			"its StandardClient() under oapi.ClientWithResponses; only the pooled client's Transport is the sandbox's. " +
 			"DefaultRetryPolicy retries every method, POST and PATCH included, on any connection error " +
 			"(the dropped answer of a committed write too) and on 429 and every 5xx but 501; DefaultBackoff sleeps exactly " +
 			"Retry-After (whole seconds, no cap, no jitter) on 429/503, else 1, 2, 4, 8 s. The raw client sends no Idempotency-Key " +
@@ -75,7 +75,7 @@ var Contenders = []Contender{
 		Name: "failsafe-go",
 		Notes: "failsafe-go " + failsafeVersion + ", failsafehttp.NewRetryPolicyBuilder() (2 retries on connection errors, 429 and " +
 			"5xx but 501, any method; delay: Retry-After in whole seconds on 429/503, else none) with ReturnLastFailure() so the " +
-			"caller gets the last answer rather than an ExceededError, as a failsafehttp.NewRoundTripper under gen.ClientWithResponses; " +
+			"caller gets the last answer rather than an ExceededError, as a failsafehttp.NewRoundTripper under oapi.ClientWithResponses; " +
 			"inside it, before every attempt, ratelimiter.NewSmooth(5, time.Second).AcquirePermits(ctx, cost): one permit per point " +
 			"of the call (from the operation table), so 5 points/s, the documented 300 points/min, with no burst. " +
 			"No Idempotency-Key but on payInvoice, as above.",
@@ -83,7 +83,7 @@ var Contenders = []Contender{
 	},
 	{
 		Name: "careful engineer",
-		Notes: "what a careful engineer writes by hand from bodo-api.md over gen.ClientWithResponses (carefulTransport in " +
+		Notes: "what a careful engineer writes by hand from bodo-api.md over oapi.ClientWithResponses (carefulTransport in " +
 			"careful.go): before every attempt a golang.org/x/time/rate " + xtimeVersion + " limiter of the documented key level " +
 			"(5 points/s, burst 600) takes the call's cost in points (from the operation table), a second one (1/s, burst 60) " +
 			"one write for the write classes, and a semaphore one of 6 slots (the parallel level); a 429 or 503 is retried up " +
@@ -95,7 +95,7 @@ var Contenders = []Contender{
 	{
 		Name: "naive",
 		Notes: "a transport that resends a 429 or 503 at once, up to 2 times, without waiting, and returns connection errors " +
-			"as they are (so it never repeats a write whose answer was lost), under gen.ClientWithResponses; no Idempotency-Key " +
+			"as they are (so it never repeats a write whose answer was lost), under oapi.ClientWithResponses; no Idempotency-Key " +
 			"but on payInvoice.",
 		New: func(env Env) (agents.API, error) {
 			return newRaw(env, &http.Client{Transport: naiveRetry{next: env.Transport, retries: 2}})
@@ -125,10 +125,10 @@ func newBodo(env Env, opts ...bodo.Option) (agents.API, error) {
 }
 
 // newRaw makes the generated client over hc, with the key and the API
-// version set on every request as a user of package gen does.
+// version set on every request as a user of package oapi does.
 func newRaw(env Env, hc *http.Client) (agents.API, error) {
-	c, err := gen.NewClientWithResponses(env.BaseURL, gen.WithHTTPClient(hc),
-		gen.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+	c, err := oapi.NewClientWithResponses(env.BaseURL, oapi.WithHTTPClient(hc),
+		oapi.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
 			req.Header.Set("Authorization", "Bearer "+env.Key)
 			req.Header.Set("Bodo-Version", bodo.APIVersion)
 			return nil

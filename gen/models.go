@@ -72,13 +72,13 @@ func optFields(src string) (string, error) {
 	src = omitempty.ReplaceAllString(src, `json:"${1},omitzero"`)
 	src = strings.Replace(src, "\t\"github.com/oapi-codegen/nullable\"\n", "", 1)
 	if strings.Contains(src, "nullable.") {
-		return "", fmt.Errorf("a nullable field of a shape bodogen does not rewrite is left in the models: %q", src[strings.Index(src, "nullable."):][:80])
+		return "", fmt.Errorf("a nullable field of a shape gen does not rewrite is left in the models: %q", src[strings.Index(src, "nullable."):][:80])
 	}
 	if m := regexp.MustCompile(`(?m)^\t\w+\s+\*\S+\s+` + "`json").FindString(src); m != "" {
 		return "", fmt.Errorf("a pointer field is left in the models: %q", m)
 	}
 	// oapi-codegen's own header names the build (it differs between
-	// commits); the file keeps the one every bodogen output has.
+	// commits); the file keeps the one every output of gen has.
 	return header + src[strings.Index(src, "package bodo"):], nil
 }
 
