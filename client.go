@@ -569,7 +569,7 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 		if st, ok := out.(*RateLimitStatus); ok && c.budgeted {
 			levels := make([]budget.LevelStatus, len(st.Policies))
 			for i, p := range st.Policies {
-				levels[i] = budget.LevelStatus{Name: p.Name, Remaining: float64(p.Remaining)}
+				levels[i] = budget.LevelStatus{Name: p.Name, Remaining: float64(p.Remaining), Reset: p.Reset}
 				if p.Capacity != p.Quota { // the server said: a burst
 					levels[i].Capacity = float64(p.Capacity)
 				}

@@ -232,17 +232,32 @@ type Budget struct {
 
 // BudgetLevel is the client's model of one server level: a documented one,
 // or a policy the server announced in RateLimit-Policy or named in a
-// refusal.
+// refusal. Budget lists the levels in the order RateLimit does (key, write,
+// parallel, principal, org, delete, delete-day, egress, then the server's
+// own policies); Name, Unit, Quota, Window and Capacity mean what they mean
+// in RateLimitPolicy. Remaining and FullIn are the model's: what it lets
+// calls take now, counting the calls sent since the server last spoke.
+// The Reported fields are the server's last word on the level, as it said
+// it; before the server has named a level, the model is the contract's.
 type BudgetLevel struct {
-	Name      string
-	Unit      string // points, requests or records
-	Quota     int    // per Window, for this key
-	Window    time.Duration
-	Capacity  int           // the most the server has shown the level to hold
-	Remaining float64       // what the client believes is left (may be negative after a refusal)
-	FullIn    time.Duration // until the level is full again, as far as the model can tell
-	HeldUntil time.Time     // a refusal's wait: calls that take from the level wait until then
-	Waiting   int           // calls waiting for this level now
+	Name   string
+	Unit   string  // points, requests, records or concurrent-requests
+	Quota  int     // what the level grants per Window, for every key it counts (org: the whole organisation)
+	Share  float64 // the part of Quota this key may take (org: 0.5)
+	Window time.Duration
+	// Capacity is what the level holds when full: the contract's size
+	// until the server shows another (the key level's 600 points).
+	Capacity  int
+	Remaining float64       // what the model lets calls take now (may be negative after a refusal)
+	FullIn    time.Duration // until the level is full again, as the model tells
+	// ReportedRemaining and ReportedReset are r and t of the last
+	// RateLimit field (or GET /v1/rate_limit answer) that named the level,
+	// at ReportedAt; a zero ReportedAt means none has yet.
+	ReportedRemaining float64
+	ReportedReset     time.Duration
+	ReportedAt        time.Time
+	HeldUntil         time.Time // a refusal's wait: calls that take from the level wait until then
+	Waiting           int       // calls waiting for this level now
 	// Scope says which calls the level holds. "" for a documented level
 	// (the calls the API documents it for). For a policy the client did not
 	// know: "none" while the server has only announced it (it is

@@ -157,6 +157,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		landedSince := c.landedSince(l, charged)
 		pending := l.inflight + landedSince // what the server may not have counted yet
 		l.heard(remaining, remaining, landedSince, now)
+		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now}
 		rel.left(l, remaining, now)
 		l.learnShape(remaining, r.reset, pending, now)
 		if r.reset >= minObservedReset && remaining < l.size() && l.refills() {

@@ -84,6 +84,7 @@ type level struct {
 	observedUntil time.Time
 
 	holdUntil time.Time // a refusal's wait: no call that takes from the level goes before
+	reported  reported  // the server's last word on the level, as it said it
 	usedAt    time.Time // when a call last took from it or the server last named it (LevelIdleTTL)
 
 	// Shape evidence from t: a t that matches a bucket refilling at the
@@ -112,6 +113,14 @@ type level struct {
 	target    string
 
 	gate gate
+}
+
+// reported is what the server last said of a level: r and t of a RateLimit
+// member naming it, or remaining and resetSeconds of a status answer.
+type reported struct {
+	remaining float64
+	reset     time.Duration
+	at        time.Time // zero: the server has not named the level
 }
 
 func newLevel(name string) *level {

@@ -23,15 +23,19 @@ type Snapshot struct {
 
 // LevelSnapshot is the model of one level.
 type LevelSnapshot struct {
-	Name      string
-	Unit      string
-	Quota     int
-	Window    time.Duration
-	Capacity  int
-	Remaining float64
-	FullIn    time.Duration
-	HeldUntil time.Time
-	Waiting   int
+	Name              string
+	Unit              string
+	Quota             int
+	Share             float64
+	Window            time.Duration
+	Capacity          int
+	Remaining         float64
+	FullIn            time.Duration
+	ReportedRemaining float64
+	ReportedReset     time.Duration
+	ReportedAt        time.Time
+	HeldUntil         time.Time
+	Waiting           int
 	// Scope says which calls the level holds: "" for the documented scope,
 	// else the operations the server tied it to, "none" for a policy that is
 	// only announced, and "partition PK of TARGET" for one partition.
@@ -60,8 +64,9 @@ func (s *State) Snapshot() Snapshot {
 	for _, l := range s.order {
 		l.refill(now)
 		ls := LevelSnapshot{
-			Name: l.name, Unit: l.unit, Quota: int(l.quota * l.share), Window: l.window,
-			Capacity: int(l.size()), Remaining: l.available(now), FullIn: l.fullIn(now),
+			Name: l.name, Unit: l.unit, Quota: int(l.quota), Share: l.share, Window: l.window,
+			Capacity: int(max(l.fitSize(), l.quota)), Remaining: l.available(now), FullIn: l.fullIn(now),
+			ReportedRemaining: l.reported.remaining, ReportedReset: l.reported.reset, ReportedAt: l.reported.at,
 			Waiting: len(l.gate.q.ws),
 		}
 		if now.Before(l.holdUntil) {
@@ -79,7 +84,12 @@ func (s *State) Snapshot() Snapshot {
 			}
 		}
 		b.Levels = append(b.Levels, ls)
+		if l.name == Write {
+			// The server lists parallel after write; the model keeps it
+			// as the slots in flight, not as a level.
+			b.Levels = append(b.Levels, LevelSnapshot{Name: Parallel, Unit: "concurrent-requests", Quota: s.parallel,
+				Share: 1, Capacity: s.parallel, Remaining: float64(s.parallel - s.inflight)})
+		}
 	}
-	slices.SortStableFunc(b.Levels, func(x, y LevelSnapshot) int { return strings.Compare(x.Name, y.Name) })
 	return b
 }

@@ -25,6 +25,7 @@ type LevelStatus struct {
 	Name      string
 	Remaining float64
 	Capacity  float64 // what the level holds when full, when the server says (0: its quota)
+	Reset     time.Duration
 }
 
 // statusDueLocked is when a call held by l may next ask for the status
@@ -116,6 +117,7 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 			landedSince = c.landedSince(l, true)
 		}
 		l.heard(st.Remaining, max(st.Remaining, st.Capacity), landedSince, now)
+		l.reported = reported{remaining: st.Remaining, reset: st.Reset, at: now}
 		l.gate.wakeHead()
 	}
 }
