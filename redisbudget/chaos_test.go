@@ -55,6 +55,7 @@ func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 60 s run of 4 processes")
 	}
+	t.Parallel() // real time, a Redis and a sandbox of its own: it overlaps the other long runs
 	run := 60 * time.Second
 	if os.Getenv("BODO_LONG") == "1" {
 		run = 3 * time.Minute

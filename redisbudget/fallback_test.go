@@ -18,6 +18,7 @@ func TestEightProcessesOutlastA70SecondOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an 88 s run of 8 processes")
 	}
+	t.Parallel() // real time, a Redis and a sandbox of its own: it overlaps the other long runs
 	_, px, bin, lim, srv, api := chaosSetup(t, 20*time.Millisecond)
 	const before, outage, after = 8 * time.Second, 70 * time.Second, 10 * time.Second
 	run := before + outage + after

@@ -105,6 +105,7 @@ func TestFourProcessesShareOneBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 30 s run of 4 processes")
 	}
+	t.Parallel() // real time, a Redis and a sandbox of its own: it overlaps the other long runs
 	rs := startRedis(t)
 	bin := buildAgents(t)
 	lim := shrunken()
@@ -219,6 +220,7 @@ func TestProcessesGoOnWhenRedisStops(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 12 s run of 4 processes")
 	}
+	t.Parallel() // real time, a Redis and a sandbox of its own: it overlaps the other long runs
 	rs := startRedis(t)
 	bin := buildAgents(t)
 	srv := sandbox.New(sandbox.WithLimits(shrunken()), sandbox.WithLatency(20*time.Millisecond))
