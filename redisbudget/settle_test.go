@@ -53,6 +53,7 @@ func settled(t *testing.T, rdb *redis.Client) bool {
 // the client holds nothing in flight and no waiter, and Redis holds no
 // lease and nothing taken in flight, long before a lease could expire.
 func TestRandomFaultsLeaveNothingHeld(t *testing.T) {
+	t.Parallel() // 30 s of real time with a Redis of its own
 	rs := startRedis(t)
 	rdb := rs.Client(t)
 	for _, seed := range []uint64{1, 2, 3} {

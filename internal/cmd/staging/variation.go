@@ -2,10 +2,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -83,7 +85,16 @@ func (v variation) run(ctx context.Context, c config, seed uint64) (result, erro
 		return result{}, err
 	}
 	defer resp.Body.Close()
-	st, err := readStats(resp.Body)
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return result{}, err
+	}
+	if c.keep != "" {
+		if err := os.WriteFile(filepath.Join(c.keep, fmt.Sprintf("%s-%d.json", v.name, seed)), raw, 0o644); err != nil {
+			return result{}, err
+		}
+	}
+	st, err := readStats(bytes.NewReader(raw))
 	if err != nil {
 		return result{}, err
 	}
