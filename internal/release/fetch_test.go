@@ -24,6 +24,7 @@ import (
 const (
 	sdkPath   = "github.com/bodo-app/bodo-go"
 	redisPath = sdkPath + "/redisbudget"
+	otelPath  = sdkPath + "/otelbodo"
 	// firstVersion stands for the working tree of a module that has no tag
 	// yet: the first tag of the SDK is v0.1.0, that of redisbudget
 	// redisbudget/v0.1.0.
@@ -37,9 +38,11 @@ type published struct{ path, dir, tagPrefix string }
 var publishedModules = []published{
 	{sdkPath, ".", ""},
 	{redisPath, "redisbudget", "redisbudget/"},
+	{otelPath, "otelbodo", "otelbodo/"},
 }
 
-// userProgram is what a user writes after the README's Redis section.
+// userProgram is what a user writes after the README's Redis and
+// Observability sections.
 const userProgram = `package main
 
 import (
@@ -47,13 +50,14 @@ import (
 	"os"
 
 	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/otelbodo"
 	"github.com/bodo-app/bodo-go/redisbudget"
 	"github.com/redis/go-redis/v9"
 )
 
 func main() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	client, err := bodo.NewClient(bodo.WithAPIKey(os.Getenv("BODO_API_KEY")), bodo.WithSharedBudget(redisbudget.New(rdb)))
+	client, err := bodo.NewClient(bodo.WithAPIKey(os.Getenv("BODO_API_KEY")), bodo.WithSharedBudget(redisbudget.New(rdb)), otelbodo.WithTelemetry())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -62,15 +66,15 @@ func main() {
 }
 `
 
-// TestFetchByVersion publishes every tag of the SDK and of redisbudget, and
+// TestFetchByVersion publishes every tag of the SDK, redisbudget and otelbodo, and
 // the working tree as the version after the last tag (v0.1.0 while there is
 // none), to a module proxy on disk, and builds a module outside the
-// repository that imports both through it, with no go.work and no replace:
+// repository that imports all three through it, with no go.work and no replace:
 // what a user gets from "go get github.com/bodo-app/bodo-go/redisbudget"
 // once the working tree is tagged. The SDK is fetched at the version
-// redisbudget's go.mod requires, so that version must be tagged (or be the
-// one the working tree is about to be tagged at) and must have everything
-// redisbudget uses.
+// redisbudget's and otelbodo's go.mod require, so that version must be
+// tagged (or be the one the working tree is about to be tagged at) and must
+// have everything they use.
 func TestFetchByVersion(t *testing.T) {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
@@ -110,12 +114,12 @@ func TestFetchByVersion(t *testing.T) {
 	writeFile(t, filepath.Join(work, "main.go"), userProgram)
 	writeFile(t, filepath.Join(work, "go.sum"), knownSums(t, root))
 	env := fetchEnv(t, goCmd, proxy)
-	goRun(t, work, env, goCmd, "get", redisPath+"@"+next[redisPath])
+	goRun(t, work, env, goCmd, "get", redisPath+"@"+next[redisPath], otelPath+"@"+next[otelPath])
 	goRun(t, work, env, goCmd, "mod", "tidy")
 	useModuleCache(t, work, env, goCmd)
 	goRun(t, work, env, goCmd, "build", "./...")
 	goRun(t, work, env, goCmd, "vet", "./...")
-	t.Logf("built outside the repository with %s", strings.ReplaceAll(goRun(t, work, env, goCmd, "list", "-m", sdkPath, redisPath), "\n", ", "))
+	t.Logf("built outside the repository with %s", strings.ReplaceAll(goRun(t, work, env, goCmd, "list", "-m", sdkPath, redisPath, otelPath), "\n", ", "))
 }
 
 // tagVersions lists the versions tagged as prefix+vX.Y.Z, in semver order.
