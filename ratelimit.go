@@ -214,14 +214,14 @@ func answerOf(resp *http.Response, apiErr *Error) budget.Answer {
 // Budget is the client's local view of its key's budget: no call is made.
 // Use Client.RateLimit for the server's own view.
 type Budget struct {
-	Levels      []BudgetLevel
-	InFlight    int     // budgeted calls of this key in flight in this process
-	InFlightCap int     // the adaptive cap on them
-	Pace        float64 // the share of the key's rate the client allows itself now (1 = all)
-	Cuts        int     // how often RATE_LIMITED or OVERLOADED cut cap and pace
-	Waiting     int     // calls waiting for the budget now
-	Waits       int64   // calls that waited so far
-	Waited      time.Duration
+	Levels      []BudgetLevel // in the order RateLimit lists them
+	InFlight    int           // budgeted calls of this key in flight in this process
+	InFlightCap int           // the adaptive cap on them
+	Pace        float64       // the share of the key's rate the client allows itself now (1 = all)
+	Cuts        int           // how often RATE_LIMITED or OVERLOADED cut cap and pace
+	Waiting     int           // calls waiting for the budget now
+	Waits       int64         // calls that waited so far
+	Waited      time.Duration // how long they waited, in all
 	// Refusals counts the 429 answers of the last 60 s, and the attempts
 	// of that time that got no answer (a lost answer may have been a 429
 	// the server counts against the lockout): the guard holds every call
