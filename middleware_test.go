@@ -178,3 +178,56 @@ func TestMiddlewareWithoutAnswer(t *testing.T) {
 		t.Error("NewClient took a nil middleware")
 	}
 }
+
+func TestMiddlewareNextSendsOnce(t *testing.T) {
+	var again error
+	c, mt := mockClient(t, WithMiddleware(func(req *http.Request, next MiddlewareNext) (*http.Response, error) {
+		resp, err := next(req)
+		_, again = next(req)
+		return resp, err
+	}))
+	mt.RegisterResponder("POST", "=~/v1/contacts", jsonResponder(201, map[string]any{"id": "con_1"}))
+	if _, err := c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := mt.GetTotalCallCount(); n != 1 {
+		t.Errorf("a middleware that calls next twice sent the create %d times", n)
+	}
+	if !errors.Is(again, ErrResent) {
+		t.Errorf("the second next returned %v, want ErrResent", again)
+	}
+}
+
+func TestMiddlewareNextSendsOnceConcurrently(t *testing.T) {
+	var mu sync.Mutex
+	var errs []error
+	c, mt := mockClient(t, WithMiddleware(func(req *http.Request, next MiddlewareNext) (*http.Response, error) {
+		var (
+			first *http.Response
+			wg    sync.WaitGroup
+		)
+		for range 2 {
+			wg.Go(func() {
+				resp, err := next(req)
+				mu.Lock()
+				defer mu.Unlock()
+				errs = append(errs, err)
+				if err == nil {
+					first = resp
+				}
+			})
+		}
+		wg.Wait()
+		return first, nil
+	}))
+	mt.RegisterResponder("POST", "=~/v1/contacts", jsonResponder(201, map[string]any{"id": "con_1"}))
+	if _, err := c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := mt.GetTotalCallCount(); n != 1 {
+		t.Errorf("two concurrent nexts sent the create %d times", n)
+	}
+	if len(errs) != 2 || (errs[0] == nil) == (errs[1] == nil) || !errors.Is(errors.Join(errs...), ErrResent) {
+		t.Errorf("the two nexts returned %v, want one answer and one ErrResent", errs)
+	}
+}
