@@ -51,6 +51,7 @@ type Client struct {
 	host       string
 	apiKey     func() string   // a func, so that no way of printing a Client shows the key
 	authHeader func() []string // the Authorization header's value, likewise
+	keyID      string
 	httpClient *http.Client
 	logger     *slog.Logger
 	onRetry    func(RetryEvent)
@@ -383,6 +384,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		host:       u.Host,
 		apiKey:     secretFunc(s.apiKey),
 		authHeader: secretHeader("Bearer " + s.apiKey),
+		keyID:      budget.KeyHash(s.apiKey)[:keyIDLen],
 		httpClient: s.httpClient,
 		logger:     s.logger,
 		onRetry:    s.onRetry,
@@ -402,6 +404,15 @@ func NewClient(opts ...Option) (*Client, error) {
 	c.initServices()
 	return c, nil
 }
+
+// keyIDLen is the length of a KeyID: 16 hex digits, 64 bits of the hash.
+const keyIDLen = 16
+
+// KeyID names the client's API key without revealing it: the first 16 hex
+// digits of the key's SHA-256, the hash by which clients of one process
+// share a key's budget. Clients of the same key have the same KeyID; it
+// tells keys apart in metrics and logs, where the key must never be.
+func (c *Client) KeyID() string { return c.keyID }
 
 // String describes the client without its API key.
 func (c *Client) String() string {
