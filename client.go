@@ -217,11 +217,38 @@ func WithoutBudget() Option {
 	})
 }
 
-// WithOnWait calls f for every call that waited for the budget before it was
-// sent, with how long and why, from the calling goroutine; f must not block.
+// WithOnWait calls f for every attempt that waited for the budget before it
+// was sent, with how long and why, and for every attempt the budget held or
+// refused and never sent, with the error the call returns (WaitEvent.Err).
+// It calls f from the calling goroutine; f must not block. Given more than
+// once, each f hears of every wait, in the order given.
 func WithOnWait(f func(WaitEvent)) Option {
 	return clientOption(func(s *clientSettings) error {
-		s.onWait = f
+		if f == nil {
+			return errors.New("WithOnWait: nil func")
+		}
+		if prev := s.onWait; prev != nil {
+			s.onWait = func(ev WaitEvent) { prev(ev); f(ev) }
+		} else {
+			s.onWait = f
+		}
+		return nil
+	})
+}
+
+// WithOptions applies opts in order, as one Option: for a package whose
+// option installs more than one thing, such as a middleware and an
+// OnWait.
+func WithOptions(opts ...Option) Option {
+	return clientOption(func(s *clientSettings) error {
+		for _, o := range opts {
+			if o == nil {
+				return errors.New("WithOptions: nil Option")
+			}
+			if err := o.applyClient(s); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 }

@@ -38,7 +38,9 @@ type Middleware = func(req *http.Request, next MiddlewareNext) (*http.Response, 
 // NewClient it wraps the attempts of every call; given to a call, its
 // middleware runs inside the client's, for that call only. A middleware
 // sees every attempt, retries included, after the budget let it go, and
-// sends each at most once, however often its middleware calls next.
+// sends each at most once, however often its middleware calls next. An
+// attempt the budget does not let go reaches no middleware: WithOnWait
+// hears of it.
 func WithMiddleware(mw ...Middleware) ClientOrRequestOption {
 	return eitherOption(func(s *callSettings) error {
 		for _, m := range mw {

@@ -13,25 +13,29 @@ import (
 	"github.com/jarcoal/httpmock"
 )
 
+// collector collects values from many goroutines, in order.
+type collector[T any] struct {
+	mu sync.Mutex
+	vs []T
+}
+
+func (c *collector[T]) add(v T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.vs = append(c.vs, v)
+}
+
+// take returns what was collected and starts afresh.
+func (c *collector[T]) take() []T {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	vs := c.vs
+	c.vs = nil
+	return vs
+}
+
 // trail records what middleware saw, in order.
-type trail struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (tr *trail) add(s string) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	tr.lines = append(tr.lines, s)
-}
-
-func (tr *trail) take() []string {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	l := tr.lines
-	tr.lines = nil
-	return l
-}
+type trail struct{ collector[string] }
 
 // named is a middleware that records its name on the way in and out.
 func (tr *trail) named(name string) Middleware {
