@@ -41,7 +41,7 @@ func TestOnWaitHearsOfHeldCallsThatFail(t *testing.T) {
 			t.Fatalf("OnWait heard %d events, want 2: %+v", len(evs), evs)
 		}
 		held, fast := evs[0], evs[1]
-		if held.Operation != "deleteContact" || held.Reason != "key" || held.Wait != 2*time.Second ||
+		if held.Operation != "deleteContact" || held.Host != c.host || held.Reason != "key" || held.Wait != 2*time.Second ||
 			!errors.Is(held.Err, context.Canceled) || held.Err != heldErr || held.Context().Value(callMark{}) != "held" {
 			t.Errorf("the held call: %+v (the call returned %v)", held, heldErr)
 		}

@@ -18,6 +18,7 @@ import (
 type WaitEvent struct {
 	Operation string        // operationId
 	Class     string        // x-bodo-class
+	Host      string        // the host of the client's base URL, with its port if it names one
 	Wait      time.Duration // how long it waited for the budget
 	// Reason is what held it last: a level's name, "in-flight" (the
 	// adaptive cap on calls in flight), "pace" (the adaptive pacing),
@@ -49,7 +50,7 @@ func (e WaitEvent) Context() context.Context {
 // long the attempt waited and what held it; its Reason is "" when the
 // budget neither held nor refused it.
 func (c *Client) admit(ctx context.Context, cl *call) (*budget.Ticket, WaitEvent, error) {
-	ev := WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), ctx: ctx}
+	ev := WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Host: c.host, ctx: ctx}
 	if cl.settings.statusPoll {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, statusAdmitWithin)

@@ -11,6 +11,18 @@
 // while neither is set, nothing is recorded. Each request carries the W3C
 // trace context of its span (traceparent, tracestate).
 //
+// An attempt's span ends when its response body has been read to the end or
+// closed: a body that breaks off makes it a failed span. The
+// http.client.request.duration of an attempt ends with the response's
+// headers. A call the budget held or refused and never sent (its context
+// ended while held, the server's wait was longer than MaxRetryWait, a quota
+// is exhausted) is an INTERNAL span from when it began to wait, with
+// error.type budget_hold (ErrorBudgetHold) and bodo.budget.held_by.
+//
+// url.full keeps the query's keys and replaces every value with REDACTED,
+// since a search (q) may name a person. The budget gauges tell keys apart
+// by bodo.key.id, the client's KeyID, never the key.
+//
 // The module stands apart from the SDK's, so that a program without
 // OpenTelemetry keeps a lean module graph.
 package otelbodo
@@ -57,16 +69,23 @@ func WithPropagator(p propagation.TextMapPropagator) Option {
 // client's calls in a span and records its metrics. Metrics lists the
 // names of the metrics; the spans are named by the operationId.
 func WithTelemetry(opts ...Option) bodo.Option {
+	return newTelemetry(opts...).option()
+}
+
+// newTelemetry is WithTelemetry's state: the tracer, the propagator and the
+// instruments its options name.
+func newTelemetry(opts ...Option) *telemetry {
 	c := config{}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
 		}
 	}
+	global := c.meters == nil
 	if c.tracers == nil {
 		c.tracers = otel.GetTracerProvider()
 	}
-	if c.meters == nil {
+	if global {
 		c.meters = otel.GetMeterProvider()
 	}
 	if c.propagator == nil {
@@ -76,6 +95,13 @@ func WithTelemetry(opts ...Option) bodo.Option {
 		tracer:     c.tracers.Tracer(ScopeName, trace.WithInstrumentationVersion(bodo.Version)),
 		propagator: c.propagator,
 	}
-	t.instruments = newInstruments(c.meters.Meter(ScopeName, metric.WithInstrumentationVersion(bodo.Version)), t.observe)
-	return bodo.WithMiddleware(t.attempt)
+	t.gauged.recording = recordingMeters(c.meters, global)
+	t.instruments = newInstruments(c.meters.Meter(ScopeName, metric.WithInstrumentationVersion(bodo.Version)), t.gauged.observe)
+	return t
+}
+
+// option installs t on a client: the middleware around every attempt, and
+// the hook that hears of attempts the budget never let go.
+func (t *telemetry) option() bodo.Option {
+	return bodo.WithOptions(bodo.WithMiddleware(t.attempt), bodo.WithOnWait(t.held))
 }
