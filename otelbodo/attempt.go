@@ -34,7 +34,7 @@ func (t *telemetry) attempt(req *http.Request, next bodo.MiddlewareNext) (*http.
 		return next(req)
 	}
 	host, port := serverOf(req.URL)
-	t.gauged.remember(a.Client, host)
+	t.gauged.remember(req.Context(), a.Client, host)
 	server := []attribute.KeyValue{
 		semconv.HTTPRequestMethodKey.String(req.Method),
 		semconv.ServerAddress(host),

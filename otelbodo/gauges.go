@@ -1,22 +1,22 @@
 package otelbodo
 
 import (
-	"reflect"
+	"context"
 	"sync"
 	"weak"
 
 	"github.com/bodo-app/bodo-go"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
 // gauged is the set of budgets the gauges read: one live client of each key
 // on each host, held weakly. A client joins it on its first attempt, and
-// only while a MeterProvider that records is in use.
+// only while the meter records: recording is an instrument's Enabled, false
+// for a no-op MeterProvider and for the global one while the program has
+// set none.
 type gauged struct {
-	recording func() bool
+	recording func(context.Context) bool
 	mu        sync.Mutex // serialises inserts
 	clients   sync.Map   // budgetOf → weak.Pointer[bodo.Client]
 }
@@ -24,41 +24,11 @@ type gauged struct {
 // budgetOf names one budget: a key (by its KeyID) on a host.
 type budgetOf struct{ host, keyID string }
 
-// recordingMeters returns whether metrics of mp are recorded: false for a
-// no-op provider, and, for the global one (global true), while none has
-// been set (otel.SetMeterProvider).
-func recordingMeters(mp metric.MeterProvider, global bool) func() bool {
-	if _, ok := mp.(noop.MeterProvider); ok {
-		return func() bool { return false }
-	}
-	if !global {
-		return func() bool { return true }
-	}
-	return func() bool {
-		mp := otel.GetMeterProvider()
-		if _, ok := mp.(noop.MeterProvider); ok {
-			return false
-		}
-		return !defaultGlobal(mp)
-	}
-}
-
-// defaultGlobal reports whether mp is the global provider of a program that
-// set none: the OTel API's own delegate, which records nothing until one is
-// set.
-func defaultGlobal(mp metric.MeterProvider) bool {
-	t := reflect.TypeOf(mp)
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return t.PkgPath() == "go.opentelemetry.io/otel/internal/global"
-}
-
 // remember notes c, a client on host, for the gauges: once per key, and not
 // at all while nothing records. Dead clients leave the set when another
 // joins it.
-func (g *gauged) remember(c *bodo.Client, host string) {
-	if c == nil || !g.recording() {
+func (g *gauged) remember(ctx context.Context, c *bodo.Client, host string) {
+	if c == nil || !g.recording(ctx) {
 		return
 	}
 	k := budgetOf{host, c.KeyID()}

@@ -28,6 +28,8 @@
 package otelbodo
 
 import (
+	"context"
+
 	"github.com/bodo-app/bodo-go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -81,11 +83,10 @@ func newTelemetry(opts ...Option) *telemetry {
 			o(&c)
 		}
 	}
-	global := c.meters == nil
 	if c.tracers == nil {
 		c.tracers = otel.GetTracerProvider()
 	}
-	if global {
+	if c.meters == nil {
 		c.meters = otel.GetMeterProvider()
 	}
 	if c.propagator == nil {
@@ -95,8 +96,11 @@ func newTelemetry(opts ...Option) *telemetry {
 		tracer:     c.tracers.Tracer(ScopeName, trace.WithInstrumentationVersion(bodo.Version)),
 		propagator: c.propagator,
 	}
-	t.gauged.recording = recordingMeters(c.meters, global)
 	t.instruments = newInstruments(c.meters.Meter(ScopeName, metric.WithInstrumentationVersion(bodo.Version)), t.gauged.observe)
+	t.gauged.recording = func(context.Context) bool { return false }
+	if t.budgetWait != nil {
+		t.gauged.recording = t.budgetWait.Enabled
+	}
 	return t
 }
 
