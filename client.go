@@ -51,6 +51,7 @@ type Client struct {
 	host       string
 	apiKey     func() string   // a func, so that no way of printing a Client shows the key
 	authHeader func() []string // the Authorization header's value, likewise
+	keyID      string
 	httpClient *http.Client
 	logger     *slog.Logger
 	onRetry    func(RetryEvent)
@@ -216,11 +217,38 @@ func WithoutBudget() Option {
 	})
 }
 
-// WithOnWait calls f for every call that waited for the budget before it was
-// sent, with how long and why, from the calling goroutine; f must not block.
+// WithOnWait calls f for every attempt that waited for the budget before it
+// was sent, with how long and why, and for every attempt the budget held or
+// refused and never sent, with the error the call returns (WaitEvent.Err).
+// It calls f from the calling goroutine; f must not block. Given more than
+// once, each f hears of every wait, in the order given.
 func WithOnWait(f func(WaitEvent)) Option {
 	return clientOption(func(s *clientSettings) error {
-		s.onWait = f
+		if f == nil {
+			return errors.New("WithOnWait: nil func")
+		}
+		if prev := s.onWait; prev != nil {
+			s.onWait = func(ev WaitEvent) { prev(ev); f(ev) }
+		} else {
+			s.onWait = f
+		}
+		return nil
+	})
+}
+
+// WithOptions applies opts in order, as one Option: for a package whose
+// option installs more than one thing, such as a middleware and an
+// OnWait.
+func WithOptions(opts ...Option) Option {
+	return clientOption(func(s *clientSettings) error {
+		for _, o := range opts {
+			if o == nil {
+				return errors.New("WithOptions: nil Option")
+			}
+			if err := o.applyClient(s); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 }
@@ -383,6 +411,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		host:       u.Host,
 		apiKey:     secretFunc(s.apiKey),
 		authHeader: secretHeader("Bearer " + s.apiKey),
+		keyID:      budget.KeyHash(s.apiKey)[:keyIDLen],
 		httpClient: s.httpClient,
 		logger:     s.logger,
 		onRetry:    s.onRetry,
@@ -402,6 +431,15 @@ func NewClient(opts ...Option) (*Client, error) {
 	c.initServices()
 	return c, nil
 }
+
+// keyIDLen is the length of a KeyID: 16 hex digits, 64 bits of the hash.
+const keyIDLen = 16
+
+// KeyID names the client's API key without revealing it: the first 16 hex
+// digits of the key's SHA-256, the hash by which clients of one process
+// share a key's budget. Clients of the same key have the same KeyID; it
+// tells keys apart in metrics and logs, where the key must never be.
+func (c *Client) KeyID() string { return c.keyID }
 
 // String describes the client without its API key.
 func (c *Client) String() string {

@@ -3,14 +3,19 @@ package bodo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
 // MiddlewareNext sends the request on: to the next middleware, or, after the
-// last one, to the client's *http.Client.
+// last one, to the client's *http.Client. It sends an attempt at most once:
+// called again, by the same middleware or another, at once or concurrently,
+// it sends nothing and returns an error wrapping ErrResent. It is safe for
+// concurrent use.
 type MiddlewareNext = func(*http.Request) (*http.Response, error)
 
 // Middleware wraps one attempt of a call: it gets the request and the next
@@ -24,13 +29,18 @@ type MiddlewareNext = func(*http.Request) (*http.Response, error)
 // next, passed on, is a failed attempt like any connection failure.
 //
 // The request's headers are shared by the attempts of the call: a middleware
-// that changes them changes a copy (req.Clone).
+// that changes them changes a copy (req.Clone). A middleware that wants to
+// send a request again returns its error or answer and lets the client's
+// retries decide: next sends one request per attempt, no more.
 type Middleware = func(req *http.Request, next MiddlewareNext) (*http.Response, error)
 
 // WithMiddleware wraps every attempt in mw, the first outermost. Given to
 // NewClient it wraps the attempts of every call; given to a call, its
 // middleware runs inside the client's, for that call only. A middleware
-// sees every attempt, retries included, after the budget let it go.
+// sees every attempt, retries included, after the budget let it go, and
+// sends each at most once, however often its middleware calls next. An
+// attempt the budget does not let go reaches no middleware: WithOnWait
+// hears of it.
 func WithMiddleware(mw ...Middleware) ClientOrRequestOption {
 	return eitherOption(func(s *callSettings) error {
 		for _, m := range mw {
@@ -81,6 +91,11 @@ func AttemptFrom(ctx context.Context) (a Attempt, ok bool) {
 	return *p, true
 }
 
+// ErrResent is the error of a MiddlewareNext called again for the same
+// attempt: the request went out once already, or is going out, and is not
+// sent twice.
+var ErrResent = errors.New("bodo: middleware called next again; an attempt is sent once")
+
 // errNoResponse is a middleware's (nil, nil).
 var errNoResponse = errors.New("bodo: a middleware returned neither a response nor an error")
 
@@ -107,12 +122,14 @@ func (c *Client) throughMiddleware(cl *call, req *http.Request, a Attempt) (*htt
 	a.Operation, a.Method, a.PathTemplate, a.Class = cl.op.ID, req.Method, cl.op.Path, string(cl.op.Class)
 	a.Cost, a.Client = int(cl.bc.Cost), c
 	req = req.WithContext(context.WithValue(req.Context(), attemptKey{}, &a))
-	sent := false
+	var sent atomic.Bool
 	var step func(i int) MiddlewareNext
 	step = func(i int) MiddlewareNext {
 		if i == len(mw) {
 			return func(r *http.Request) (*http.Response, error) {
-				sent = true
+				if sent.Swap(true) {
+					return nil, fmt.Errorf("bodo: %s attempt %d: %w", a.Operation, a.Number, ErrResent)
+				}
 				return c.httpClient.Do(r)
 			}
 		}
@@ -128,7 +145,7 @@ func (c *Client) throughMiddleware(cl *call, req *http.Request, a Attempt) (*htt
 	case err == nil && resp.Body == nil:
 		resp.Body = http.NoBody
 	}
-	if err != nil && !sent {
+	if err != nil && !sent.Load() {
 		return nil, &middlewareError{err: err}
 	}
 	return resp, err

@@ -13,25 +13,29 @@ import (
 	"github.com/jarcoal/httpmock"
 )
 
+// collector collects values from many goroutines, in order.
+type collector[T any] struct {
+	mu sync.Mutex
+	vs []T
+}
+
+func (c *collector[T]) add(v T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.vs = append(c.vs, v)
+}
+
+// take returns what was collected and starts afresh.
+func (c *collector[T]) take() []T {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	vs := c.vs
+	c.vs = nil
+	return vs
+}
+
 // trail records what middleware saw, in order.
-type trail struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (tr *trail) add(s string) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	tr.lines = append(tr.lines, s)
-}
-
-func (tr *trail) take() []string {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	l := tr.lines
-	tr.lines = nil
-	return l
-}
+type trail struct{ collector[string] }
 
 // named is a middleware that records its name on the way in and out.
 func (tr *trail) named(name string) Middleware {
@@ -176,5 +180,58 @@ func TestMiddlewareWithoutAnswer(t *testing.T) {
 	}
 	if _, err := NewClient(WithAPIKey(testKey), WithMiddleware(nil)); err == nil {
 		t.Error("NewClient took a nil middleware")
+	}
+}
+
+func TestMiddlewareNextSendsOnce(t *testing.T) {
+	var again error
+	c, mt := mockClient(t, WithMiddleware(func(req *http.Request, next MiddlewareNext) (*http.Response, error) {
+		resp, err := next(req)
+		_, again = next(req)
+		return resp, err
+	}))
+	mt.RegisterResponder("POST", "=~/v1/contacts", jsonResponder(201, map[string]any{"id": "con_1"}))
+	if _, err := c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := mt.GetTotalCallCount(); n != 1 {
+		t.Errorf("a middleware that calls next twice sent the create %d times", n)
+	}
+	if !errors.Is(again, ErrResent) {
+		t.Errorf("the second next returned %v, want ErrResent", again)
+	}
+}
+
+func TestMiddlewareNextSendsOnceConcurrently(t *testing.T) {
+	var mu sync.Mutex
+	var errs []error
+	c, mt := mockClient(t, WithMiddleware(func(req *http.Request, next MiddlewareNext) (*http.Response, error) {
+		var (
+			first *http.Response
+			wg    sync.WaitGroup
+		)
+		for range 2 {
+			wg.Go(func() {
+				resp, err := next(req)
+				mu.Lock()
+				defer mu.Unlock()
+				errs = append(errs, err)
+				if err == nil {
+					first = resp
+				}
+			})
+		}
+		wg.Wait()
+		return first, nil
+	}))
+	mt.RegisterResponder("POST", "=~/v1/contacts", jsonResponder(201, map[string]any{"id": "con_1"}))
+	if _, err := c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := mt.GetTotalCallCount(); n != 1 {
+		t.Errorf("two concurrent nexts sent the create %d times", n)
+	}
+	if len(errs) != 2 || (errs[0] == nil) == (errs[1] == nil) || !errors.Is(errors.Join(errs...), ErrResent) {
+		t.Errorf("the two nexts returned %v, want one answer and one ErrResent", errs)
 	}
 }

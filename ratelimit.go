@@ -1,6 +1,7 @@
 package bodo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,31 +13,58 @@ import (
 	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
-// WaitEvent describes a call that waited for the budget, for WithOnWait.
+// WaitEvent describes a call that waited for the budget, for WithOnWait, or
+// one the budget held or refused and never sent.
 type WaitEvent struct {
 	Operation string        // operationId
 	Class     string        // x-bodo-class
-	Wait      time.Duration // how long it waited before it was sent
+	Host      string        // the host of the client's base URL, with its port if it names one
+	Wait      time.Duration // how long it waited for the budget
 	// Reason is what held it last: a level's name, "in-flight" (the
 	// adaptive cap on calls in flight), "pace" (the adaptive pacing),
 	// "server-wait" (a wait the server asked of every call of the key),
-	// "refusal-guard", "lockout" or "shared-store".
+	// "refusal-guard", "lockout" or "shared-store". For a call refused
+	// without a wait it is the level or policy that refused it.
 	Reason string
+	// Err is nil when the budget let the attempt go after Wait. Otherwise
+	// the budget did not let it go, and it was not sent: the call's
+	// context ended while held, the wait the server asked for is longer
+	// than MaxRetryWait, a quota is exhausted or the call can never fit.
+	// Err is the *Error the call returns.
+	Err error
+
+	ctx context.Context
+}
+
+// Context returns the context of the call that waited: it carries what the
+// caller put there, such as the span of a trace the call belongs to.
+func (e WaitEvent) Context() context.Context {
+	if e.ctx == nil {
+		return context.Background()
+	}
+	return e.ctx
 }
 
 // admit lets one attempt of cl go, or says why it cannot: see
-// budget.State.Admit. Its errors are *Error values.
+// budget.State.Admit. Its errors are *Error values. The WaitEvent says how
+// long the attempt waited and what held it; its Reason is "" when the
+// budget neither held nor refused it.
 func (c *Client) admit(ctx context.Context, cl *call) (*budget.Ticket, WaitEvent, error) {
+	ev := WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Host: c.host, ctx: ctx}
 	if cl.settings.statusPoll {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, statusAdmitWithin)
 		defer cancel()
 	}
-	t, ev, err := c.state.Admit(ctx, &cl.bc)
+	start := time.Now()
+	t, admitted, err := c.state.Admit(ctx, &cl.bc)
 	if err != nil {
-		return nil, WaitEvent{}, budgetError(cl, err)
+		ev.Wait = time.Since(start)
+		ev.Reason, ev.Err = budgetError(cl, err)
+		return nil, ev, ev.Err
 	}
-	return t, WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Wait: ev.Wait, Reason: ev.Reason}, nil
+	ev.Wait, ev.Reason = admitted.Wait, admitted.Reason
+	return t, ev, nil
 }
 
 // heldBy hears of a call the budget holds (once per call): when the level
@@ -121,8 +149,10 @@ func (c *Client) logSlowWait(ctx context.Context, sw budget.SlowWait) {
 	c.logger.LogAttrs(ctx, slog.LevelInfo, "bodo: waiting for the budget", attrs...)
 }
 
-// budgetError turns the budget's refusal into the *Error the caller sees.
-func budgetError(cl *call, err error) error {
+// budgetError names what held or refused the call and turns the budget's
+// refusal into the *Error the caller sees; the name is "" for a call whose context
+// ended before anything held it.
+func budgetError(cl *call, err error) (string, error) {
 	var (
 		held      *budget.HoldError
 		never     *budget.NeverFitsError
@@ -133,11 +163,11 @@ func budgetError(cl *call, err error) error {
 	case errors.As(err, &held) && errors.Is(held.Err, budget.ErrHoldTooLong):
 		e := heldError(cl, held.Reason, held.Wait)
 		e.Detail += fmt.Sprintf("; the wait, %v, is longer than MaxRetryWait (%v), so the call was not sent", held.Wait.Round(time.Millisecond), cl.settings.maxRetryWait)
-		return e
+		return held.Reason, e
 	case errors.As(err, &held):
-		return fmt.Errorf("%w: %w", heldError(cl, held.Reason, held.Wait), held.Err)
+		return held.Reason, fmt.Errorf("%w: %w", heldError(cl, held.Reason, held.Wait), held.Err)
 	case errors.As(err, &never):
-		return &Error{
+		return never.Level, &Error{
 			Operation: cl.op.ID,
 			Status:    http.StatusTooManyRequests,
 			Title:     "Can never fit",
@@ -150,10 +180,10 @@ func budgetError(cl *call, err error) error {
 	case errors.As(err, &panicked):
 		// The shared store or the logger panicked: this call is not sent,
 		// the key's other calls go on.
-		return &Error{Operation: cl.op.ID, Title: "Shared budget failed", Detail: err.Error(), Local: true, Request: redactedRequest(cl.req), cause: err}
+		return budget.ReasonStore, &Error{Operation: cl.op.ID, Title: "Shared budget failed", Detail: err.Error(), Local: true, Request: redactedRequest(cl.req), cause: err}
 	case errors.As(err, &exhausted):
 		now := time.Now()
-		return &Error{
+		return cmp.Or(exhausted.Policy, "quota"), &Error{
 			Operation:  cl.op.ID,
 			Status:     http.StatusTooManyRequests,
 			Code:       CodeQuotaExhausted,
@@ -166,7 +196,7 @@ func budgetError(cl *call, err error) error {
 			Request:    redactedRequest(cl.req),
 		}
 	}
-	return &Error{Operation: cl.op.ID, Title: "Held by the client", Detail: err.Error(), Local: true, Request: redactedRequest(cl.req), cause: err}
+	return "", &Error{Operation: cl.op.ID, Title: "Held by the client", Detail: err.Error(), Local: true, Request: redactedRequest(cl.req), cause: err}
 }
 
 func heldError(cl *call, why string, wait time.Duration) *Error {

@@ -84,13 +84,13 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 	var at Attempt // what a middleware learns of each attempt
 	for attempt := 1; ; attempt++ {
 		ticket, waited, err := c.admit(ctx, cl)
+		if c.onWait != nil && waited.Reason != "" && (waited.Wait > 0 || err != nil) {
+			c.onWait(waited)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
 		open = ticket
-		if waited.Wait > 0 && c.onWait != nil {
-			c.onWait(waited)
-		}
 		at.Number, at.Wait, at.HeldBy = attempt, waited.Wait, ""
 		at.CallWait += waited.Wait
 		if waited.Wait > 0 {

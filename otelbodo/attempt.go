@@ -6,9 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
-	"weak"
 
 	"github.com/bodo-app/bodo-go"
 	"go.opentelemetry.io/otel/attribute"
@@ -20,14 +18,12 @@ import (
 )
 
 // telemetry is one WithTelemetry: its tracer, propagator and instruments,
-// and the clients whose budgets the gauges read.
+// and the budgets the gauges read.
 type telemetry struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 	instruments
-
-	mu      sync.Mutex
-	clients map[weak.Pointer[bodo.Client]]string // the server.address of each
+	gauged
 }
 
 // attempt is the middleware: a span around the attempt, its trace context
@@ -38,7 +34,7 @@ func (t *telemetry) attempt(req *http.Request, next bodo.MiddlewareNext) (*http.
 		return next(req)
 	}
 	host, port := serverOf(req.URL)
-	t.remember(a.Client, host)
+	t.gauged.remember(req.Context(), a.Client, host)
 	server := []attribute.KeyValue{
 		semconv.HTTPRequestMethodKey.String(req.Method),
 		semconv.ServerAddress(host),
@@ -46,7 +42,7 @@ func (t *telemetry) attempt(req *http.Request, next bodo.MiddlewareNext) (*http.
 		semconv.URLTemplate(a.PathTemplate),
 	}
 	attrs := append(server[:len(server):len(server)],
-		semconv.URLFull(req.URL.String()),
+		semconv.URLFull(redactedURL(req.URL)),
 		AttrOperation.String(a.Operation),
 		AttrBudgetWait.Float64(a.Wait.Seconds()),
 		AttrCallWait.Float64(a.CallWait.Seconds()),
@@ -58,7 +54,6 @@ func (t *telemetry) attempt(req *http.Request, next bodo.MiddlewareNext) (*http.
 		attrs = append(attrs, semconv.HTTPRequestResendCount(a.Number-1), AttrRetryReason.String(a.RetryReason))
 	}
 	ctx, span := t.tracer.Start(req.Context(), a.Operation, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	defer span.End()
 	if a.Wait > 0 {
 		span.AddEvent("bodo.budget.wait", trace.WithTimestamp(time.Now().Add(-a.Wait)), trace.WithAttributes(
 			AttrHeldBy.String(a.HeldBy), AttrBudgetWait.Float64(a.Wait.Seconds())))
@@ -82,6 +77,7 @@ func (t *telemetry) attempt(req *http.Request, next bodo.MiddlewareNext) (*http.
 		span.SetAttributes(errType)
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
+		span.End()
 	default:
 		status := semconv.HTTPResponseStatusCode(resp.StatusCode)
 		outcome = append(outcome, status)
@@ -97,7 +93,14 @@ func (t *telemetry) attempt(req *http.Request, next bodo.MiddlewareNext) (*http.
 			span.SetAttributes(refusal[2:]...)
 			t.refusals.Add(ctx, 1, metric.WithAttributes(refusal...))
 		}
+		if resp.Body == nil || resp.Body == http.NoBody {
+			span.End()
+		} else {
+			resp.Body = &spanBody{ReadCloser: resp.Body, span: span}
+		}
 	}
+	// The duration ends with the answer's headers, as net/http's Do
+	// returns; the span ends with its body.
 	t.duration.Inst().Record(ctx, elapsed.Seconds(), metric.WithAttributes(outcome...))
 	return resp, err
 }
@@ -138,45 +141,4 @@ func errorType(err error) attribute.KeyValue {
 		err = ue.Err
 	}
 	return semconv.ErrorType(err)
-}
-
-// remember notes a client whose budget the gauges read, without keeping it
-// alive.
-func (t *telemetry) remember(c *bodo.Client, host string) {
-	if c == nil {
-		return
-	}
-	p := weak.Make(c)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.clients == nil {
-		t.clients = map[weak.Pointer[bodo.Client]]string{}
-	}
-	t.clients[p] = host
-}
-
-// observe reports the budget of every client seen that is still alive.
-func (t *telemetry) observe(o metric.Observer, remaining metric.Float64Observable, waiting metric.Int64Observable) {
-	type seen struct {
-		c    *bodo.Client
-		host string
-	}
-	var live []seen
-	t.mu.Lock()
-	for p, host := range t.clients {
-		if c := p.Value(); c != nil {
-			live = append(live, seen{c, host})
-		} else {
-			delete(t.clients, p)
-		}
-	}
-	t.mu.Unlock()
-	for _, s := range live {
-		b := s.c.Budget()
-		server := semconv.ServerAddress(s.host)
-		o.ObserveInt64(waiting, int64(b.Waiting), metric.WithAttributes(server))
-		for _, l := range b.Levels {
-			o.ObserveFloat64(remaining, l.Remaining, metric.WithAttributes(server, AttrLevel.String(l.Name), AttrUnit.String(l.Unit)))
-		}
-	}
 }

@@ -30,6 +30,7 @@ const (
 	AttrRefusalPolicy = attribute.Key("bodo.refusal.policy")
 	AttrLevel         = attribute.Key("bodo.budget.level")
 	AttrUnit          = attribute.Key("bodo.budget.unit")
+	AttrKeyID         = attribute.Key("bodo.key.id") // the gauges' key: bodo.Client.KeyID, never the key
 )
 
 // budgetWaitBounds are the buckets of the budget's waits, in seconds: from

@@ -11,11 +11,25 @@
 // while neither is set, nothing is recorded. Each request carries the W3C
 // trace context of its span (traceparent, tracestate).
 //
+// An attempt's span ends when its response body has been read to the end or
+// closed: a body that breaks off makes it a failed span. The
+// http.client.request.duration of an attempt ends with the response's
+// headers. A call the budget held or refused and never sent (its context
+// ended while held, the server's wait was longer than MaxRetryWait, a quota
+// is exhausted) is an INTERNAL span from when it began to wait, with
+// error.type budget_hold (ErrorBudgetHold) and bodo.budget.held_by.
+//
+// url.full keeps the query's keys and replaces every value with REDACTED,
+// since a search (q) may name a person. The budget gauges tell keys apart
+// by bodo.key.id, the client's KeyID, never the key.
+//
 // The module stands apart from the SDK's, so that a program without
 // OpenTelemetry keeps a lean module graph.
 package otelbodo
 
 import (
+	"context"
+
 	"github.com/bodo-app/bodo-go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -57,6 +71,12 @@ func WithPropagator(p propagation.TextMapPropagator) Option {
 // client's calls in a span and records its metrics. Metrics lists the
 // names of the metrics; the spans are named by the operationId.
 func WithTelemetry(opts ...Option) bodo.Option {
+	return newTelemetry(opts...).option()
+}
+
+// newTelemetry is WithTelemetry's state: the tracer, the propagator and the
+// instruments its options name.
+func newTelemetry(opts ...Option) *telemetry {
 	c := config{}
 	for _, o := range opts {
 		if o != nil {
@@ -76,6 +96,16 @@ func WithTelemetry(opts ...Option) bodo.Option {
 		tracer:     c.tracers.Tracer(ScopeName, trace.WithInstrumentationVersion(bodo.Version)),
 		propagator: c.propagator,
 	}
-	t.instruments = newInstruments(c.meters.Meter(ScopeName, metric.WithInstrumentationVersion(bodo.Version)), t.observe)
-	return bodo.WithMiddleware(t.attempt)
+	t.instruments = newInstruments(c.meters.Meter(ScopeName, metric.WithInstrumentationVersion(bodo.Version)), t.gauged.observe)
+	t.gauged.recording = func(context.Context) bool { return false }
+	if t.budgetWait != nil {
+		t.gauged.recording = t.budgetWait.Enabled
+	}
+	return t
+}
+
+// option installs t on a client: the middleware around every attempt, and
+// the hook that hears of attempts the budget never let go.
+func (t *telemetry) option() bodo.Option {
+	return bodo.WithOptions(bodo.WithMiddleware(t.attempt), bodo.WithOnWait(t.held))
 }

@@ -103,6 +103,9 @@ func (r *recorder) refused(e *bodo.Error) {
 
 // waited is the client's WithOnWait hook.
 func (r *recorder) waited(ev bodo.WaitEvent) {
+	if ev.Err != nil {
+		return // a call the budget did not let go: its error counts it
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.waits++

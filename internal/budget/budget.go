@@ -210,10 +210,15 @@ var lastSweep atomic.Int64
 // For returns the shared state of apiKey on host. The map is keyed by a hash
 // of the key, never the key itself.
 func For(host, apiKey string) *State {
-	sum := sha256.Sum256([]byte(apiKey))
 	now := time.Now()
 	maybeSweep(now)
-	return forID(host+"/"+hex.EncodeToString(sum[:]), nil, now)
+	return forID(host+"/"+KeyHash(apiKey), nil, now)
+}
+
+// KeyHash is the hex SHA-256 of apiKey, by which For tells keys apart.
+func KeyHash(apiKey string) string {
+	sum := sha256.Sum256([]byte(apiKey))
+	return hex.EncodeToString(sum[:])
 }
 
 // forID returns the state of id in the map, made when there is none; a new

@@ -284,6 +284,9 @@ func (r *recorder) retried(ev bodo.RetryEvent) {
 }
 
 func (r *recorder) waited(ev bodo.WaitEvent) {
+	if ev.Err != nil {
+		return // a call the budget did not let go: its error counts it
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.waits++
