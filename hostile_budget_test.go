@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -308,4 +309,33 @@ func TestHungFirstCallHoldsTheKeyAtMostTheHeaderTimeout(t *testing.T) {
 		stop()
 		synctest.Wait()
 	})
+}
+
+// TestProxyRefusedDeleteOfNoSuchIDIsNotFound: a DELETE refused first by a
+// code-less 429 (an edge limiter, which forwarded nothing) and then
+// answered 404 by the API is ErrNotFound: nothing says an earlier attempt
+// deleted it. After a code-less 503 (a proxy that may have forwarded it
+// and lost the answer) the 404 says the resource is gone, as asked.
+func TestProxyRefusedDeleteOfNoSuchIDIsNotFound(t *testing.T) {
+	for status, want := range map[int]error{http.StatusTooManyRequests: ErrNotFound, http.StatusServiceUnavailable: nil} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var n atomic.Int32
+				notFound := problemResponder(http.StatusNotFound, CodeNotFound, nil, nil)
+				c := hostileClient(t, uniqueBaseURL(), roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					if n.Add(1) == 1 {
+						return answerWith(r, status, "text/html", []byte("<html>busy</html>"), http.Header{"Retry-After": {"1"}}), nil
+					}
+					return notFound(r)
+				}))
+				err := c.Contacts.Delete(context.Background(), hostileContactID)
+				if !errors.Is(err, want) || (want == nil) != (err == nil) {
+					t.Errorf("Delete after a code-less %d and a 404: %v, want %v", status, err, want)
+				}
+				if got := n.Load(); got != 2 {
+					t.Errorf("%d attempts, want 2", got)
+				}
+			})
+		})
+	}
 }

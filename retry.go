@@ -162,7 +162,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 				c.logRefusal(cl, apiErr, attempt, -1)
 				return nil, nil, apiErr
 			}
-			lost = lost || apiErr.Code == "" // a proxy's answer does not say the API did not do it
+			lost = lost || mayHaveReached(apiErr)
 			var hinted bool
 			wait, hinted = retryWait(apiErr, hintless)
 			if !hinted {
@@ -208,6 +208,14 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 // that is what the caller asked for, most likely done by that attempt.
 func goneAlready(cl *call, e *Error) bool {
 	return cl.op.Method == http.MethodDelete && e.Status == http.StatusNotFound
+}
+
+// mayHaveReached reports whether e, a retryable answer, leaves open that
+// the API did the call: a 503 without the API's problem is a proxy's, which
+// may have forwarded the request and lost the answer. A 429 without it is
+// an edge limiter's, which refuses before forwarding anything.
+func mayHaveReached(e *Error) bool {
+	return e.Code == "" && e.Status == http.StatusServiceUnavailable
 }
 
 // attempt sends one attempt of the call through the call's middleware (at
