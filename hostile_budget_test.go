@@ -339,3 +339,51 @@ func TestProxyRefusedDeleteOfNoSuchIDIsNotFound(t *testing.T) {
 		})
 	}
 }
+
+// TestCallSitsOutAtMostTheClampedWait: with a MaxRetryWait of two days, a
+// call whose answer asks a day sits out what the budget holds the key for,
+// not the day: at most 5 minutes of a lockout, an hour of a refusal on a
+// level or of a proxy's 503, and the jitter and spacing on top. Its retry
+// is then answered. The *Error of the refusal still says what the server
+// asked.
+func TestCallSitsOutAtMostTheClampedWait(t *testing.T) {
+	refusals := map[string]struct {
+		answer func(*http.Request) (*http.Response, error)
+		most   time.Duration
+	}{
+		"lockout": {problemResponder(http.StatusTooManyRequests, CodeRateLimited, http.Header{"Retry-After": {"86400"}},
+			map[string]any{"policy": "lockout", "retryAfterMs": 86400000}), budget.MaxLockout},
+		"key": {problemResponder(http.StatusTooManyRequests, CodeRateLimited, http.Header{"Retry-After": {"86400"}},
+			map[string]any{"policy": "key", "retryAfterMs": 86400000}), budget.MaxServerWait},
+		"proxy": {func(r *http.Request) (*http.Response, error) {
+			return answerWith(r, http.StatusServiceUnavailable, "text/html", []byte("<html>down</html>"), http.Header{"Retry-After": {"86400"}}), nil
+		}, budget.MaxServerWait},
+	}
+	for name, refusal := range refusals {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var n atomic.Int32
+				ok := contactAnswer(nil)
+				var heard *Error
+				c := hostileClient(t, uniqueBaseURL(), roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					if n.Add(1) == 1 {
+						return refusal.answer(r)
+					}
+					return ok(r)
+				}), WithMaxRetryWait(48*time.Hour), WithOnRetry(func(ev RetryEvent) { _ = errors.As(ev.Err, &heard) }))
+				ctx, cancel := context.WithTimeout(context.Background(), 72*time.Hour)
+				defer cancel()
+				start := time.Now()
+				if _, err := c.Contacts.Get(ctx, hostileContactID); err != nil {
+					t.Fatalf("the retry after the clamped wait: %v", err)
+				}
+				if d := time.Since(start); d > refusal.most+5*time.Second {
+					t.Errorf("the call sat out %v of a wait of a day, want at most %v and the jitter", d, refusal.most)
+				}
+				if heard == nil || heard.RetryAfter != 24*time.Hour {
+					t.Errorf("the refusal's *Error: %v, want its RetryAfter to say the server's day", heard)
+				}
+			})
+		})
+	}
+}

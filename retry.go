@@ -172,7 +172,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 				}
 				hintless++
 			}
-			if apiErr.RetryAfter > cl.settings.maxRetryWait {
+			if heldFor(apiErr) > cl.settings.maxRetryWait {
 				c.logRefusal(cl, apiErr, attempt, -1)
 				return nil, nil, apiErr
 			}
@@ -304,15 +304,27 @@ func notSent(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
+// heldFor is how much of e's RetryAfter the call sits out: the bounds the
+// budget holds the key for (budget.MaxLockout for a lockout,
+// budget.MaxServerWait for any other wait), so that a call never waits
+// longer than its key is held, whatever the answer says.
+func heldFor(e *Error) time.Duration {
+	if e.Code != "" && e.Policy == budget.Lockout {
+		return min(e.RetryAfter, budget.MaxLockout)
+	}
+	return min(e.RetryAfter, budget.MaxServerWait)
+}
+
 // retryWait returns how long to wait before retrying after e, and whether
-// the server gave the hint: retryAfterMs or Retry-After plus jitter (never
-// sooner than asked), OVERLOADED with at least a second of random spacing
+// the server gave the hint: retryAfterMs or Retry-After (heldFor) plus
+// jitter (never sooner than asked, up to its bound), OVERLOADED with at least a second of random spacing
 // on top; without a hint the doubling backoff after hintless such retries.
 func retryWait(e *Error, hintless int) (time.Duration, bool) {
 	hinted := e.hinted
 	var wait time.Duration
 	if hinted {
-		wait = e.RetryAfter + jitter(e.RetryAfter)
+		h := heldFor(e)
+		wait = h + jitter(h)
 	} else {
 		wait = backoff(hintless)
 	}
