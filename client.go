@@ -503,6 +503,9 @@ type call struct {
 	body     []byte           // the request body, replayed byte for byte on each attempt
 	bc       budget.Call      // the call as the key's budget sees it: cost, demand, its place in the queues
 	parts    []*ops.Operation // a batch's parts, in order
+
+	firstTrace sendTrace // the first attempt's (see sendTrace)
+	traced     bool      // firstTrace is taken
 }
 
 // do runs one call of op: builds the request, sends it through the retry

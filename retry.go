@@ -229,8 +229,8 @@ func (c *Client) attempt(ctx context.Context, cl *call, at Attempt) (*http.Respo
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	var trace sendTrace
-	resp, err := c.roundTrip(cl, cl.newAttempt(trace.with(ctx)), at)
+	trace := cl.sendTrace(ctx)
+	resp, err := c.roundTrip(cl, cl.newAttempt(trace.ctx()), at)
 	if err != nil {
 		if trace.unsent() {
 			err = &notSentError{err}
