@@ -155,9 +155,11 @@ func WithInsecureHTTP() Option {
 // if any, bounds each attempt; prefer a context deadline for the whole call.
 // NewClient uses a copy of hc whose CheckRedirect follows no redirect (the
 // API never redirects; see ErrRedirected); hc itself is left as it is.
-// Without this option a Client uses an *http.Client with
-// DefaultDialTimeout, DefaultTLSHandshakeTimeout and
-// DefaultResponseHeaderTimeout and no timeout on the whole exchange. A
+// Without this option a Client uses an *http.Client over a clone of
+// http.DefaultTransport with DefaultDialTimeout, DefaultTLSHandshakeTimeout
+// and DefaultResponseHeaderTimeout where it sets none, and no timeout on
+// the whole exchange; over http.DefaultTransport itself when it is no
+// *http.Transport. A
 // client given here keeps its own timeouts, none if it has none: an attempt
 // it never ends holds a slot of the key's calls in flight until the call's
 // context ends (WithAttemptTimeout bounds it), except in slow start, where
@@ -344,7 +346,8 @@ func WithoutIdempotencyKey() RequestOption {
 // malformed base URL or an option that can never be sent is an error. Its
 // requests go through the *http.Client of WithHTTPClient, else one with the
 // default timeouts (DefaultDialTimeout, DefaultTLSHandshakeTimeout,
-// DefaultResponseHeaderTimeout); neither follows redirects.
+// DefaultResponseHeaderTimeout) where http.DefaultTransport sets none;
+// neither follows redirects.
 func NewClient(opts ...Option) (*Client, error) {
 	s := clientSettings{
 		apiKey:  os.Getenv("BODO_API_KEY"),

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -386,4 +387,61 @@ func TestCallSitsOutAtMostTheClampedWait(t *testing.T) {
 			})
 		})
 	}
+}
+
+// countingTransport is a RoundTripper of its own, counting its requests.
+type countingTransport struct {
+	n  atomic.Int32
+	rt http.RoundTripper
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.rt.RoundTrip(r)
+}
+
+// TestDefaultClientKeepsAReplacedDefaultTransport: a Client made without
+// WithHTTPClient sends through an http.DefaultTransport that is no
+// *http.Transport (httpmock, a tracing wrapper) as it is; of one that is,
+// it keeps the dialer and the timeouts set there, and sets the default
+// timeouts only where none is.
+func TestDefaultClientKeepsAReplacedDefaultTransport(t *testing.T) {
+	was := http.DefaultTransport
+	t.Cleanup(func() { http.DefaultTransport = was })
+
+	wrapper := &countingTransport{rt: contactAnswer(nil)}
+	http.DefaultTransport = wrapper
+	c, err := NewClient(WithAPIKey(testKey), WithBaseURL(uniqueBaseURL()), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Contacts.Get(hostileCtx(t), hostileContactID); err != nil || wrapper.n.Load() == 0 {
+		t.Errorf("a DefaultTransport of its own: %v, %d requests through it; want the call through it", err, wrapper.n.Load())
+	}
+
+	var dialed atomic.Int32
+	dialer := &net.Dialer{}
+	http.DefaultTransport = &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dialed.Add(1)
+			return dialer.DialContext(ctx, network, addr)
+		},
+		ResponseHeaderTimeout: 5 * time.Second,
+	}
+	api, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, contactJSON)
+	})
+	c, err = NewClient(WithAPIKey(testKey), WithBaseURL(api.URL), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Contacts.Get(hostileCtx(t), "con_1"); err != nil || dialed.Load() == 0 {
+		t.Errorf("a DefaultTransport with a dialer: %v, %d dials through it; want the call through its dialer", err, dialed.Load())
+	}
+	tr := c.httpClient.Transport.(*http.Transport)
+	if tr.ResponseHeaderTimeout != 5*time.Second || tr.TLSHandshakeTimeout != DefaultTLSHandshakeTimeout {
+		t.Errorf("response header timeout %v, TLS handshake timeout %v; want the 5 s set and the default", tr.ResponseHeaderTimeout, tr.TLSHandshakeTimeout)
+	}
+	tr.CloseIdleConnections()
 }
