@@ -162,8 +162,11 @@ func WithInsecureHTTP() Option {
 // *http.Transport. A
 // client given here keeps its own timeouts, none if it has none: an attempt
 // it never ends holds a slot of the key's calls in flight until the call's
-// context ends (WithAttemptTimeout bounds it), except in slow start, where
-// it holds the key's other calls for DefaultResponseHeaderTimeout at most.
+// context ends (WithAttemptTimeout bounds it). In slow start (a key's
+// first call) hung calls hold the key's other calls for
+// DefaultResponseHeaderTimeout at most: then slow start ends, and calls go
+// up to the adaptive cap, never more than the parallel quota; past it, each
+// hung call keeps its slot.
 func WithHTTPClient(hc *http.Client) Option {
 	return clientOption(func(s *clientSettings) error {
 		if hc == nil {

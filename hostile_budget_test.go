@@ -445,3 +445,50 @@ func TestDefaultClientKeepsAReplacedDefaultTransport(t *testing.T) {
 	}
 	tr.CloseIdleConnections()
 }
+
+// TestHungCallsEndSlowStartAfterTheHeaderTimeout: two calls that never get
+// an answer, and a third behind them: slow start ends once the first has
+// been out DefaultResponseHeaderTimeout, so the second and the third go
+// then, not one more every DefaultResponseHeaderTimeout; no more calls than
+// the parallel quota are ever out at once.
+func TestHungCallsEndSlowStartAfterTheHeaderTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n, out, most atomic.Int32
+		ok := contactAnswer(nil)
+		c := hostileClient(t, uniqueBaseURL(), roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			now := out.Add(1)
+			defer out.Add(-1)
+			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+			}
+			if n.Add(1) <= 2 || strings.HasSuffix(r.URL.Path, "/hung") {
+				<-r.Context().Done() // never answers
+				return nil, r.Context().Err()
+			}
+			return ok(r)
+		}))
+		hungCtx, stop := context.WithCancel(context.Background())
+		defer stop()
+		for range 2 {
+			go func() { _, _ = c.Contacts.Get(hungCtx, hostileContactID) }()
+			synctest.Wait()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 4*DefaultResponseHeaderTimeout)
+		defer cancel()
+		start := time.Now()
+		if _, err := c.Contacts.Get(ctx, hostileContactID); err != nil {
+			t.Fatalf("the third call, behind two that never end: %v", err)
+		}
+		if d := time.Since(start); d > DefaultResponseHeaderTimeout {
+			t.Errorf("the third call waited %v behind two calls that never end, want at most %v", d, DefaultResponseHeaderTimeout)
+		}
+		for range 10 {
+			go func() { _, _ = c.Contacts.Get(hungCtx, "hung") }()
+		}
+		time.Sleep(time.Minute)
+		if m := most.Load(); m > 6 {
+			t.Errorf("%d calls out at once, more than the parallel quota of 6", m)
+		}
+		stop()
+		synctest.Wait()
+	})
+}

@@ -17,9 +17,10 @@ import (
 // whole exchange, so a long answer can still be read; a context deadline
 // or WithAttemptTimeout bounds that. An http.DefaultTransport that is no
 // *http.Transport (a mock, a tracing wrapper) is used as it is, with the
-// timeouts it has. DefaultResponseHeaderTimeout is also how long a call
-// that gets no answer in slow start (a key's first call) holds the key's
-// other calls, whatever *http.Client sends it.
+// timeouts it has. DefaultResponseHeaderTimeout is also how long calls that
+// get no answer in slow start (a key's first call) hold the key's other
+// calls, whatever *http.Client sends them: then slow start ends, and calls
+// go up to the adaptive cap, never more than the parallel quota (6).
 const (
 	DefaultDialTimeout           = 30 * time.Second
 	DefaultTLSHandshakeTimeout   = 10 * time.Second

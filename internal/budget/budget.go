@@ -163,14 +163,14 @@ type State struct {
 	waits  int64
 	waited time.Duration
 
-	learned    bool
+	learned    bool // slow start is over: an answer came, or SlowStartHold passed without one
 	lastPolicy []string
 
 	// The bounds on learned levels (bounds.go).
 	learnedPolicies, partitions int
 	overflowSaid, overflowDue   bool // an overflow was noted; it is still to be logged
 	levelsSweptAt               time.Time
-	slowStartAt                 time.Time     // when slow start last let a call out (SlowStartHold)
+	slowStartAt                 time.Time     // when slow start let its call out alone (SlowStartHold)
 	statusAt                    time.Time     // when StatusFor last started a status request
 	statusDone                  chan struct{} // closes when that request ends; nil when none is on its way
 
@@ -783,14 +783,14 @@ func (s *State) serverWaitLocked(g *gate, d time.Duration, why string, now time.
 }
 
 // SlowStartHold is how long the call out alone in slow start (no answer
-// yet) holds the key's other calls: then one more goes, and another after
-// each SlowStartHold that still brings no answer, so that a call that never
-// gets one does not hold the key for ever.
+// yet) holds the key's other calls: then slow start ends as an answer ends
+// it, and calls go up to the adaptive cap (at most the parallel quota), so
+// that calls that never get an answer hold the others for SlowStartHold at
+// most, however many there are.
 const SlowStartHold = 30 * time.Second
 
 // slowStartDueLocked reports whether slow start holds calls because the
-// last one let out has not been answered, and how long until it lets one
-// more go.
+// call let out alone has not been answered, and how long until it ends.
 func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
 	if s.learned || s.inflight == 0 {
 		return 0, false
@@ -806,7 +806,8 @@ func (s *State) slotLocked(w *waiter, share fallbackShare, now time.Time) (*gate
 	if !s.learned {
 		limit = 1 // slow start: one call until an answer has shown the server's policies
 		if _, held := s.slowStartDueLocked(now); !held && s.inflight > 0 {
-			limit = s.inflight + 1
+			s.learned = true // out SlowStartHold unanswered: it ends as an answer would
+			limit = int(s.capLimit)
 		}
 	}
 	if share.on && s.inflight >= share.slots {
@@ -827,7 +828,7 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 		return
 	}
 	s.inflight++
-	if !s.learned {
+	if !s.learned && s.inflight == 1 {
 		s.slowStartAt = now
 	}
 	c.reported = nil
