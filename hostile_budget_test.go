@@ -278,117 +278,6 @@ func TestDefaultClientHasTimeouts(t *testing.T) {
 	}
 }
 
-// TestHungFirstCallHoldsTheKeyAtMostTheHeaderTimeout: the key's first call
-// never gets an answer over an *http.Client without timeouts; slow start
-// lets the next call go once the first has been out for
-// DefaultResponseHeaderTimeout, and that one is answered.
-func TestHungFirstCallHoldsTheKeyAtMostTheHeaderTimeout(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var n atomic.Int32
-		ok := contactAnswer(nil)
-		c := hostileClient(t, uniqueBaseURL(), roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if n.Add(1) == 1 {
-				<-r.Context().Done() // never answers
-				return nil, r.Context().Err()
-			}
-			return ok(r)
-		}))
-		hungCtx, stop := context.WithCancel(context.Background())
-		defer stop()
-		go func() { _, _ = c.Contacts.Get(hungCtx, hostileContactID) }()
-		synctest.Wait()
-
-		ctx, cancel := context.WithTimeout(context.Background(), 2*DefaultResponseHeaderTimeout)
-		defer cancel()
-		start := time.Now()
-		if _, err := c.Contacts.Get(ctx, hostileContactID); err != nil {
-			t.Fatalf("the second call, behind a first that never ends: %v", err)
-		}
-		if d := time.Since(start); d > DefaultResponseHeaderTimeout {
-			t.Errorf("the second call waited %v behind a call that never ends, want at most %v", d, DefaultResponseHeaderTimeout)
-		}
-		stop()
-		synctest.Wait()
-	})
-}
-
-// TestProxyRefusedDeleteOfNoSuchIDIsNotFound: a DELETE refused first by a
-// code-less 429 (an edge limiter, which forwarded nothing) and then
-// answered 404 by the API is ErrNotFound: nothing says an earlier attempt
-// deleted it. After a code-less 503 (a proxy that may have forwarded it
-// and lost the answer) the 404 says the resource is gone, as asked.
-func TestProxyRefusedDeleteOfNoSuchIDIsNotFound(t *testing.T) {
-	for status, want := range map[int]error{http.StatusTooManyRequests: ErrNotFound, http.StatusServiceUnavailable: nil} {
-		t.Run(strconv.Itoa(status), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				var n atomic.Int32
-				notFound := problemResponder(http.StatusNotFound, CodeNotFound, nil, nil)
-				c := hostileClient(t, uniqueBaseURL(), roundTripFunc(func(r *http.Request) (*http.Response, error) {
-					if n.Add(1) == 1 {
-						return answerWith(r, status, "text/html", []byte("<html>busy</html>"), http.Header{"Retry-After": {"1"}}), nil
-					}
-					return notFound(r)
-				}))
-				err := c.Contacts.Delete(context.Background(), hostileContactID)
-				if !errors.Is(err, want) || (want == nil) != (err == nil) {
-					t.Errorf("Delete after a code-less %d and a 404: %v, want %v", status, err, want)
-				}
-				if got := n.Load(); got != 2 {
-					t.Errorf("%d attempts, want 2", got)
-				}
-			})
-		})
-	}
-}
-
-// TestCallSitsOutAtMostTheClampedWait: with a MaxRetryWait of two days, a
-// call whose answer asks a day sits out what the budget holds the key for,
-// not the day: at most 5 minutes of a lockout, an hour of a refusal on a
-// level or of a proxy's 503, and the jitter and spacing on top. Its retry
-// is then answered. The *Error of the refusal still says what the server
-// asked.
-func TestCallSitsOutAtMostTheClampedWait(t *testing.T) {
-	refusals := map[string]struct {
-		answer func(*http.Request) (*http.Response, error)
-		most   time.Duration
-	}{
-		"lockout": {problemResponder(http.StatusTooManyRequests, CodeRateLimited, http.Header{"Retry-After": {"86400"}},
-			map[string]any{"policy": "lockout", "retryAfterMs": 86400000}), budget.MaxLockout},
-		"key": {problemResponder(http.StatusTooManyRequests, CodeRateLimited, http.Header{"Retry-After": {"86400"}},
-			map[string]any{"policy": "key", "retryAfterMs": 86400000}), budget.MaxServerWait},
-		"proxy": {func(r *http.Request) (*http.Response, error) {
-			return answerWith(r, http.StatusServiceUnavailable, "text/html", []byte("<html>down</html>"), http.Header{"Retry-After": {"86400"}}), nil
-		}, budget.MaxServerWait},
-	}
-	for name, refusal := range refusals {
-		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				var n atomic.Int32
-				ok := contactAnswer(nil)
-				var heard *Error
-				c := hostileClient(t, uniqueBaseURL(), roundTripFunc(func(r *http.Request) (*http.Response, error) {
-					if n.Add(1) == 1 {
-						return refusal.answer(r)
-					}
-					return ok(r)
-				}), WithMaxRetryWait(48*time.Hour), WithOnRetry(func(ev RetryEvent) { _ = errors.As(ev.Err, &heard) }))
-				ctx, cancel := context.WithTimeout(context.Background(), 72*time.Hour)
-				defer cancel()
-				start := time.Now()
-				if _, err := c.Contacts.Get(ctx, hostileContactID); err != nil {
-					t.Fatalf("the retry after the clamped wait: %v", err)
-				}
-				if d := time.Since(start); d > refusal.most+5*time.Second {
-					t.Errorf("the call sat out %v of a wait of a day, want at most %v and the jitter", d, refusal.most)
-				}
-				if heard == nil || heard.RetryAfter != 24*time.Hour {
-					t.Errorf("the refusal's *Error: %v, want its RetryAfter to say the server's day", heard)
-				}
-			})
-		})
-	}
-}
-
 // countingTransport is a RoundTripper of its own, counting its requests.
 type countingTransport struct {
 	n  atomic.Int32
@@ -446,49 +335,54 @@ func TestDefaultClientKeepsAReplacedDefaultTransport(t *testing.T) {
 	tr.CloseIdleConnections()
 }
 
-// TestHungCallsEndSlowStartAfterTheHeaderTimeout: two calls that never get
-// an answer, and a third behind them: slow start ends once the first has
-// been out DefaultResponseHeaderTimeout, so the second and the third go
-// then, not one more every DefaultResponseHeaderTimeout; no more calls than
-// the parallel quota are ever out at once.
+// TestHungCallsEndSlowStartAfterTheHeaderTimeout: one or two calls of a
+// key that never get an answer over an *http.Client without timeouts, and
+// one more behind them: slow start ends once the first has been out
+// DefaultResponseHeaderTimeout, so the calls behind go then (not one more
+// every DefaultResponseHeaderTimeout), and the last is answered; no more
+// calls than the parallel quota are ever out at once.
 func TestHungCallsEndSlowStartAfterTheHeaderTimeout(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var n, out, most atomic.Int32
-		ok := contactAnswer(nil)
-		c := hostileClient(t, uniqueBaseURL(), roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			now := out.Add(1)
-			defer out.Add(-1)
-			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
-			}
-			if n.Add(1) <= 2 || strings.HasSuffix(r.URL.Path, "/hung") {
-				<-r.Context().Done() // never answers
-				return nil, r.Context().Err()
-			}
-			return ok(r)
-		}))
-		hungCtx, stop := context.WithCancel(context.Background())
-		defer stop()
-		for range 2 {
-			go func() { _, _ = c.Contacts.Get(hungCtx, hostileContactID) }()
-			synctest.Wait()
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 4*DefaultResponseHeaderTimeout)
-		defer cancel()
-		start := time.Now()
-		if _, err := c.Contacts.Get(ctx, hostileContactID); err != nil {
-			t.Fatalf("the third call, behind two that never end: %v", err)
-		}
-		if d := time.Since(start); d > DefaultResponseHeaderTimeout {
-			t.Errorf("the third call waited %v behind two calls that never end, want at most %v", d, DefaultResponseHeaderTimeout)
-		}
-		for range 10 {
-			go func() { _, _ = c.Contacts.Get(hungCtx, "hung") }()
-		}
-		time.Sleep(time.Minute)
-		if m := most.Load(); m > 6 {
-			t.Errorf("%d calls out at once, more than the parallel quota of 6", m)
-		}
-		stop()
-		synctest.Wait()
-	})
+	for _, hung := range []int32{1, 2} {
+		t.Run(strconv.Itoa(int(hung)), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var n, out, most atomic.Int32
+				ok := contactAnswer(nil)
+				c := hostileClient(t, uniqueBaseURL(), roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					now := out.Add(1)
+					defer out.Add(-1)
+					for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+					}
+					if n.Add(1) <= hung || strings.HasSuffix(r.URL.Path, "/hung") {
+						<-r.Context().Done() // never answers
+						return nil, r.Context().Err()
+					}
+					return ok(r)
+				}))
+				hungCtx, stop := context.WithCancel(context.Background())
+				defer stop()
+				for range hung {
+					go func() { _, _ = c.Contacts.Get(hungCtx, hostileContactID) }()
+					synctest.Wait()
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 4*DefaultResponseHeaderTimeout)
+				defer cancel()
+				start := time.Now()
+				if _, err := c.Contacts.Get(ctx, hostileContactID); err != nil {
+					t.Fatalf("the call behind %d that never end: %v", hung, err)
+				}
+				if d := time.Since(start); d > DefaultResponseHeaderTimeout {
+					t.Errorf("the call behind %d that never end waited %v, want at most %v", hung, d, DefaultResponseHeaderTimeout)
+				}
+				for range 10 {
+					go func() { _, _ = c.Contacts.Get(hungCtx, "hung") }()
+				}
+				time.Sleep(time.Minute)
+				if m := most.Load(); m > 6 {
+					t.Errorf("%d calls out at once, more than the parallel quota of 6", m)
+				}
+				stop()
+				synctest.Wait()
+			})
+		})
+	}
 }
