@@ -262,7 +262,8 @@ func WithMaxRetries(n int) ClientOrRequestOption {
 // MaxRetryWait allows. It
 // bounds the waits the budget holds the key for as well: a lockout, the
 // server's wait for every call of the key, a refusal's wait on a level the
-// call takes from, and a pause another process put in the shared budget.
+// call takes from, and a pause or a refusal's wait on a level that another
+// process put in the shared budget.
 // A call that would sit one out for longer is not sent: it fails at once
 // with a local *Error whose RetryAfter says what is left of the wait.
 func WithMaxRetryWait(d time.Duration) ClientOrRequestOption {

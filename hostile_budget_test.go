@@ -136,12 +136,14 @@ func TestLockoutIsHeldAtMostFiveMinutes(t *testing.T) {
 	})
 }
 
-// stalledStore is a budgetstore.Store whose every Acquire says that another
-// process heard a day-long lockout.
-type stalledStore struct{}
+// stalledStore is a budgetstore.Store whose every Acquire answers grant,
+// with two processes: a wait another process heard.
+type stalledStore struct{ grant budgetstore.Grant }
 
-func (stalledStore) Acquire(context.Context, string, budgetstore.Acquire) (budgetstore.Grant, error) {
-	return budgetstore.Grant{Wait: 24 * time.Hour, Reason: "lockout", Members: budgetstore.Members{Processes: 2}}, nil
+func (s stalledStore) Acquire(context.Context, string, budgetstore.Acquire) (budgetstore.Grant, error) {
+	g := s.grant
+	g.Members = budgetstore.Members{Processes: 2}
+	return g, nil
 }
 func (stalledStore) Release(context.Context, string, budgetstore.Release) error { return nil }
 func (stalledStore) Refund(context.Context, string, []budgetstore.Level) error  { return nil }
@@ -150,24 +152,32 @@ func (stalledStore) Renew(context.Context, string, budgetstore.Renew) (budgetsto
 }
 
 // TestAnotherProcessesWaitIsNotSatOutPastMaxRetryWait: a pause another
-// process put in the shared store, longer than the call's MaxRetryWait,
-// fails the call at once with the *Error whose RetryAfter says how long,
-// not with its context's deadline.
+// process put in the shared store, or a refusal's wait on a level it heard
+// (a level owing what the refused call lacked), longer than the call's
+// MaxRetryWait, fails the call at once with the *Error whose RetryAfter
+// says how long, not with its context's deadline.
 func TestAnotherProcessesWaitIsNotSatOutPastMaxRetryWait(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := hostileClient(t, uniqueBaseURL(), contactAnswer(nil), WithSharedBudget(stalledStore{}), WithMaxRetryWait(time.Second))
-		ctx, cancel := context.WithTimeout(context.Background(), 48*time.Hour)
-		defer cancel()
-		start := time.Now()
-		_, err := c.Contacts.Get(ctx, hostileContactID)
-		if d := time.Since(start); d > 0 {
-			t.Errorf("the call waited %v for another process's lockout", d)
-		}
-		var e *Error
-		if !errors.As(err, &e) || !e.Local || e.RetryAfter != 24*time.Hour || errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("held by the store: %v, want a local *Error with RetryAfter 24h, not the deadline", err)
-		}
-	})
+	for name, grant := range map[string]budgetstore.Grant{
+		"lockout": {Wait: 24 * time.Hour, Reason: "lockout"},
+		"level":   {Wait: time.Hour, Reason: "key", Refusal: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := hostileClient(t, uniqueBaseURL(), contactAnswer(nil), WithSharedBudget(stalledStore{grant}), WithMaxRetryWait(time.Second))
+				ctx, cancel := context.WithTimeout(context.Background(), 48*time.Hour)
+				defer cancel()
+				start := time.Now()
+				_, err := c.Contacts.Get(ctx, hostileContactID)
+				if d := time.Since(start); d > 0 {
+					t.Errorf("the call waited %v for another process's wait", d)
+				}
+				var e *Error
+				if !errors.As(err, &e) || !e.Local || e.RetryAfter != grant.Wait || errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("held by the store: %v, want a local *Error with RetryAfter %v, not the deadline", err, grant.Wait)
+				}
+			})
+		})
+	}
 }
 
 // countingHandler counts the records whose message contains sub.

@@ -74,7 +74,8 @@ type Call struct {
 	// MaxHold, when positive, is the longest wait the server asked of the
 	// key that the call sits out: a lockout, a wait for every call of the
 	// key, a refusal's wait on a level it takes from, or the shared
-	// store's pause, whichever process heard it. A longer one fails the
+	// store's pause or refusal's wait (budgetstore.Grant.Refusal),
+	// whichever process heard it. A longer one fails the
 	// attempt at once with a HoldError that wraps ErrHoldTooLong.
 	MaxHold time.Duration
 	// PastLevels lets a budgeted call pass the pace and every level whose
@@ -480,10 +481,10 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			return fail(err)
 		}
 		g, d, why := s.holdLocked(c, now)
-		lease := ""
+		lease, refusal := "", false
 		if g == nil && s.sharedActiveLocked(now) {
 			var err error
-			lease, d, why, err = s.acquireSharedLocked(c, now)
+			lease, d, why, refusal, err = s.acquireSharedLocked(c, now)
 			now = time.Now()
 			if err != nil {
 				return fail(err)
@@ -520,7 +521,7 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			return &c.ticket, Event{Wait: waited, Reason: reason}, nil
 		}
 		reason, wait, waitFrom = why, d, now
-		if asked, ok := s.serverWaitLocked(g, d, why, now); ok && c.MaxHold > 0 && asked > c.MaxHold {
+		if asked, ok := s.serverWaitLocked(g, d, why, refusal, now); ok && c.MaxHold > 0 && asked > c.MaxHold {
 			return fail(&HoldError{Reason: why, Wait: asked, Err: ErrHoldTooLong})
 		}
 		var statusDue time.Time // when it asks again for the status, held all along
@@ -769,12 +770,13 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 }
 
 // serverWaitLocked returns how long g holds a call for a wait the server
-// asked of the key, given d and why from holdLocked; false when what holds
-// it is the client's own model (a level's tokens, the pace, the slots, the
+// asked of the key, given d and why from holdLocked or the shared store
+// (refusal: the store's wait is a refusal's); false when what holds it is
+// the client's own model (a level's tokens, the pace, the slots, the
 // guard).
-func (s *State) serverWaitLocked(g *gate, d time.Duration, why string, now time.Time) (time.Duration, bool) {
+func (s *State) serverWaitLocked(g *gate, d time.Duration, why string, refusal bool, now time.Time) (time.Duration, bool) {
 	switch {
-	case g == &s.pauseGate, g == &s.storeGate && why == ReasonLockout:
+	case g == &s.pauseGate, g == &s.storeGate && (why == ReasonLockout || refusal):
 		return d, true
 	case g.level != nil && now.Before(g.level.holdUntil):
 		return g.level.holdUntil.Sub(now), true
