@@ -156,13 +156,18 @@ func WithInsecureHTTP() Option {
 // if any, bounds each attempt; prefer a context deadline for the whole call.
 // NewClient uses a copy of hc whose CheckRedirect follows no redirect (the
 // API never redirects; see ErrRedirected); hc itself is left as it is.
-// Without this option a Client uses an *http.Client with
-// DefaultDialTimeout, DefaultTLSHandshakeTimeout and
-// DefaultResponseHeaderTimeout and no timeout on the whole exchange. A
+// Without this option a Client uses an *http.Client over a clone of
+// http.DefaultTransport with DefaultDialTimeout, DefaultTLSHandshakeTimeout
+// and DefaultResponseHeaderTimeout where it sets none, and no timeout on
+// the whole exchange; over http.DefaultTransport itself when it is no
+// *http.Transport. A
 // client given here keeps its own timeouts, none if it has none: an attempt
 // it never ends holds a slot of the key's calls in flight until the call's
-// context ends (WithAttemptTimeout bounds it), except in slow start, where
-// it holds the key's other calls for DefaultResponseHeaderTimeout at most.
+// context ends (WithAttemptTimeout bounds it). In slow start (a key's
+// first call) hung calls hold the key's other calls for
+// DefaultResponseHeaderTimeout at most: then slow start ends, and calls go
+// up to the adaptive cap, never more than the parallel quota; past it, each
+// hung call keeps its slot.
 func WithHTTPClient(hc *http.Client) Option {
 	return clientOption(func(s *clientSettings) error {
 		if hc == nil {
@@ -278,10 +283,15 @@ func WithMaxRetries(n int) ClientOrRequestOption {
 
 // WithMaxRetryWait sets the longest wait the client accepts before a retry
 // (default DefaultMaxRetryWait, 60 s). When the server asks for longer, the
-// call fails at once with the *Error, whose RetryAfter says how long. It
+// call fails at once with the *Error, whose RetryAfter says how long. What
+// the server asks is bounded first as the budget bounds it: a lockout's
+// wait at 5 minutes, the contract's lockout, and any other at an hour, the
+// longest window of a level; a call sits out no more than that, whatever
+// MaxRetryWait allows. It
 // bounds the waits the budget holds the key for as well: a lockout, the
 // server's wait for every call of the key, a refusal's wait on a level the
-// call takes from, and a pause another process put in the shared budget.
+// call takes from, and a pause or a refusal's wait on a level that another
+// process put in the shared budget.
 // A call that would sit one out for longer is not sent: it fails at once
 // with a local *Error whose RetryAfter says what is left of the wait.
 func WithMaxRetryWait(d time.Duration) ClientOrRequestOption {
@@ -368,7 +378,8 @@ func WithoutIdempotencyKey() RequestOption {
 // malformed base URL or an option that can never be sent is an error. Its
 // requests go through the *http.Client of WithHTTPClient, else one with the
 // default timeouts (DefaultDialTimeout, DefaultTLSHandshakeTimeout,
-// DefaultResponseHeaderTimeout); neither follows redirects.
+// DefaultResponseHeaderTimeout) where http.DefaultTransport sets none;
+// neither follows redirects.
 func NewClient(opts ...Option) (*Client, error) {
 	s := clientSettings{
 		apiKey:  os.Getenv("BODO_API_KEY"),
@@ -537,6 +548,9 @@ type call struct {
 	body     []byte           // the request body, replayed byte for byte on each attempt
 	bc       budget.Call      // the call as the key's budget sees it: cost, demand, its place in the queues
 	parts    []*ops.Operation // a batch's parts, in order
+
+	firstTrace sendTrace // the first attempt's (see sendTrace)
+	traced     bool      // firstTrace is taken
 }
 
 // do runs one call of op: builds the request, sends it through the retry

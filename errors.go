@@ -126,7 +126,10 @@ type Error struct {
 	Instance  string // the request path the problem is about
 	RequestID string // the answer's Request-Id; quote it when you ask for support
 	// RetryAfter is how long the server asked to wait: retryAfterMs when the
-	// problem has it, else the Retry-After header; zero when neither did.
+	// problem has it, else the Retry-After header (up to 24 h); zero when
+	// neither did. It says what the answer asked, while the client sits out
+	// at most 5 minutes of a lockout and an hour of any other wait (see
+	// WithMaxRetryWait).
 	RetryAfter time.Duration
 	Policy     string       // the level that refused, e.g. "key" or "lockout"
 	ResetsAt   time.Time    // when an exhausted quota resets (QUOTA_EXHAUSTED)

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -134,12 +136,14 @@ func TestLockoutIsHeldAtMostFiveMinutes(t *testing.T) {
 	})
 }
 
-// stalledStore is a budgetstore.Store whose every Acquire says that another
-// process heard a day-long lockout.
-type stalledStore struct{}
+// stalledStore is a budgetstore.Store whose every Acquire answers grant,
+// with two processes: a wait another process heard.
+type stalledStore struct{ grant budgetstore.Grant }
 
-func (stalledStore) Acquire(context.Context, string, budgetstore.Acquire) (budgetstore.Grant, error) {
-	return budgetstore.Grant{Wait: 24 * time.Hour, Reason: "lockout", Members: budgetstore.Members{Processes: 2}}, nil
+func (s stalledStore) Acquire(context.Context, string, budgetstore.Acquire) (budgetstore.Grant, error) {
+	g := s.grant
+	g.Members = budgetstore.Members{Processes: 2}
+	return g, nil
 }
 func (stalledStore) Release(context.Context, string, budgetstore.Release) error { return nil }
 func (stalledStore) Refund(context.Context, string, []budgetstore.Level) error  { return nil }
@@ -148,24 +152,32 @@ func (stalledStore) Renew(context.Context, string, budgetstore.Renew) (budgetsto
 }
 
 // TestAnotherProcessesWaitIsNotSatOutPastMaxRetryWait: a pause another
-// process put in the shared store, longer than the call's MaxRetryWait,
-// fails the call at once with the *Error whose RetryAfter says how long,
-// not with its context's deadline.
+// process put in the shared store, or a refusal's wait on a level it heard
+// (a level owing what the refused call lacked), longer than the call's
+// MaxRetryWait, fails the call at once with the *Error whose RetryAfter
+// says how long, not with its context's deadline.
 func TestAnotherProcessesWaitIsNotSatOutPastMaxRetryWait(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := hostileClient(t, uniqueBaseURL(), contactAnswer(nil), WithSharedBudget(stalledStore{}), WithMaxRetryWait(time.Second))
-		ctx, cancel := context.WithTimeout(context.Background(), 48*time.Hour)
-		defer cancel()
-		start := time.Now()
-		_, err := c.Contacts.Get(ctx, hostileContactID)
-		if d := time.Since(start); d > 0 {
-			t.Errorf("the call waited %v for another process's lockout", d)
-		}
-		var e *Error
-		if !errors.As(err, &e) || !e.Local || e.RetryAfter != 24*time.Hour || errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("held by the store: %v, want a local *Error with RetryAfter 24h, not the deadline", err)
-		}
-	})
+	for name, grant := range map[string]budgetstore.Grant{
+		"lockout": {Wait: 24 * time.Hour, Reason: "lockout"},
+		"level":   {Wait: time.Hour, Reason: "key", Refusal: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := hostileClient(t, uniqueBaseURL(), contactAnswer(nil), WithSharedBudget(stalledStore{grant}), WithMaxRetryWait(time.Second))
+				ctx, cancel := context.WithTimeout(context.Background(), 48*time.Hour)
+				defer cancel()
+				start := time.Now()
+				_, err := c.Contacts.Get(ctx, hostileContactID)
+				if d := time.Since(start); d > 0 {
+					t.Errorf("the call waited %v for another process's wait", d)
+				}
+				var e *Error
+				if !errors.As(err, &e) || !e.Local || e.RetryAfter != grant.Wait || errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("held by the store: %v, want a local *Error with RetryAfter %v, not the deadline", err, grant.Wait)
+				}
+			})
+		})
+	}
 }
 
 // countingHandler counts the records whose message contains sub.
@@ -276,36 +288,111 @@ func TestDefaultClientHasTimeouts(t *testing.T) {
 	}
 }
 
-// TestHungFirstCallHoldsTheKeyAtMostTheHeaderTimeout: the key's first call
-// never gets an answer over an *http.Client without timeouts; slow start
-// lets the next call go once the first has been out for
-// DefaultResponseHeaderTimeout, and that one is answered.
-func TestHungFirstCallHoldsTheKeyAtMostTheHeaderTimeout(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var n atomic.Int32
-		ok := contactAnswer(nil)
-		c := hostileClient(t, uniqueBaseURL(), roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if n.Add(1) == 1 {
-				<-r.Context().Done() // never answers
-				return nil, r.Context().Err()
-			}
-			return ok(r)
-		}))
-		hungCtx, stop := context.WithCancel(context.Background())
-		defer stop()
-		go func() { _, _ = c.Contacts.Get(hungCtx, hostileContactID) }()
-		synctest.Wait()
+// countingTransport is a RoundTripper of its own, counting its requests.
+type countingTransport struct {
+	n  atomic.Int32
+	rt http.RoundTripper
+}
 
-		ctx, cancel := context.WithTimeout(context.Background(), 2*DefaultResponseHeaderTimeout)
-		defer cancel()
-		start := time.Now()
-		if _, err := c.Contacts.Get(ctx, hostileContactID); err != nil {
-			t.Fatalf("the second call, behind a first that never ends: %v", err)
-		}
-		if d := time.Since(start); d > DefaultResponseHeaderTimeout {
-			t.Errorf("the second call waited %v behind a call that never ends, want at most %v", d, DefaultResponseHeaderTimeout)
-		}
-		stop()
-		synctest.Wait()
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.rt.RoundTrip(r)
+}
+
+// TestDefaultClientKeepsAReplacedDefaultTransport: a Client made without
+// WithHTTPClient sends through an http.DefaultTransport that is no
+// *http.Transport (httpmock, a tracing wrapper) as it is; of one that is,
+// it keeps the dialer and the timeouts set there, and sets the default
+// timeouts only where none is.
+func TestDefaultClientKeepsAReplacedDefaultTransport(t *testing.T) {
+	was := http.DefaultTransport
+	t.Cleanup(func() { http.DefaultTransport = was })
+
+	wrapper := &countingTransport{rt: contactAnswer(nil)}
+	http.DefaultTransport = wrapper
+	c, err := NewClient(WithAPIKey(testKey), WithBaseURL(uniqueBaseURL()), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Contacts.Get(hostileCtx(t), hostileContactID); err != nil || wrapper.n.Load() == 0 {
+		t.Errorf("a DefaultTransport of its own: %v, %d requests through it; want the call through it", err, wrapper.n.Load())
+	}
+
+	var dialed atomic.Int32
+	dialer := &net.Dialer{}
+	http.DefaultTransport = &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dialed.Add(1)
+			return dialer.DialContext(ctx, network, addr)
+		},
+		ResponseHeaderTimeout: 5 * time.Second,
+	}
+	api, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, contactJSON)
 	})
+	c, err = NewClient(WithAPIKey(testKey), WithBaseURL(api.URL), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Contacts.Get(hostileCtx(t), "con_1"); err != nil || dialed.Load() == 0 {
+		t.Errorf("a DefaultTransport with a dialer: %v, %d dials through it; want the call through its dialer", err, dialed.Load())
+	}
+	tr := c.httpClient.Transport.(*http.Transport)
+	if tr.ResponseHeaderTimeout != 5*time.Second || tr.TLSHandshakeTimeout != DefaultTLSHandshakeTimeout {
+		t.Errorf("response header timeout %v, TLS handshake timeout %v; want the 5 s set and the default", tr.ResponseHeaderTimeout, tr.TLSHandshakeTimeout)
+	}
+	tr.CloseIdleConnections()
+}
+
+// TestHungCallsEndSlowStartAfterTheHeaderTimeout: one or two calls of a
+// key that never get an answer over an *http.Client without timeouts, and
+// one more behind them: slow start ends once the first has been out
+// DefaultResponseHeaderTimeout, so the calls behind go then (not one more
+// every DefaultResponseHeaderTimeout), and the last is answered; no more
+// calls than the parallel quota are ever out at once.
+func TestHungCallsEndSlowStartAfterTheHeaderTimeout(t *testing.T) {
+	for _, hung := range []int32{1, 2} {
+		t.Run(strconv.Itoa(int(hung)), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var n, out, most atomic.Int32
+				ok := contactAnswer(nil)
+				c := hostileClient(t, uniqueBaseURL(), roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					now := out.Add(1)
+					defer out.Add(-1)
+					for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+					}
+					if n.Add(1) <= hung || strings.HasSuffix(r.URL.Path, "/hung") {
+						<-r.Context().Done() // never answers
+						return nil, r.Context().Err()
+					}
+					return ok(r)
+				}))
+				hungCtx, stop := context.WithCancel(context.Background())
+				defer stop()
+				for range hung {
+					go func() { _, _ = c.Contacts.Get(hungCtx, hostileContactID) }()
+					synctest.Wait()
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 4*DefaultResponseHeaderTimeout)
+				defer cancel()
+				start := time.Now()
+				if _, err := c.Contacts.Get(ctx, hostileContactID); err != nil {
+					t.Fatalf("the call behind %d that never end: %v", hung, err)
+				}
+				if d := time.Since(start); d > DefaultResponseHeaderTimeout {
+					t.Errorf("the call behind %d that never end waited %v, want at most %v", hung, d, DefaultResponseHeaderTimeout)
+				}
+				for range 10 {
+					go func() { _, _ = c.Contacts.Get(hungCtx, "hung") }()
+				}
+				time.Sleep(time.Minute)
+				if m := most.Load(); m > 6 {
+					t.Errorf("%d calls out at once, more than the parallel quota of 6", m)
+				}
+				stop()
+				synctest.Wait()
+			})
+		})
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -465,4 +466,31 @@ func TestHostileUnsendableInputIsRefusedBeforeSending(t *testing.T) {
 	if _, err := trusting.Me(soon); err != nil {
 		t.Errorf("the same key over a trusted certificate, after 30 refused ones: %v", err)
 	}
+}
+
+// TestHostileLongCursorsAreNotKept: an iteration remembers the cursors it
+// followed in a fixed size each, so that a server answering 32 cursors of
+// a megabyte each leaves the iteration holding a few hundred bytes, not
+// the 32 MB of the cursors.
+func TestHostileLongCursorsAreNotKept(t *testing.T) {
+	const n, size = 32, 1 << 20
+	var pc pageCursors
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		cursor := strconv.Itoa(i) + strings.Repeat("c", size)
+		if pc.seen(cursor) {
+			t.Fatalf("cursor %d seen before", i)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > n*size/8 {
+		t.Errorf("the iteration keeps %d bytes after %d cursors of %d bytes", grown, n, size)
+	}
+	if !pc.seen(strconv.Itoa(n-1) + strings.Repeat("c", size)) {
+		t.Error("a cursor followed before is not seen")
+	}
+	runtime.KeepAlive(&pc)
 }

@@ -3,6 +3,7 @@ package bodo
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/http"
 )
 
@@ -11,8 +12,14 @@ import (
 // already: following it again would fetch the same pages for ever.
 var ErrRepeatedCursor = errors.New("bodo: the server repeated a page cursor")
 
-// pageCursors are the cursors one iteration has followed.
-type pageCursors map[string]struct{}
+// pageCursors are the cursors one iteration has followed, each kept as a
+// hash of a seed drawn per iteration: eight bytes a cursor, however long
+// the server makes it. The seed is secret to the process, so a server
+// cannot choose a cursor that collides with another.
+type pageCursors struct {
+	seed   maphash.Seed
+	hashes map[uint64]struct{}
+}
 
 // seen records cursor (unless it is empty) and reports whether it was
 // recorded before.
@@ -20,13 +27,14 @@ func (pc *pageCursors) seen(cursor string) bool {
 	if cursor == "" {
 		return false
 	}
-	if *pc == nil {
-		*pc = pageCursors{}
+	if pc.hashes == nil {
+		pc.seed, pc.hashes = maphash.MakeSeed(), map[uint64]struct{}{}
 	}
-	if _, ok := (*pc)[cursor]; ok {
+	h := maphash.String(pc.seed, cursor)
+	if _, ok := pc.hashes[h]; ok {
 		return true
 	}
-	(*pc)[cursor] = struct{}{}
+	pc.hashes[h] = struct{}{}
 	return false
 }
 

@@ -162,7 +162,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 				c.logRefusal(cl, apiErr, attempt, -1)
 				return nil, nil, apiErr
 			}
-			lost = lost || apiErr.Code == "" // a proxy's answer does not say the API did not do it
+			lost = lost || mayHaveReached(apiErr)
 			var hinted bool
 			wait, hinted = retryWait(apiErr, hintless)
 			if !hinted {
@@ -172,7 +172,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 				}
 				hintless++
 			}
-			if apiErr.RetryAfter > cl.settings.maxRetryWait {
+			if heldFor(apiErr) > cl.settings.maxRetryWait {
 				c.logRefusal(cl, apiErr, attempt, -1)
 				return nil, nil, apiErr
 			}
@@ -210,6 +210,14 @@ func goneAlready(cl *call, e *Error) bool {
 	return cl.op.Method == http.MethodDelete && e.Status == http.StatusNotFound
 }
 
+// mayHaveReached reports whether e, a retryable answer, leaves open that
+// the API did the call: a 503 without the API's problem is a proxy's, which
+// may have forwarded the request and lost the answer. A 429 without it is
+// an edge limiter's, which refuses before forwarding anything.
+func mayHaveReached(e *Error) bool {
+	return e.Code == "" && e.Status == http.StatusServiceUnavailable
+}
+
 // attempt sends one attempt of the call through the call's middleware (at
 // says which attempt it is), bounded by the attempt timeout,
 // and reads the body of a 2xx or 304 answer (up to maxSuccessBody+1 bytes):
@@ -221,8 +229,8 @@ func (c *Client) attempt(ctx context.Context, cl *call, at Attempt) (*http.Respo
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	var trace sendTrace
-	resp, err := c.roundTrip(cl, cl.newAttempt(trace.with(ctx)), at)
+	trace := cl.sendTrace(ctx)
+	resp, err := c.roundTrip(cl, cl.newAttempt(trace.ctx()), at)
 	if err != nil {
 		if trace.unsent() {
 			err = &notSentError{err}
@@ -296,15 +304,27 @@ func notSent(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
+// heldFor is how much of e's RetryAfter the call sits out: the bounds the
+// budget holds the key for (budget.MaxLockout for a lockout,
+// budget.MaxServerWait for any other wait), so that a call never waits
+// longer than its key is held, whatever the answer says.
+func heldFor(e *Error) time.Duration {
+	if e.Code != "" && e.Policy == budget.Lockout {
+		return min(e.RetryAfter, budget.MaxLockout)
+	}
+	return min(e.RetryAfter, budget.MaxServerWait)
+}
+
 // retryWait returns how long to wait before retrying after e, and whether
-// the server gave the hint: retryAfterMs or Retry-After plus jitter (never
-// sooner than asked), OVERLOADED with at least a second of random spacing
+// the server gave the hint: retryAfterMs or Retry-After (heldFor) plus
+// jitter (never sooner than asked, up to its bound), OVERLOADED with at least a second of random spacing
 // on top; without a hint the doubling backoff after hintless such retries.
 func retryWait(e *Error, hintless int) (time.Duration, bool) {
 	hinted := e.hinted
 	var wait time.Duration
 	if hinted {
-		wait = e.RetryAfter + jitter(e.RetryAfter)
+		h := heldFor(e)
+		wait = h + jitter(h)
 	} else {
 		wait = backoff(hintless)
 	}

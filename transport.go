@@ -9,30 +9,42 @@ import (
 )
 
 // The timeouts of the *http.Client a Client made without WithHTTPClient
-// uses: to dial, to finish the TLS handshake, and from the request's end to
-// the answer's headers. There is no timeout on the whole exchange, so a long
-// answer can still be read; a context deadline or WithAttemptTimeout bounds
-// that. DefaultResponseHeaderTimeout is also how long a call that gets no
-// answer in slow start (a key's first call) holds the key's other calls,
-// whatever *http.Client sends it.
+// uses, when http.DefaultTransport is an *http.Transport: to dial, to
+// finish the TLS handshake, and from the request's end to the answer's
+// headers. Each applies where http.DefaultTransport sets none: its own
+// dialer (30 s, as DefaultDialTimeout) and TLS handshake timeout (10 s)
+// stay, and so do any a program set there. There is no timeout on the
+// whole exchange, so a long answer can still be read; a context deadline
+// or WithAttemptTimeout bounds that. An http.DefaultTransport that is no
+// *http.Transport (a mock, a tracing wrapper) is used as it is, with the
+// timeouts it has. DefaultResponseHeaderTimeout is also how long calls that
+// get no answer in slow start (a key's first call) hold the key's other
+// calls, whatever *http.Client sends them: then slow start ends, and calls
+// go up to the adaptive cap, never more than the parallel quota (6).
 const (
-	DefaultDialTimeout           = 10 * time.Second
+	DefaultDialTimeout           = 30 * time.Second
 	DefaultTLSHandshakeTimeout   = 10 * time.Second
 	DefaultResponseHeaderTimeout = budget.SlowStartHold
 )
 
 // defaultHTTPClient is the *http.Client of a Client made without
-// WithHTTPClient: http.DefaultTransport's settings (proxy from the
-// environment, HTTP/2, idle connections) with the default timeouts.
+// WithHTTPClient: http.DefaultTransport, as it is when it is no
+// *http.Transport, else a clone of it with the default timeouts where it
+// has none.
 func defaultHTTPClient() *http.Client {
 	t, ok := http.DefaultTransport.(*http.Transport)
-	if ok {
-		t = t.Clone()
-	} else {
-		t = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true, IdleConnTimeout: 90 * time.Second}
+	if !ok {
+		return &http.Client{Transport: http.DefaultTransport}
 	}
-	t.DialContext = (&net.Dialer{Timeout: DefaultDialTimeout, KeepAlive: 30 * time.Second}).DialContext
-	t.TLSHandshakeTimeout = DefaultTLSHandshakeTimeout
-	t.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	t = t.Clone()
+	if t.DialContext == nil && t.Dial == nil { // a Dial set there is kept as well
+		t.DialContext = (&net.Dialer{Timeout: DefaultDialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	}
+	if t.TLSHandshakeTimeout == 0 {
+		t.TLSHandshakeTimeout = DefaultTLSHandshakeTimeout
+	}
+	if t.ResponseHeaderTimeout == 0 {
+		t.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	}
 	return &http.Client{Transport: t}
 }

@@ -14,23 +14,91 @@ import (
 // Transport reports for every request) and whether it wrote the request's
 // headers (WroteHeaders). Before its headers are complete no server can act
 // on a request, so a failure before then is a request not sent.
+//
+// It is the attempt's context as well: the context it was made from, with
+// its ClientTrace under httptrace's key, so that one allocation and the two
+// hooks are all an attempt costs.
 type sendTrace struct {
+	context.Context
+	trace        httptrace.ClientTrace
 	began, wrote atomic.Bool
 }
 
-// with returns ctx with hooks that record what the transport did. Hooks of
-// a trace already in ctx are still called.
-func (st *sendTrace) with(ctx context.Context) context.Context {
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GetConn:      func(string) { st.began.Store(true) },
-		WroteHeaders: func() { st.wrote.Store(true) },
-	})
+// sendTrace returns the trace of the call's next attempt, made with ctx:
+// the first is kept in the call, so that it allocates only its hooks; a
+// trace is never used for two attempts, since the hooks of one may still
+// run when the next is sent. Its ctx method is the context to send the
+// attempt with; hooks of a trace already in ctx are still called.
+func (cl *call) sendTrace(ctx context.Context) *sendTrace {
+	st := &cl.firstTrace
+	if cl.traced {
+		st = new(sendTrace)
+	}
+	cl.traced = true
+	st.Context = ctx
+	st.trace.GetConn = st.getConn
+	st.trace.WroteHeaders = st.wroteHeaders
+	return st
+}
+
+func (st *sendTrace) getConn(string) { st.began.Store(true) }
+func (st *sendTrace) wroteHeaders()  { st.wrote.Store(true) }
+
+// ctx returns the context that carries st's hooks.
+func (st *sendTrace) ctx() context.Context {
+	if traceKey == nil || httptrace.ContextClientTrace(st.Context) != nil {
+		return httptrace.WithClientTrace(st.Context, &st.trace) // composes the hooks there
+	}
+	return st
 }
 
 // unsent reports whether the transport began the attempt and failed before
 // it wrote the headers. A transport that reports nothing (a RoundTripper of
 // its own) leaves it unknown, so false.
 func (st *sendTrace) unsent() bool { return st.began.Load() && !st.wrote.Load() }
+
+// Value returns st's ClientTrace under httptrace's key, and what the
+// context it was made from holds under any other.
+func (st *sendTrace) Value(key any) any {
+	if key == traceKey {
+		return &st.trace
+	}
+	return st.Context.Value(key)
+}
+
+// traceKey is the key under which httptrace keeps a ClientTrace in a
+// context, learned from httptrace.WithClientTrace as it looks for one; nil
+// when httptrace does not then find a trace kept under it, and a sendTrace
+// adds its trace by httptrace.WithClientTrace instead.
+var traceKey = probeTraceKey()
+
+func probeTraceKey() any {
+	p := &keyProbe{Context: context.Background()}
+	httptrace.WithClientTrace(p, &httptrace.ClientTrace{})
+	p.trace = &httptrace.ClientTrace{}
+	if p.key == nil || httptrace.ContextClientTrace(p) != p.trace {
+		return nil
+	}
+	return p.key
+}
+
+// keyProbe is a context that notes the first key it is asked for, and then
+// answers it with trace.
+type keyProbe struct {
+	context.Context
+	key   any
+	trace *httptrace.ClientTrace
+}
+
+func (p *keyProbe) Value(key any) any {
+	if p.key == nil {
+		p.key = key
+	}
+	if key == p.key && p.trace != nil {
+		return p.trace
+	}
+	return nil
+}
 
 // notSentError is the error of an attempt that failed before its request
 // was written: the server cannot have seen it.

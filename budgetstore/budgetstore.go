@@ -88,6 +88,11 @@ type Grant struct {
 	// means until a slot in flight is released.
 	Wait   time.Duration
 	Reason string // what holds the attempt: a level, "in-flight", "pace", "refusal-guard", "lockout", "quota"
+	// Refusal says that the wait is one a refusal asked for: the level that
+	// holds the attempt owes what a refused call lacked (Release.Owe), as
+	// the server asked. The client then holds the call no longer than it
+	// sits out any wait the server asked of the key.
+	Refusal bool
 	// Policy and Until name an exhausted quota (Reason "quota"): the call
 	// is refused until then.
 	Policy string
@@ -133,6 +138,8 @@ type Release struct {
 	Left []Level
 	// Owe caps each level at Amount, which may be negative: after a
 	// RATE_LIMITED the level owes what the call lacked until its retry.
+	// Until it has refilled to zero at its Rate, a wait it causes is a
+	// Refusal.
 	Owe           []Level
 	PausedUntil   time.Time // a lockout: nothing is admitted before
 	RefusalLimit  int

@@ -91,7 +91,7 @@ func (b *Budget) Acquire(ctx context.Context, key string, req budgetstore.Acquir
 	if err != nil {
 		return budgetstore.Grant{}, fmt.Errorf("redisbudget: acquire: %w", err)
 	}
-	if len(res) != 8 {
+	if len(res) != 9 {
 		return budgetstore.Grant{}, fmt.Errorf("redisbudget: acquire: unexpected answer %v", res)
 	}
 	admitted, _ := res[0].(int64)
@@ -99,6 +99,8 @@ func (b *Budget) Acquire(ctx context.Context, key string, req budgetstore.Acquir
 	reason, _ := res[2].(string)
 	g := budgetstore.Grant{Admitted: admitted == 1, Wait: millis(min(max(wait, 0), int64(time.Hour/time.Millisecond))), Reason: reason,
 		LeaseTTL: millis(res[5]), Members: members(res[6], res[7])}
+	refusal, _ := res[8].(int64)
+	g.Refusal = refusal == 1
 	if reason == "quota" {
 		g.Policy, _ = res[3].(string)
 		left, _ := res[4].(int64)

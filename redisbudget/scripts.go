@@ -117,7 +117,9 @@ end
 // refusal window ms, unbudgeted (0/1), process, process ttl ms, number of
 // levels, then per level name, amount, rate, size. It answers {admitted
 // (0/1), wait ms, reason, policy, ms until reset, ttl ms, processes,
-// rank}: a reason when not admitted, a policy for an exhausted quota. A
+// rank, refusal (0/1)}: a reason when not admitted, a policy for an
+// exhausted quota, refusal when the level that holds it owes what a
+// refusal asked (its 'ru', set by an owe, is still to come). A
 // lease already admitted is admitted again without taking anything; a
 // lease already released is not.
 var acquireScript = redis.NewScript(luaPrelude + `
@@ -131,8 +133,8 @@ local rwindow = tonumber(ARGV[7])
 local unbudgeted = ARGV[8] == '1'
 local n, rank = members(ARGV[9], tonumber(ARGV[10]))
 local levels = levels_from(12, tonumber(ARGV[11]))
-local function no(wait, reason, policy, untilms)
-  return {0, wait, reason, policy or '', untilms or 0, ttl, n, rank}
+local function no(wait, reason, policy, untilms, refusal)
+  return {0, wait, reason, policy or '', untilms or 0, ttl, n, rank, refusal and 1 or 0}
 end
 
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', p .. ':leases', '-inf', now)) do
@@ -144,7 +146,7 @@ if gone(lease) then
 end
 if redis.call('ZSCORE', p .. ':leases', lease) then
   redis.call('ZADD', p .. ':leases', now + ttl, lease)
-  return {1, 0, '', '', 0, ttl, n, rank}
+  return {1, 0, '', '', 0, ttl, n, rank, 0}
 end
 
 local blocks = {'*'}
@@ -178,7 +180,7 @@ if not unbudgeted then
     save_aimd(cap, pace, lc)
     return no(0, 'in-flight')
   end
-  local wait, reason = 0, ''
+  local wait, reason, refusal = 0, '', false
   for _, l in ipairs(levels) do
     l.tokens = tokens_of(l.name, l.rate, l.size)
     -- A call bigger than the level goes when it is full, into debt.
@@ -186,7 +188,10 @@ if not unbudgeted then
     if l.tokens < need - 1e-9 then
       local w = 3600000
       if l.rate > 0 then w = math.min(3600000, math.ceil((need - l.tokens) / l.rate * 1000)) end
-      if w > wait then wait, reason = w, l.name end
+      if w > wait then
+        wait, reason = w, l.name
+        refusal = (tonumber(redis.call('HGET', p .. ':lv:' .. l.name, 'ru')) or 0) > now
+      end
     end
   end
   local pt, pa
@@ -204,12 +209,12 @@ if not unbudgeted then
     local need = math.min(cost, burst)
     if pt < need - 1e-9 and pr > 0 then
       local w = math.min(3600000, math.ceil((need - pt) / pr * 1000))
-      if w > wait then wait, reason = w, 'pace' end
+      if w > wait then wait, reason, refusal = w, 'pace', false end
     end
   end
   save_aimd(cap, pace, lc)
   if wait > 0 then
-    return no(wait, reason)
+    return no(wait, reason, nil, nil, refusal)
   end
   for _, l in ipairs(levels) do
     save(l.name, l.tokens - l.amount)
@@ -226,7 +231,7 @@ redis.call('ZADD', p .. ':leases', now + ttl, lease)
 -- entry expires the lease, and drop_lease still finds what to take back
 touch(p .. ':lease:' .. lease)
 touch(p .. ':leases')
-return {1, 0, '', '', 0, ttl, n, rank}
+return {1, 0, '', '', 0, ttl, n, rank, 0}
 `)
 
 // releaseScript ends an attempt; a release of a lease released already
@@ -268,8 +273,15 @@ for _, l in ipairs(left) do
   local inflight = tonumber(redis.call('HGET', p .. ':inflight', l.name)) or 0
   save(l.name, math.min(tokens_of(l.name, l.rate, l.size), l.amount - inflight))
 end
+-- a level owing what a refused call lacked: until it has refilled to
+-- zero, its wait is the refusal's ('ru')
 for _, l in ipairs(owe) do
   save(l.name, math.min(tokens_of(l.name, l.rate, l.size), l.amount))
+  if l.amount < 0 and l.rate > 0 then
+    local k = p .. ':lv:' .. l.name
+    local ru = now + math.ceil(-l.amount / l.rate * 1000)
+    redis.call('HSET', k, 'ru', math.max(tonumber(redis.call('HGET', k, 'ru')) or 0, ru))
+  end
 end
 if cut then
   local lastcut = tonumber(redis.call('HGET', p .. ':state', 'lcut'))

@@ -74,7 +74,8 @@ type Call struct {
 	// MaxHold, when positive, is the longest wait the server asked of the
 	// key that the call sits out: a lockout, a wait for every call of the
 	// key, a refusal's wait on a level it takes from, or the shared
-	// store's pause, whichever process heard it. A longer one fails the
+	// store's pause or refusal's wait (budgetstore.Grant.Refusal),
+	// whichever process heard it. A longer one fails the
 	// attempt at once with a HoldError that wraps ErrHoldTooLong.
 	MaxHold time.Duration
 	// PastLevels lets a budgeted call pass the pace and every level whose
@@ -163,14 +164,14 @@ type State struct {
 	waits  int64
 	waited time.Duration
 
-	learned    bool
+	learned    bool // slow start is over: an answer came, or SlowStartHold passed without one
 	lastPolicy []string
 
 	// The bounds on learned levels (bounds.go).
 	learnedPolicies, partitions int
 	overflowSaid, overflowDue   bool // an overflow was noted; it is still to be logged
 	levelsSweptAt               time.Time
-	slowStartAt                 time.Time     // when slow start last let a call out (SlowStartHold)
+	slowStartAt                 time.Time     // when slow start let its call out alone (SlowStartHold)
 	statusAt                    time.Time     // when StatusFor last started a status request
 	statusDone                  chan struct{} // closes when that request ends; nil when none is on its way
 
@@ -485,10 +486,10 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			return fail(err)
 		}
 		g, d, why := s.holdLocked(c, now)
-		lease := ""
+		lease, refusal := "", false
 		if g == nil && s.sharedActiveLocked(now) {
 			var err error
-			lease, d, why, err = s.acquireSharedLocked(c, now)
+			lease, d, why, refusal, err = s.acquireSharedLocked(c, now)
 			now = time.Now()
 			if err != nil {
 				return fail(err)
@@ -525,7 +526,7 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			return &c.ticket, Event{Wait: waited, Reason: reason}, nil
 		}
 		reason, wait, waitFrom = why, d, now
-		if asked, ok := s.serverWaitLocked(g, d, why, now); ok && c.MaxHold > 0 && asked > c.MaxHold {
+		if asked, ok := s.serverWaitLocked(g, d, why, refusal, now); ok && c.MaxHold > 0 && asked > c.MaxHold {
 			return fail(&HoldError{Reason: why, Wait: asked, Err: ErrHoldTooLong})
 		}
 		var statusDue time.Time // when it asks again for the status, held all along
@@ -774,12 +775,13 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 }
 
 // serverWaitLocked returns how long g holds a call for a wait the server
-// asked of the key, given d and why from holdLocked; false when what holds
-// it is the client's own model (a level's tokens, the pace, the slots, the
+// asked of the key, given d and why from holdLocked or the shared store
+// (refusal: the store's wait is a refusal's); false when what holds it is
+// the client's own model (a level's tokens, the pace, the slots, the
 // guard).
-func (s *State) serverWaitLocked(g *gate, d time.Duration, why string, now time.Time) (time.Duration, bool) {
+func (s *State) serverWaitLocked(g *gate, d time.Duration, why string, refusal bool, now time.Time) (time.Duration, bool) {
 	switch {
-	case g == &s.pauseGate, g == &s.storeGate && why == ReasonLockout:
+	case g == &s.pauseGate, g == &s.storeGate && (why == ReasonLockout || refusal):
 		return d, true
 	case g.level != nil && now.Before(g.level.holdUntil):
 		return g.level.holdUntil.Sub(now), true
@@ -788,14 +790,14 @@ func (s *State) serverWaitLocked(g *gate, d time.Duration, why string, now time.
 }
 
 // SlowStartHold is how long the call out alone in slow start (no answer
-// yet) holds the key's other calls: then one more goes, and another after
-// each SlowStartHold that still brings no answer, so that a call that never
-// gets one does not hold the key for ever.
+// yet) holds the key's other calls: then slow start ends as an answer ends
+// it, and calls go up to the adaptive cap (at most the parallel quota), so
+// that calls that never get an answer hold the others for SlowStartHold at
+// most, however many there are.
 const SlowStartHold = 30 * time.Second
 
 // slowStartDueLocked reports whether slow start holds calls because the
-// last one let out has not been answered, and how long until it lets one
-// more go.
+// call let out alone has not been answered, and how long until it ends.
 func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
 	if s.learned || s.inflight == 0 {
 		return 0, false
@@ -811,7 +813,8 @@ func (s *State) slotLocked(w *waiter, share fallbackShare, now time.Time) (*gate
 	if !s.learned {
 		limit = 1 // slow start: one call until an answer has shown the server's policies
 		if _, held := s.slowStartDueLocked(now); !held && s.inflight > 0 {
-			limit = s.inflight + 1
+			s.learned = true // out SlowStartHold unanswered: it ends as an answer would
+			limit = int(s.capLimit)
 		}
 	}
 	if share.on && s.inflight >= share.slots {
@@ -832,7 +835,7 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 		return
 	}
 	s.inflight++
-	if !s.learned {
+	if !s.learned && s.inflight == 1 {
 		s.slowStartAt = now
 	}
 	c.reported = nil

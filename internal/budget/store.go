@@ -259,12 +259,13 @@ func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
 
 // acquireSharedLocked asks the store to admit c; s.mu is released during the
 // request. It returns the lease when admitted, else why not and how long at
-// least to wait. A store that fails returns no lease and no reason: the
+// least to wait, and whether the wait is one a refusal asked for
+// (budgetstore.Grant.Refusal). A store that fails returns no lease and no reason: the
 // caller falls back to the local budget, and the lease, which the store may
 // have granted all the same, is released once the store answers again. A
 // quota the store knows to be exhausted is the local refusal error, and so
 // is a panic of the store or of the logger.
-func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Duration, string, error) {
+func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Duration, string, bool, error) {
 	takes := s.takesLocked(c)
 	levels := make([]budgetstore.Level, 0, len(takes))
 	for _, t := range takes {
@@ -302,13 +303,13 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 		s.keepLocked(pendingOp{st: st, seq: seq, key: key, rel: budgetstore.Release{Lease: req.Lease, RefusalWindow: RefusalWindow, MaxInFlight: s.parallel}, at: now})
 	}
 	if _, ok := err.(*PanicError); ok {
-		return "", 0, "", err
+		return "", 0, "", false, err
 	}
 	switch {
 	case logErr != nil:
-		return "", 0, "", logErr
+		return "", 0, "", false, logErr
 	case err != nil:
-		return "", 0, "", nil
+		return "", 0, "", false, nil
 	case grant.Admitted:
 		ttl := grant.LeaseTTL
 		if ttl <= 0 {
@@ -319,17 +320,17 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 		}
 		s.leases[req.Lease] = leaseRef{st: st, seq: seq, key: key, ttl: ttl}
 		s.startKeeperLocked()
-		return req.Lease, 0, "", nil
+		return req.Lease, 0, "", false, nil
 	case grant.Reason == "quota":
 		s.blocks[grant.Policy] = block{until: grant.Until, name: grant.Policy}
 		if err := s.blockedLocked(c, now); err != nil {
-			return "", 0, "", err
+			return "", 0, "", false, err
 		}
-		return "", sharedPoll, "quota", nil // the store knows a level this process has not learned yet
+		return "", sharedPoll, "quota", false, nil // the store knows a level this process has not learned yet
 	case grant.Wait <= 0:
-		return "", sharedPoll, grant.Reason, nil
+		return "", sharedPoll, grant.Reason, false, nil
 	}
-	return "", grant.Wait, grant.Reason, nil
+	return "", grant.Wait, grant.Reason, grant.Refusal, nil
 }
 
 // keepLocked keeps op for the keeper to send.

@@ -1,0 +1,83 @@
+package redisbudget
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/budgetstore"
+	"github.com/bodo-app/bodo-go/internal/sandbox"
+)
+
+// keyRecorder is a Store that notes the key its client uses.
+type keyRecorder struct {
+	budgetstore.Store
+	mu  sync.Mutex
+	key string
+}
+
+func (r *keyRecorder) Acquire(ctx context.Context, key string, req budgetstore.Acquire) (budgetstore.Grant, error) {
+	r.mu.Lock()
+	r.key = key
+	r.mu.Unlock()
+	return r.Store.Acquire(ctx, key, req)
+}
+
+// TestAnotherProcessesRefusalIsNotSatOutPastMaxRetryWait: another process
+// hears a RATE_LIMITED on the key level that asks an hour, and its release
+// leaves the level owing what its call lacked. The store says the wait it
+// then answers is a refusal's, so a call of this process whose
+// MaxRetryWait is a second fails at once with the local *Error whose
+// RetryAfter says how long, although its context would wait three hours;
+// a wait of the level's own tokens is no refusal's.
+func TestAnotherProcessesRefusalIsNotSatOutPastMaxRetryWait(t *testing.T) {
+	rs := startRedis(t)
+	bud := New(rs.Client(t))
+	rec := &keyRecorder{Store: bud}
+	c := sandboxClient(t, sandbox.New(), rec, bodo.WithMaxRetryWait(time.Second))
+	if _, err := c.Me(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	k := rec.key
+	rec.mu.Unlock()
+
+	ctx := context.Background()
+	g, err := bud.Acquire(ctx, k, acquire("other", time.Minute, key(598)))
+	if err != nil || !g.Admitted {
+		t.Fatalf("the other process's call: %+v %v", g, err)
+	}
+	if g, err := bud.Acquire(ctx, k, acquire("model", time.Minute, key(5))); err != nil || g.Admitted || g.Refusal {
+		t.Fatalf("a wait for the level's own tokens: %+v %v, want no refusal", g, err)
+	}
+	owed := key(1 - 5*time.Hour.Seconds()) // an hour's refill short of one point
+	if err := bud.Release(ctx, k, budgetstore.Release{Lease: "other", Refused: true, Cut: true, Owe: []budgetstore.Level{owed},
+		RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := bud.Acquire(ctx, k, acquire("after", time.Minute, key(1))); err != nil || g.Admitted || !g.Refusal || g.Reason != "key" {
+		t.Fatalf("after the refusal: %+v %v, want a refusal's wait on key", g, err)
+	}
+
+	callCtx, cancel := context.WithTimeout(ctx, 3*time.Hour)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Me(callCtx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var e *bodo.Error
+		if !errors.As(err, &e) || !e.Local || e.RetryAfter <= 59*time.Minute || e.RetryAfter > time.Hour || errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("held by another process's refusal: %v, want a local *Error with RetryAfter of about an hour", err)
+		}
+	case <-time.After(5 * time.Second):
+		cancel()
+		<-done
+		t.Error("the call sat out another process's refusal of an hour, past its MaxRetryWait of a second")
+	}
+}
