@@ -67,6 +67,11 @@ func (e *RetryError) Error() string {
 // Unwrap returns the last attempt's error.
 func (e *RetryError) Unwrap() error { return e.Err }
 
+// maxDeferrals bounds how often one call is held back at its last moment
+// and admitted anew (deferredError), should admission and that moment ever
+// disagree.
+const maxDeferrals = 3
+
 // send runs the attempts of one call until one is answered with something
 // that is not retried, the retries run out, or ctx ends. It returns the
 // response of a 2xx or 304 answer with its body unread.
@@ -79,7 +84,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			open.Unanswered(true)
 		}
 	}()
-	hintless := 0
+	hintless, deferrals := 0, 0
 	lost := false  // an earlier attempt may have done the call, its answer lost
 	var at Attempt // what a middleware learns of each attempt
 	for attempt := 1; ; attempt++ {
@@ -96,7 +101,13 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 		if waited.Wait > 0 {
 			at.HeldBy = waited.Reason
 		}
-		resp, body, err := c.attempt(ctx, cl, at)
+		resp, body, err := c.attempt(ctx, cl, at, ticket)
+		if err != nil && deferrals < maxDeferrals && isDeferred(err) {
+			ticket.Unanswered(false)
+			deferrals++
+			attempt-- // nothing was sent: admitted anew, the call meets the wait there
+			continue
+		}
 		var (
 			last error
 			wait time.Duration
@@ -223,19 +234,29 @@ func mayHaveReached(e *Error) bool {
 // and reads the body of a 2xx or 304 answer (up to maxSuccessBody+1 bytes):
 // a body cut off by a reset or a timeout is a failed attempt like a failed
 // connection. Other answers come back with their body unread.
-func (c *Client) attempt(ctx context.Context, cl *call, at Attempt) (*http.Response, []byte, error) {
+func (c *Client) attempt(ctx context.Context, cl *call, at Attempt, t *budget.Ticket) (*http.Response, []byte, error) {
 	if d := cl.settings.attemptTimeout; d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	trace := cl.sendTrace(ctx)
+	trace := cl.sendTrace(ctx, t)
 	resp, err := c.roundTrip(cl, cl.newAttempt(trace.ctx()), at)
+	trace.ticket.Store(nil) // the request's context holds the trace, and an error may hold the request
 	if err != nil {
-		if trace.unsent() {
+		switch {
+		case trace.deferred.Load():
+			err = &deferredError{err}
+		case trace.unsent():
 			err = &notSentError{err}
 		}
 		return nil, nil, err
+	}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		// Its body may ask for a wait that its headers do not say: until
+		// the answer is read, requests about to be written wait for it,
+		// the one that gets this connection when the body is read too.
+		t.Reading()
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotModified {
 		// The caller reads the problem before the deferred cancel: keep

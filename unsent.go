@@ -5,8 +5,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net"
 	"net/http/httptrace"
 	"sync/atomic"
+	"time"
+
+	"github.com/bodo-app/bodo-go/internal/budget"
 )
 
 // sendTrace tells, for one attempt, whether the request could have reached
@@ -22,6 +26,9 @@ type sendTrace struct {
 	context.Context
 	trace        httptrace.ClientTrace
 	began, wrote atomic.Bool
+	ticket       atomic.Pointer[budget.Ticket] // the attempt's admission while it is sent, asked again at its last moment (gotConn)
+	hold         time.Duration                 // the longest server's wait the call sits out (MaxRetryWait)
+	deferred     atomic.Bool                   // gotConn closed the connection: a wait longer than hold was announced
 }
 
 // sendTrace returns the trace of the call's next attempt, made with ctx:
@@ -29,20 +36,70 @@ type sendTrace struct {
 // trace is never used for two attempts, since the hooks of one may still
 // run when the next is sent. Its ctx method is the context to send the
 // attempt with; hooks of a trace already in ctx are still called.
-func (cl *call) sendTrace(ctx context.Context) *sendTrace {
+func (cl *call) sendTrace(ctx context.Context, t *budget.Ticket) *sendTrace {
 	st := &cl.firstTrace
 	if cl.traced {
 		st = new(sendTrace)
 	}
 	cl.traced = true
-	st.Context = ctx
+	st.Context, st.hold = ctx, cl.bc.MaxHold
+	st.ticket.Store(t)
 	st.trace.GetConn = st.getConn
+	st.trace.GotConn = st.gotConn
 	st.trace.WroteHeaders = st.wroteHeaders
 	return st
 }
 
 func (st *sendTrace) getConn(string) { st.began.Store(true) }
 func (st *sendTrace) wroteHeaders()  { st.wrote.Store(true) }
+
+// gotConn is the last moment before the request is written, which the
+// transport does not do before it returns: a wait the server announced
+// since the attempt was admitted (an answer read meanwhile, perhaps on this
+// very connection) is sat out here. One longer than the call sits out
+// closes an HTTP/1 connection instead, so that nothing is written and the
+// call is admitted anew (deferred); an HTTP/2 connection carries other
+// calls, so there the attempt waits at most hold.
+func (st *sendTrace) gotConn(info httptrace.GotConnInfo) {
+	t := st.ticket.Load()
+	if t == nil {
+		return
+	}
+	d := t.Bound(st.Context)
+	if d <= 0 {
+		return
+	}
+	if d > st.hold && !multiplexed(info.Conn) {
+		st.deferred.Store(true)
+		_ = info.Conn.Close()
+		return
+	}
+	timer := time.NewTimer(min(d, st.hold))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-st.Context.Done():
+	}
+}
+
+// multiplexed reports whether conn carries HTTP/2, whose streams other
+// calls share.
+func multiplexed(conn net.Conn) bool {
+	tc, ok := conn.(*tls.Conn)
+	return ok && tc.ConnectionState().NegotiatedProtocol == "h2"
+}
+
+// deferredError is an attempt held back at its last moment by a wait longer
+// than its call sits out: not sent, and not counted as an attempt.
+type deferredError struct{ err error }
+
+func (e *deferredError) Error() string { return "held back before it was written: " + e.err.Error() }
+func (e *deferredError) Unwrap() error { return e.err }
+
+func isDeferred(err error) bool {
+	var d *deferredError
+	return errors.As(err, &d)
+}
 
 // ctx returns the context that carries st's hooks.
 func (st *sendTrace) ctx() context.Context {

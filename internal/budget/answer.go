@@ -86,6 +86,7 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 				s.refusedLocked(c, a.Status, a.Problem, now, rel)
 			}
 		}
+		t.endReadingLocked() // the answer's waits are in: requests held at their last moment look again
 		overflow, logger := s.overflowDue, s.logger
 		s.overflowDue = false
 		s.releaseSharedLocked(rel, refused || unknown, now) // unlocks

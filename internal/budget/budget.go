@@ -155,6 +155,7 @@ type State struct {
 	paceGate, slotGate     gate
 	storeGate              gate
 	lockedUntil, heldUntil time.Time // a lockout (every call); the server's wait for the key (budgeted calls)
+	read                   reading   // refusals whose answers are being read (Ticket.Reading)
 	heldWhy                string
 
 	refusals []time.Time // 429 answers in the last RefusalWindow, oldest first
@@ -372,6 +373,8 @@ type Ticket struct {
 	ref      leaseRef // the store the lease is in
 	start    time.Time
 	once     sync.Once
+	reading  bool // its answer is a refusal being read (Reading)
+	ended    bool // Finish or Unanswered has run
 }
 
 // HoldError is a call that was still held when its context ended or whose

@@ -1,0 +1,92 @@
+package budget
+
+import (
+	"context"
+	"time"
+)
+
+// No request leaves after an answer that asks to wait, also not one
+// admitted before that answer was read: a call admitted while another's
+// refusal was on its way may wait inside the transport for a connection,
+// and get the one the refusal came on the moment its body is read. At the
+// last moment before its request is written, an attempt asks Bound whether
+// a wait announced since it was admitted binds it.
+
+// readingWait bounds how long a request waits at its last moment for
+// refusals of the key that are still being read.
+const readingWait = time.Second
+
+// reading counts the refusals of a key whose answers are being read; done
+// closes when the count falls to zero.
+type reading struct {
+	n    int
+	done chan struct{}
+}
+
+// Reading marks that the answer to t is a refusal (a 429 or 503) whose body
+// is still being read: until Finish or Unanswered ends t, a request of the
+// key about to be written waits for it (Bound), since the body may ask for
+// a wait that its headers did not say.
+func (t *Ticket) Reading() {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.reading || t.ended {
+		return
+	}
+	t.reading = true
+	if s.read.n == 0 {
+		s.read.done = make(chan struct{})
+	}
+	s.read.n++
+}
+
+// endReadingLocked ends t's mark of Reading, if it has one.
+func (t *Ticket) endReadingLocked() {
+	s := t.s
+	t.ended = true
+	if !t.reading {
+		return
+	}
+	t.reading = false
+	if s.read.n--; s.read.n == 0 {
+		close(s.read.done)
+	}
+}
+
+// Bound is for the last moment before t's request is written: it reports
+// how long t's call must still wait for a wait the server announced since
+// the call was admitted (a lockout, a wait asked of every call of the key,
+// a refusal's wait on a level the call takes from); zero when none binds.
+// It first waits for the key's refusals still being read (Reading), at most
+// readingWait or until ctx ends.
+func (t *Ticket) Bound(ctx context.Context) time.Duration {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	deadline := time.Now().Add(readingWait)
+	for s.read.n > 0 && !t.reading && ctx.Err() == nil {
+		d := time.Until(deadline)
+		if d <= 0 {
+			break
+		}
+		done := s.read.done
+		s.mu.Unlock()
+		timer := time.NewTimer(d)
+		select {
+		case <-done:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		s.mu.Lock()
+	}
+	until := s.lockedUntil
+	if t.budgeted {
+		until = later(until, s.heldUntil)
+		for _, tk := range t.taken {
+			until = later(until, tk.l.holdUntil)
+		}
+	}
+	return max(until.Sub(time.Now()), 0)
+}

@@ -1,0 +1,68 @@
+package budget
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/bodo-app/bodo-go/internal/ops"
+)
+
+// TestNoRequestLeavesAfterAnAnswerThatAsksToWait: a call admitted before
+// another's refusal was read learns, at the last moment before its request
+// is written, of the wait that refusal asked for, also when the wait was in
+// the body still being read; a refusal on a level binds only the calls that
+// take from it.
+func TestNoRequestLeavesAfterAnAnswerThatAsksToWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		refused := admitNow(t, s, call(ops.ListContacts, ""))
+		early := admitNow(t, s, call(ops.GetContact, ""))
+		if d := early.Bound(context.Background()); d != 0 {
+			t.Fatalf("bound by %v before any refusal", d)
+		}
+
+		refused.Reading()
+		got := make(chan time.Duration)
+		go func() { got <- early.Bound(context.Background()) }()
+		time.Sleep(100 * time.Millisecond) // the refusal's body takes this long to read
+		refused.Finish(refusal(http.StatusServiceUnavailable, codeOverloaded, "", 350*time.Millisecond))
+		if d := <-got; d != 350*time.Millisecond {
+			t.Errorf("a request written while an OVERLOADED body was read is bound by %v, want its 350ms", d)
+		}
+		early.Finish(answer("", ""))
+
+		s = New()
+		learn(t, s)
+		write := admitNow(t, s, call(ops.CreateContact, ""))
+		read := admitNow(t, s, call(ops.GetContact, ""))
+		admitNow(t, s, call(ops.UpdateContact, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Write, 4*time.Second))
+		if d := write.Bound(context.Background()); d != 4*time.Second {
+			t.Errorf("a write admitted before a refusal on write is bound by %v, want 4s", d)
+		}
+		if d := read.Bound(context.Background()); d != 0 {
+			t.Errorf("a read is bound by %v after a refusal on write", d)
+		}
+	})
+}
+
+// TestReadingIsBounded: a refusal whose body never ends holds the key's
+// other requests at their last moment for readingWait at most.
+func TestReadingIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		stuck := admitNow(t, s, call(ops.ListContacts, ""))
+		other := admitNow(t, s, call(ops.GetContact, ""))
+		stuck.Reading()
+		start := time.Now()
+		if d := other.Bound(context.Background()); d != 0 || time.Since(start) != readingWait {
+			t.Errorf("bound by %v after %v, want none after %v", d, time.Since(start), readingWait)
+		}
+		stuck.Unanswered(true)
+		other.Finish(answer("", ""))
+	})
+}
