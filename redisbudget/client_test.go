@@ -36,6 +36,7 @@ func (b *syncBuffer) String() string {
 // calls go on with the process's own budget, none hangs, the outage is
 // logged once, and the client uses Redis again once it is back.
 func TestClientFallsBackAndRejoins(t *testing.T) {
+	t.Parallel()
 	rs := startRedis(t)
 	rdb := rs.Client(t)
 	api := httptest.NewServer(sandbox.New())

@@ -55,6 +55,7 @@ func failover(t *testing.T, rdb *redis.Client, skew time.Duration) {
 // a minute behind, an empty level refills at its rate from then on; it is
 // not frozen until the new clock reaches the old one's times.
 func TestFailoverToAClockBehind(t *testing.T) {
+	t.Parallel()
 	srv := startRedis(t)
 	rdb := srv.Client(t)
 	b := New(rdb)
@@ -81,6 +82,7 @@ func TestFailoverToAClockBehind(t *testing.T) {
 // the calls in flight look nearly run out. The client renews them in time:
 // never more than the parallel quota in flight, no refusal.
 func TestFailoverToAClockAhead(t *testing.T) {
+	t.Parallel()
 	rs := startRedis(t)
 	rdb := rs.Client(t)
 	var latency atomic.Int64

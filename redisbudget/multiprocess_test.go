@@ -155,6 +155,7 @@ func TestFourProcessesShareOneBudget(t *testing.T) {
 // flight: its leases expire within the lease time and another process gets
 // the slots back.
 func TestKilledProcessFreesItsSlots(t *testing.T) {
+	t.Parallel()
 	rs := startRedis(t)
 	rdb := rs.Client(t)
 	bin := buildAgents(t)

@@ -76,6 +76,7 @@ func newProxied(t *testing.T) *proxied {
 // Redis is back: the leases leave Redis at once, not when they expire, and
 // the next call on the idle key is not held.
 func TestFailedReleasesAreSentLater(t *testing.T) {
+	t.Parallel()
 	p := newProxied(t)
 	px, rdb, latency, c := p.px, p.rdb, &p.latency, p.c
 	latency.Store(int64(600 * time.Millisecond))
@@ -110,6 +111,7 @@ func TestFailedReleasesAreSentLater(t *testing.T) {
 // time keep their slots: twelve calls at once never have more than the
 // parallel quota at the server, and none is refused.
 func TestLongCallsKeepTheirLeases(t *testing.T) {
+	t.Parallel()
 	rs := startRedis(t)
 	var latency atomic.Int64
 	srv := slowSandbox(&latency)
@@ -160,6 +162,7 @@ func TestLostAcquireReplyLeavesNoLease(t *testing.T) {
 // panics for a call that waits for a slot fails that call with an error;
 // the calls after it go as soon as slots are free.
 func TestPanickingStoreDoesNotWedgeTheKey(t *testing.T) {
+	t.Parallel()
 	rs := startRedis(t)
 	var latency atomic.Int64
 	srv := slowSandbox(&latency)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,9 +81,8 @@ func (s *redisServer) Client(t *testing.T) *redis.Client {
 	return rdb
 }
 
-var testKeySeq int
+var testKeySeq atomic.Int64
 
 func testKey() string {
-	testKeySeq++
-	return fmt.Sprintf("test.bodo:%d", testKeySeq)
+	return fmt.Sprintf("test.bodo:%d", testKeySeq.Add(1))
 }

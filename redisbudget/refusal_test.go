@@ -34,6 +34,7 @@ func (r *keyRecorder) Acquire(ctx context.Context, key string, req budgetstore.A
 // RetryAfter says how long, although its context would wait three hours;
 // a wait of the level's own tokens is no refusal's.
 func TestAnotherProcessesRefusalIsNotSatOutPastMaxRetryWait(t *testing.T) {
+	t.Parallel()
 	rs := startRedis(t)
 	bud := New(rs.Client(t))
 	rec := &keyRecorder{Store: bud}
