@@ -291,10 +291,11 @@ type BudgetLevel struct {
 	// Scope says which calls the level holds. "" for a documented level
 	// (the calls the API documents it for). For a policy the client did not
 	// know: "none" while the server has only announced it (it is
-	// informative and holds no call), else the comma-separated operationIds
-	// the server tied it to (a RateLimit member naming it in their answer,
-	// or a refusal), or "partition PK of METHOD PATH" for one partition of
-	// a policy with a pk.
+	// informative and holds no call), else the comma-separated kinds of call
+	// the server tied it to, each an operationId and a cost such as
+	// "listContacts@7" (answers that show the policy going down, or a
+	// refusal), or "partition PK of METHOD PATH" for one partition of a
+	// policy with a pk.
 	Scope string
 }
 

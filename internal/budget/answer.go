@@ -144,17 +144,20 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		if l == nil {
 			continue
 		}
-		if !l.known && !l.ops[c.Op] {
-			if l.ops == nil {
-				l.ops = map[string]bool{}
+		remaining := float64(r.remaining)
+		switch {
+		case l.known:
+		case r.partition != "":
+			if !l.ops[c.kind()] {
+				l.tie(c.kind()) // a partition is the target's own
+				s.version++
 			}
-			l.ops[c.Op] = true
+		case l.witness(c.kind(), remaining):
 			s.version++
 		}
 		if l.name == Egress {
 			c.reported = l
 		}
-		remaining := float64(r.remaining)
 		landedSince := c.landedSince(l, charged)
 		pending := l.inflight + landedSince // what the server may not have counted yet
 		l.heard(remaining, remaining, landedSince, now)
@@ -300,12 +303,15 @@ func (s *State) refusedLocked(c *Call, status int, p *Problem, now time.Time, re
 			s.addLevelLocked(p.Policy, l, now)
 		}
 		l.usedAt = now
-		if !l.known && !l.ops[c.Op] {
-			if l.ops == nil {
-				l.ops = map[string]bool{}
+		if !l.known {
+			if !l.ops[c.kind()] {
+				l.tie(c.kind())
+				s.version++
 			}
-			l.ops[c.Op] = true
-			s.version++
+			if l.evidence == nil {
+				l.evidence = map[string]int{}
+			}
+			l.evidence[c.kind()] = 2 * tieAfter // a refusal names it for this call
 		}
 		if p.Hinted {
 			l.refill(now)
@@ -355,7 +361,7 @@ func (s *State) blockLocked(c *Call, p *Problem, now time.Time, rel *release) {
 	}
 	b := block{until: until, name: p.Policy}
 	policy := p.Policy
-	if l := s.levels[policy]; l == nil || !l.known && !l.ops[c.Op] {
+	if l := s.levels[policy]; l == nil || !l.known && !l.ops[c.kind()] {
 		b.op = c.Op // a policy without a model of its scope: the operation it refused
 		policy = policy + "\x00" + c.Op
 	}

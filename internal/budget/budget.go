@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,6 +105,7 @@ type Call struct {
 	// its last attempt was admitted.
 	landedAt map[*level]float64
 
+	kindKey      string // see kind
 	w            waiter
 	slowSaid     bool   // OnSlow has heard of the call
 	reported     *level // the egress level, when the last answer's RateLimit named it
@@ -426,7 +428,7 @@ func (s *State) takesLocked(c *Call) []take {
 		}
 	}
 	for _, l := range s.order {
-		if l.applies(c.Op, c.Target) {
+		if !l.known && l.applies(c.kind(), c.Target) {
 			if a := l.amountFor(c.Cost); a > 0 {
 				takes = append(takes, take{l: l, amount: a})
 			}
@@ -1013,4 +1015,14 @@ func (s *State) refillPaceLocked(now time.Time) {
 		s.paceTokens = min(s.paceBurstLocked(now), s.paceTokens+s.paceRateLocked(now)*now.Sub(s.paceAt).Seconds())
 		s.paceAt = now
 	}
+}
+
+// kind is what a learned policy is tied to: the operation and the call's
+// cost, which tells calls of one operation apart where the API charges them
+// differently (a list with a search q and one without).
+func (c *Call) kind() string {
+	if c.kindKey == "" {
+		c.kindKey = c.Op + "@" + strconv.FormatFloat(c.Cost, 'g', -1, 64)
+	}
+	return c.kindKey
 }

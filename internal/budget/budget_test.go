@@ -375,7 +375,8 @@ func TestLimiterShapes(t *testing.T) {
 }
 
 // TestUnknownPolicyIsInformativeUntilTied: an announced policy holds no
-// call; a RateLimit member naming it ties it to that operation only; a
+// call; RateLimit members naming it tie it to the kind of call whose answers
+// show it going down, and being named is not enough; a
 // refusal naming an unannounced one holds that operation only for its wait;
 // a QUOTA_EXHAUSTED naming an unknown policy blocks that operation only.
 func TestUnknownPolicyIsInformativeUntilTied(t *testing.T) {
@@ -385,20 +386,25 @@ func TestUnknownPolicyIsInformativeUntilTied(t *testing.T) {
 		for range 20 {
 			admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", ""))
 		}
-		search := call(ops.CountContacts, "q=a")
-		admitNow(t, s, search).Finish(answer("", `"bodo-search";r=0;t=60`))
-		if why := held(s, call(ops.CountContacts, "q=b")); why != "bodo-search" {
+		admitNow(t, s, call(ops.CountContacts, "q=a")).Finish(answer("", `"bodo-search";r=1;t=60`))
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"bodo-search";r=1;t=60`)) // named, not going down
+		admitNow(t, s, call(ops.CountContacts, "")).Finish(answer("", `"bodo-search";r=1;t=60`))
+		admitNow(t, s, call(ops.CountContacts, "q=b")).Finish(answer("", `"bodo-search";r=0;t=60`))
+		if why := held(s, call(ops.CountContacts, "q=c")); why != "bodo-search" {
 			t.Errorf("a search after r=0 of bodo-search is held by %q", why)
 		}
 		if why := held(s, call(ops.GetMe, "")); why != "" {
 			t.Errorf("getMe is held by %q: the search policy was tied to searches only", why)
+		}
+		if why := held(s, call(ops.CountContacts, "")); why != "" {
+			t.Errorf("a count without a search is held by %q: the search policy was tied to searches only", why)
 		}
 		snap := s.Snapshot()
 		scopes := map[string]string{}
 		for _, l := range snap.Levels {
 			scopes[l.Name] = l.Scope
 		}
-		if scopes["bodo-export"] != "none" || scopes["bodo-search"] != "countContacts" || scopes["key"] != "" {
+		if scopes["bodo-export"] != "none" || scopes["bodo-search"] != "countContacts@7" || scopes["key"] != "" {
 			t.Errorf("scopes %v", scopes)
 		}
 
