@@ -153,11 +153,7 @@ check_generate() {
 step "go generate (generated code must match openapi.json)" check_generate
 
 for m in "${modules[@]}"; do
-	flags=("${race[@]}")
-	# redisbudget's long tests mostly wait, in real time, on a Redis and
-	# processes of their own: let all of them overlap, not GOMAXPROCS.
-	[ "$m" = redisbudget ] && flags+=(-parallel 8)
-	step "go test ${flags[*]:+${flags[*]} }./... in $m" bash -c 'cd "$1" && shift && go test "$@" -count=1 ./...' _ "$m" "${flags[@]}"
+	step "go test ${race[*]:+${race[*]} }./... in $m" bash -c 'cd "$1" && shift && go test "$@" -count=1 ./...' _ "$m" "${race[@]}"
 done
 
 echo
