@@ -83,7 +83,7 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 		if a != nil {
 			s.observeLocked(c, a.Header, now, rel, !(refused || a.Status == http.StatusServiceUnavailable))
 			if a.Problem != nil {
-				s.refusedLocked(c, a.Status, a.Problem, now, rel)
+				s.refusedLocked(c, t.start, a.Status, a.Problem, now, rel)
 			}
 		}
 		t.endReadingLocked() // the answer's waits are in: requests held at their last moment look again
@@ -187,13 +187,7 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 	for _, p := range policies {
 		if p.name == Parallel || p.unit == "concurrent-requests" {
 			if p.name == Parallel && p.quota > 0 {
-				// An uncut cap follows the quota up and down; a cut one
-				// stays below it.
-				if s.capLimit >= float64(s.parallel) {
-					s.capLimit = float64(p.quota)
-				}
 				s.parallel = int(min(p.quota, 1<<20))
-				s.capLimit = min(s.capLimit, float64(s.parallel))
 				s.slotGate.wakeHead()
 			}
 			continue
@@ -263,17 +257,18 @@ func (s *State) partitionLocked(name, pk, target string, now time.Time) *level {
 	return l
 }
 
-// refusedLocked learns from a refusal. Its wait binds every call it
-// concerns: a lockout, an OVERLOADED, a parallel refusal or a refusal that
-// names no level holds every call of the key, for at most MaxLockout or
-// MaxServerWait; one that is not the API's own holds no other call; a
-// refusal on a level holds the
-// calls that take from that level, and the level owes what the call lacked
-// until then. A RATE_LIMITED (or unknown 429) halves the AIMD state, an
-// OVERLOADED (or unknown 503) cuts it less. QUOTA_EXHAUSTED blocks its
-// policy until it resets: for a policy the client has no model of, the
-// refused operation only.
-func (s *State) refusedLocked(c *Call, status int, p *Problem, now time.Time, rel *release) {
+// refusedLocked learns from a refusal of c's attempt admitted at sent. Its
+// wait binds every call it concerns: a lockout, an OVERLOADED, a parallel
+// refusal or a refusal that names no level holds every call of the key,
+// for at most MaxLockout or MaxServerWait; one that is not the API's own
+// holds no other call; a refusal on a level holds the calls that take from
+// that level, and the level owes what the call lacked until then. A
+// refusal slows what it speaks of (AIMD, pace.go): one naming a level cuts
+// that level's pace, any other the key's pace and in-flight cap; a
+// RATE_LIMITED (or unknown 429) halves them, an OVERLOADED (or unknown
+// 503) cuts them less. QUOTA_EXHAUSTED blocks its policy until it resets:
+// for a policy the client has no model of, the refused operation only.
+func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, now time.Time, rel *release) {
 	if p.Code == codeQuotaExhausted {
 		s.blockLocked(c, p, now, rel)
 		return
@@ -282,7 +277,15 @@ func (s *State) refusedLocked(c *Call, status int, p *Problem, now time.Time, re
 		return
 	}
 	overload := p.Code == codeOverloaded || p.Code != codeRateLimited && status == http.StatusServiceUnavailable
+	factor := rateLimitCut
+	if overload {
+		factor = overloadCut
+	}
 	wait := min(p.RetryAfter, MaxServerWait)
+	if !p.Hinted {
+		wait = 0
+	}
+	var l *level // the level the refusal names
 	switch {
 	case p.Code == "":
 		// Not the API's own answer: its wait binds only the call that got
@@ -293,27 +296,8 @@ func (s *State) refusedLocked(c *Call, status int, p *Problem, now time.Time, re
 			rel.pause(s.lockedUntil)
 		}
 	case !overload && p.Policy != "" && p.Policy != Parallel:
-		l := s.levels[p.Policy]
-		if l == nil {
-			if !s.roomLocked(false, now) {
-				break
-			}
-			l = newLevel(p.Policy) // a policy never announced: it holds this operation for the wait
-			l.shared = true
-			s.addLevelLocked(p.Policy, l, now)
-		}
-		l.usedAt = now
-		if !l.known {
-			if !l.ops[c.kind()] {
-				l.tie(c.kind())
-				s.version++
-			}
-			if l.evidence == nil {
-				l.evidence = map[string]int{}
-			}
-			l.evidence[c.kind()] = 2 * tieAfter // a refusal names it for this call
-		}
-		if p.Hinted {
+		l = s.refusingLevelLocked(c, p.Policy, now)
+		if l != nil && p.Hinted {
 			l.refill(now)
 			l.holdUntil = later(l.holdUntil, now.Add(wait))
 			amount := 1.0
@@ -337,13 +321,41 @@ func (s *State) refusedLocked(c *Call, status int, p *Problem, now time.Time, re
 			rel.pause(s.heldUntil)
 		}
 	}
-	if overload {
-		s.cutLocked(now, overloadCut)
-		rel.cut(overloadCut)
-	} else {
-		s.cutLocked(now, rateLimitCut)
-		rel.cut(rateLimitCut)
+	if l != nil {
+		l.pace.cut(factor, sent, wait, l.rate(now), now)
+		return
 	}
+	if s.pace.cut(factor, sent, wait, s.levels[Key].rate(now), now) {
+		rel.cut(factor)
+	}
+}
+
+// refusingLevelLocked returns the level a RATE_LIMITED named, made when
+// the policy was never announced (it then holds the refused kind of call);
+// nil past MaxLearnedPolicies. A learned policy a refusal names is tied to
+// the refused kind of call at once.
+func (s *State) refusingLevelLocked(c *Call, policy string, now time.Time) *level {
+	l := s.levels[policy]
+	if l == nil {
+		if !s.roomLocked(false, now) {
+			return nil
+		}
+		l = newLevel(policy)
+		l.shared = true
+		s.addLevelLocked(policy, l, now)
+	}
+	l.usedAt = now
+	if !l.known {
+		if !l.ops[c.kind()] {
+			l.tie(c.kind())
+			s.version++
+		}
+		if l.evidence == nil {
+			l.evidence = map[string]int{}
+		}
+		l.evidence[c.kind()] = 2 * tieAfter
+	}
+	return l
 }
 
 // blockLocked records an exhausted quota until its resetsAt (or, without

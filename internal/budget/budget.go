@@ -15,7 +15,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -30,21 +29,6 @@ import (
 const (
 	RefusalLimit  = 25
 	RefusalWindow = 60 * time.Second
-)
-
-// AIMD: each RATE_LIMITED halves the in-flight cap and the pacing rate,
-// each OVERLOADED cuts them to overloadCut of what they were (at most one
-// cut per cutSpacing); each quietInterval without one raises the cap by one
-// call and the pace by paceStep of the key's rate. OVERLOADED cuts less: it
-// speaks of the instance, not of the key's limits.
-const (
-	cutSpacing    = time.Second
-	rateLimitCut  = 0.5
-	overloadCut   = 0.8
-	quietInterval = 2 * time.Second
-	paceStep      = 0.1
-	minPace       = 0.05
-	paceBurst     = 2 * time.Second
 )
 
 // Reasons a call waits, as WaitEvent and the hold errors name them (besides
@@ -143,13 +127,7 @@ type State struct {
 	parallel int      // the server's parallel quota
 	inflight int      // budgeted attempts in flight
 
-	capLimit   float64 // AIMD cap on budgeted attempts in flight
-	pace       float64 // AIMD share of the key's rate the client allows itself
-	paceTokens float64
-	paceAt     time.Time
-	lastChange time.Time
-	lastCut    time.Time
-	cuts       int
+	pace pace // AIMD of what speaks of the key as a whole: its share of the key's rate and of the parallel slots
 
 	seq                    uint64
 	waiting                int
@@ -332,8 +310,7 @@ func New() *State {
 	s := &State{
 		levels:   documentedLevels(),
 		parallel: 6,
-		capLimit: 6,
-		pace:     1,
+		pace:     newPace(),
 		blocks:   map[string]block{},
 	}
 	for _, name := range []string{Key, Write, Principal, Org, Delete, DeleteDay, Egress} {
@@ -757,6 +734,12 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		if d == 0 {
 			d = l.wait(l.need(t.amount), now)
 		}
+		if d == 0 {
+			if l.pace.adapt(now) {
+				l.gate.wakeHead()
+			}
+			d = l.pace.wait(l.need(t.amount), l.rate(now), now)
+		}
 		if d > 0 || l.gate.ahead(w) && !l.backfills(l.gate.head(), t.amount, now) {
 			if w.at != &l.gate {
 				w.need = l.need(t.amount)
@@ -764,13 +747,10 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 			return &l.gate, d, l.name
 		}
 	}
-	if s.paceLocked() < 1 && !c.PastLevels {
-		s.refillPaceLocked(now)
-		// A call needs its cost, or a full burst when it costs more: the
-		// pace then runs into debt, so an expensive call is never starved.
-		d := time.Duration(0)
-		if deficit := min(c.Cost, s.paceBurstLocked(now)) - s.paceTokens; deficit > 1e-9 {
-			d = s.paceWaitLocked(deficit, now)
+	if !c.PastLevels {
+		d := s.pace.wait(c.Cost, s.levels[Key].rate(now), now)
+		if until := s.levels[Key].observedUntil; d > 0 && now.Before(until) {
+			d = min(d, until.Sub(now)) // the rate changes then: look again
 		}
 		if d > 0 || s.paceGate.ahead(w) {
 			return &s.paceGate, d, ReasonPace
@@ -814,12 +794,12 @@ func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
 // slotLocked holds w while the calls in flight are at the adaptive cap, or
 // at the slots of the fallback share while that applies.
 func (s *State) slotLocked(w *waiter, share fallbackShare, now time.Time) (*gate, time.Duration, string) {
-	limit := int(s.capLimit)
+	limit := s.pace.capOf(s.parallel)
 	if !s.learned {
 		limit = 1 // slow start: one call until an answer has shown the server's policies
 		if _, held := s.slowStartDueLocked(now); !held && s.inflight > 0 {
 			s.learned = true // out SlowStartHold unanswered: it ends as an answer would
-			limit = int(s.capLimit)
+			limit = s.pace.capOf(s.parallel)
 		}
 	}
 	if share.on && s.inflight >= share.slots {
@@ -852,11 +832,10 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 		t.l.tokens -= t.amount
 		t.l.sinceSeen += t.amount
 		t.l.inflight += t.amount
+		t.l.pace.take(t.l.need(t.amount))
 		t.l.usedAt = now
 	}
-	if s.paceLocked() < 1 {
-		s.paceTokens -= c.Cost
-	}
+	s.pace.take(c.Cost)
 	if c.Status {
 		c.landedAt = make(map[*level]float64, len(s.levels))
 		for _, l := range s.levels {
@@ -934,86 +913,12 @@ func ctxErr(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", err, cause)
 }
 
-// cutLocked multiplies the in-flight cap and the pace by factor, at most
-// once per cutSpacing so that one burst of refusals counts once.
-func (s *State) cutLocked(now time.Time, factor float64) {
-	if now.Sub(s.lastCut) < cutSpacing && !s.lastCut.IsZero() {
-		return
-	}
-	s.adaptLocked(now)
-	wasFull := s.pace >= 1
-	s.capLimit = max(1, math.Floor(s.capLimit*factor))
-	s.pace = max(minPace, s.pace*factor)
-	if wasFull {
-		s.paceTokens, s.paceAt = s.paceBurstLocked(now), now
-	}
-	s.lastCut, s.lastChange = now, now
-	s.cuts++
-}
-
-// adaptLocked raises the cap and the pace by one step per quiet interval
-// since the last change, up to the model's limits.
+// adaptLocked raises the key's pace and those of its levels by a step per
+// quiet interval since their last change; a raised one wakes its waiters.
 func (s *State) adaptLocked(now time.Time) {
-	if s.lastChange.IsZero() {
-		s.lastChange = now
-		return
-	}
-	steps := int(now.Sub(s.lastChange) / quietInterval)
-	if steps <= 0 {
-		return
-	}
-	s.refillPaceLocked(now)
-	before := s.capLimit
-	s.capLimit = min(float64(s.parallel), s.capLimit+float64(steps))
-	s.pace = min(1, s.pace+paceStep*float64(steps))
-	s.lastChange = s.lastChange.Add(time.Duration(steps) * quietInterval)
-	if s.capLimit > before {
+	if s.pace.adapt(now) {
 		s.slotGate.wakeHead()
-	}
-}
-
-// paceLocked is the share of the key's rate the client allows itself: the
-// AIMD pace, under the fallback share's ceiling while that applies.
-func (s *State) paceLocked() float64 {
-	if s.paceShare > 0 {
-		return min(s.pace, s.paceShare)
-	}
-	return s.pace
-}
-
-// paceWaitLocked is how long the pace needs to grant deficit more points
-// at its rate now, cut short where that rate changes: when an observed
-// refill rate of the key level expires, and when the pace next grows. The
-// call is looked at again then, so a rate that held for seconds never makes
-// it wait hours.
-func (s *State) paceWaitLocked(deficit float64, now time.Time) time.Duration {
-	d := forever
-	if r := s.paceRateLocked(now); r > 0 {
-		d = durationOf(deficit / r)
-	}
-	if until := s.levels[Key].observedUntil; now.Before(until) {
-		d = min(d, until.Sub(now))
-	}
-	if next := s.lastChange.Add(quietInterval); now.Before(next) {
-		d = min(d, next.Sub(now))
-	}
-	return d
-}
-
-func (s *State) paceRateLocked(now time.Time) float64 {
-	return s.paceLocked() * s.levels[Key].rate(now)
-}
-
-// paceBurstLocked is what the pace lets through at once: paceBurst's worth
-// of the paced rate, and at least one point.
-func (s *State) paceBurstLocked(now time.Time) float64 {
-	return max(s.paceRateLocked(now)*paceBurst.Seconds(), 1)
-}
-
-func (s *State) refillPaceLocked(now time.Time) {
-	if now.After(s.paceAt) {
-		s.paceTokens = min(s.paceBurstLocked(now), s.paceTokens+s.paceRateLocked(now)*now.Sub(s.paceAt).Seconds())
-		s.paceAt = now
+		s.paceGate.wakeHead()
 	}
 }
 

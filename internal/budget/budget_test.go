@@ -118,8 +118,8 @@ func TestFollowsRateLimitHeaders(t *testing.T) {
 	defer s.mu.Unlock()
 	s.observeLocked(c, http.Header{"Ratelimit-Policy": {`"key";q=300;w=60;qu="points", "burst";q=50;w=10;qu="points", "parallel";q=4;qu="concurrent-requests"`}}, now, nil, true)
 	burst := s.levels["burst"]
-	if burst == nil || burst.quota != 50 || burst.window != 10*time.Second || burst.unit != "points" || s.parallel != 4 || s.capLimit != 4 {
-		t.Fatalf("burst %+v, parallel %d, cap %v", burst, s.parallel, s.capLimit)
+	if burst == nil || burst.quota != 50 || burst.window != 10*time.Second || burst.unit != "points" || s.parallel != 4 || s.pace.capOf(s.parallel) != 4 {
+		t.Fatalf("burst %+v, parallel %d", burst, s.parallel)
 	}
 	if takes := s.takesLocked(c); slices.ContainsFunc(takes, func(t take) bool { return t.l == burst }) {
 		t.Errorf("an announced policy the server tied to no call holds a call")
@@ -153,42 +153,45 @@ func TestFollowsRateLimitHeaders(t *testing.T) {
 
 func TestAIMDSteps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
+		p := newPace()
 		now := time.Now()
-		s.cutLocked(now, rateLimitCut)
-		if s.capLimit != 3 || s.pace != 0.5 {
-			t.Fatalf("after a cut: cap %v pace %v", s.capLimit, s.pace)
+		if !p.cut(rateLimitCut, now, 0, 5, now) || p.share != 0.5 || p.capOf(6) != 3 {
+			t.Fatalf("after a cut: share %v cap %d", p.share, p.capOf(6))
 		}
-		s.cutLocked(now.Add(500*time.Millisecond), rateLimitCut)
-		if s.capLimit != 3 || s.cuts != 1 {
-			t.Errorf("a second refusal within a second cut again: cap %v", s.capLimit)
+		if p.cut(rateLimitCut, now.Add(-time.Millisecond), 0, 5, now.Add(500*time.Millisecond)) || p.cuts != 1 {
+			t.Errorf("the refusal of an attempt sent before the cut cut again: share %v", p.share)
 		}
-		s.cutLocked(now.Add(time.Second), rateLimitCut)
-		if s.capLimit != 1 || s.pace != 0.25 {
-			t.Errorf("after two cuts: cap %v pace %v", s.capLimit, s.pace)
+		p.cut(rateLimitCut, now, 0, 5, now.Add(time.Second))
+		if p.capOf(6) != 1 || p.share != 0.25 {
+			t.Errorf("after two cuts: cap %d share %v", p.capOf(6), p.share)
 		}
 		for range 5 {
-			s.cutLocked(s.lastCut.Add(time.Second), rateLimitCut)
+			p.cut(rateLimitCut, p.cutAt, 0, 5, p.cutAt.Add(time.Second))
 		}
-		if s.capLimit != 1 || s.pace != minPace {
-			t.Errorf("floors: cap %v pace %v", s.capLimit, s.pace)
+		if p.capOf(6) != 1 || p.share != minPace {
+			t.Errorf("floors: cap %d share %v", p.capOf(6), p.share)
 		}
-		last := s.lastCut
-		s.adaptLocked(last.Add(quietInterval - time.Millisecond))
-		if s.capLimit != 1 {
+		last := p.cutAt
+		p.adapt(last.Add(quietInterval - time.Millisecond))
+		if p.share != minPace {
 			t.Errorf("raised before a quiet interval")
 		}
-		s.adaptLocked(last.Add(quietInterval))
-		if s.capLimit != 2 || math.Abs(s.pace-(minPace+paceStep)) > 1e-9 {
-			t.Errorf("one quiet interval: cap %v pace %v", s.capLimit, s.pace)
+		p.adapt(last.Add(quietInterval))
+		if math.Abs(p.share-(minPace+paceStep)) > 1e-9 {
+			t.Errorf("one quiet interval: share %v", p.share)
 		}
-		s.adaptLocked(last.Add(20 * quietInterval))
-		if s.capLimit != 6 || s.pace != 1 {
-			t.Errorf("back to the model: cap %v pace %v", s.capLimit, s.pace)
+		p.adapt(last.Add(20 * quietInterval))
+		if p.capOf(6) != 6 || p.share != 1 {
+			t.Errorf("back to the model: cap %d share %v", p.capOf(6), p.share)
 		}
-		s.cutLocked(last.Add(21*quietInterval), overloadCut)
-		if s.capLimit != 4 || s.pace != 0.8 {
-			t.Errorf("an OVERLOADED cut: cap %v pace %v", s.capLimit, s.pace)
+		at := last.Add(21 * quietInterval)
+		p.cut(overloadCut, at, 300*time.Millisecond, 5, at)
+		if p.capOf(6) != 4 || p.share != 0.8 || p.quiet != 300*time.Millisecond {
+			t.Errorf("an OVERLOADED cut: cap %d share %v quiet %v", p.capOf(6), p.share, p.quiet)
+		}
+		p.adapt(at.Add(600 * time.Millisecond))
+		if p.share != 1 {
+			t.Errorf("steps of the server's wait: share %v after two waits", p.share)
 		}
 	})
 }
@@ -693,8 +696,8 @@ func TestPaceWaitEndsWithTheObservedRate(t *testing.T) {
 		s.mu.Lock()
 		key := s.levels[Key]
 		key.observedRate, key.observedUntil = 1.0/60, now.Add(ObservedRateTTL)
-		s.pace, s.paceTokens, s.paceAt = 0.5, 0, now
-		s.lastChange = now.Add(time.Hour) // no additive increase during the test
+		s.pace.share, s.pace.tokens, s.pace.at = 0.5, 0, now
+		s.pace.changeAt, s.pace.quiet = now, time.Hour // no additive increase during the test
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()

@@ -244,8 +244,8 @@ func checkModel(t *testing.T, s *State, now time.Time, what string) {
 			t.Fatalf("%s: level %q holds %v, more than its size %v", what, name, a, l.size())
 		}
 	}
-	if !finite(s.capLimit) || s.capLimit < 1 || s.parallel < 1 || !finite(s.pace) || s.pace <= 0 || s.pace > 1 {
-		t.Fatalf("%s: cap %v parallel %d pace %v", what, s.capLimit, s.parallel, s.pace)
+	if s.pace.capOf(s.parallel) < 1 || s.parallel < 1 || !finite(s.pace.share) || s.pace.share <= 0 || s.pace.share > 1 {
+		t.Fatalf("%s: parallel %d pace %v", what, s.parallel, s.pace.share)
 	}
 }
 

@@ -84,6 +84,7 @@ type level struct {
 	observedUntil time.Time
 
 	holdUntil time.Time // a refusal's wait: no call that takes from the level goes before
+	pace      pace      // AIMD of the refusals that named the level
 	reported  reported  // the server's last word on the level, as it said it
 	usedAt    time.Time // when a call last took from it or the server last named it (LevelIdleTTL)
 
@@ -125,7 +126,7 @@ type reported struct {
 }
 
 func newLevel(name string) *level {
-	l := &level{name: name, share: 1, split: 1}
+	l := &level{name: name, share: 1, split: 1, pace: newPace()}
 	l.gate.name, l.gate.level = name, l
 	return l
 }

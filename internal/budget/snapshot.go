@@ -52,9 +52,9 @@ func (s *State) Snapshot() Snapshot {
 	s.pruneRefusalsLocked(now)
 	b := Snapshot{
 		InFlight:    s.inflight,
-		InFlightCap: int(s.capLimit),
-		Pace:        s.pace,
-		Cuts:        s.cuts,
+		InFlightCap: s.pace.capOf(s.parallel),
+		Pace:        s.pace.share,
+		Cuts:        s.pace.cuts,
 		Waiting:     s.waiting,
 		Waits:       s.waits,
 		Waited:      s.waited,

@@ -58,7 +58,6 @@ type store struct {
 	share      budgetstore.Members // what the fallback shares are worked out from (see shareLocked)
 	drainUntil time.Time           // no budgeted call goes on the local budget before (see storeResult)
 	rejoinedAt time.Time
-	paceShare  float64 // the pace's ceiling while the shares apply; 0: none
 
 	leases  map[string]leaseRef // the leases of attempts in flight
 	pending []pendingOp         // what the store has not had yet
@@ -227,13 +226,13 @@ func (s *State) shareLocked(now time.Time) fallbackShare {
 	}
 	n := s.share.Processes
 	if !limited || n <= 1 {
-		s.paceShare = 0
+		s.pace.ceiling = 0
 		return fallbackShare{}
 	}
 	rank := min(max(s.share.Rank, 0), n-1)
 	sh := fallbackShare{on: true, slots: shareOf(s.parallel, n, rank), refusals: shareOf(RefusalLimit, n, rank)}
 	sh.pace = float64(sh.slots) / float64(max(s.parallel, 1))
-	s.paceShare = sh.pace
+	s.pace.ceiling = sh.pace
 	return sh
 }
 

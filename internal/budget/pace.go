@@ -1,0 +1,133 @@
+package budget
+
+import (
+	"math"
+	"time"
+)
+
+// AIMD: a RATE_LIMITED halves the share of the rate that the calls it
+// speaks of may take, an OVERLOADED cuts it to overloadCut; each quiet
+// interval without a refusal raises it by paceStep. The quiet interval is
+// the wait the last refusal asked for, between minQuiet and quietInterval:
+// a server that asks for waits of 300 ms recovers in steps of 300 ms, one
+// that asks for 9 s in steps of 2 s. A refusal of an attempt admitted
+// before the last cut does not cut again: it was sent before the cut could
+// slow it, so one burst of refusals counts once.
+const (
+	rateLimitCut  = 0.5
+	overloadCut   = 0.8
+	quietInterval = 2 * time.Second
+	minQuiet      = 100 * time.Millisecond
+	paceStep      = 0.1
+	minPace       = 0.05
+	paceBurst     = 2 * time.Second
+)
+
+// pace is an adaptive share of a rate: the key's for what speaks of the
+// key as a whole, a level's for a refusal that names it. Uncut (share 1)
+// it holds no call. Cut, the calls it paces take their amount from a
+// bucket that refills at share times the rate and holds paceBurst of it,
+// at least one call: a call costlier than that runs it into debt, so no
+// call is starved.
+type pace struct {
+	share    float64       // of the rate the calls may take: minPace to 1
+	tokens   float64       // what the calls may take at once, while cut
+	at       time.Time     // when tokens were brought up to date
+	cutAt    time.Time     // the last cut
+	changeAt time.Time     // the last cut or step up
+	quiet    time.Duration // the interval of a step up
+	cuts     int           // cuts so far
+	ceiling  float64       // a share it never exceeds (a shared store's fallback share); 0: none
+}
+
+// now is the share in force: share, under the ceiling.
+func (p *pace) now() float64 {
+	if p.ceiling > 0 {
+		return min(p.share, p.ceiling)
+	}
+	return p.share
+}
+
+func newPace() pace { return pace{share: 1, quiet: quietInterval} }
+
+// cut multiplies the share by factor after a refusal of an attempt
+// admitted at sent that asked for wait (0: none); it reports whether it
+// did, which it does not when the attempt was sent before the last cut.
+func (p *pace) cut(factor float64, sent time.Time, wait time.Duration, rate float64, now time.Time) bool {
+	if !p.cutAt.IsZero() && sent.Before(p.cutAt) {
+		return false
+	}
+	p.adapt(now)
+	if p.now() >= 1 {
+		p.tokens, p.at = p.burst(rate), now
+	}
+	p.share = max(minPace, p.share*factor)
+	p.quiet = quietInterval
+	if wait > 0 {
+		p.quiet = min(max(wait, minQuiet), quietInterval)
+	}
+	p.cutAt, p.changeAt = now, now
+	p.cuts++
+	return true
+}
+
+// adapt raises the share by one step per quiet interval since the last
+// change; it reports whether it rose.
+func (p *pace) adapt(now time.Time) bool {
+	if p.share >= 1 || p.changeAt.IsZero() {
+		return false
+	}
+	steps := int(now.Sub(p.changeAt) / p.quiet)
+	if steps <= 0 {
+		return false
+	}
+	p.share = min(1, p.share+paceStep*float64(steps))
+	p.changeAt = p.changeAt.Add(time.Duration(steps) * p.quiet)
+	return true
+}
+
+// burst is what the pace lets through at once at rate: paceBurst's worth
+// of the paced rate, and at least one point.
+func (p *pace) burst(rate float64) float64 {
+	return max(p.now()*rate*paceBurst.Seconds(), 1)
+}
+
+// refill brings the tokens up to now at share times rate.
+func (p *pace) refill(rate float64, now time.Time) {
+	if now.After(p.at) {
+		p.tokens = min(p.burst(rate), p.tokens+p.now()*rate*now.Sub(p.at).Seconds())
+		p.at = now
+	}
+}
+
+// wait is how long a call that takes amount waits for the pace at rate
+// (0: it may go), cut short at the next step up, when the call looks
+// again; forever when the rate is zero.
+func (p *pace) wait(amount, rate float64, now time.Time) time.Duration {
+	if p.now() >= 1 || rate <= 0 {
+		return 0
+	}
+	p.refill(rate, now)
+	deficit := min(amount, p.burst(rate)) - p.tokens
+	if deficit <= 1e-9 {
+		return 0
+	}
+	d := durationOf(deficit / (p.now() * rate))
+	if p.share < 1 {
+		d = min(d, p.changeAt.Add(p.quiet).Sub(now))
+	}
+	return d
+}
+
+// take takes amount of an admitted call.
+func (p *pace) take(amount float64) {
+	if p.now() < 1 {
+		p.tokens -= amount
+	}
+}
+
+// capOf is the in-flight cap the key's pace allows of parallel slots: the
+// share of them, at least one.
+func (p *pace) capOf(parallel int) int {
+	return max(1, int(math.Floor(float64(parallel)*p.share+1e-9)))
+}
