@@ -141,7 +141,8 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		if r.partition != "" && (l == nil || !l.known) {
 			l = s.partitionLocked(r.name, r.partition, c.Target, now)
 		}
-		if l == nil {
+		if l == nil || r.remaining <= 0 && r.reset <= 0 {
+			// Nothing left yet full now: the field contradicts itself.
 			continue
 		}
 		remaining := float64(r.remaining)
@@ -163,6 +164,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		l.heard(remaining, remaining, landedSince, now)
 		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now}
 		rel.left(l, remaining, now)
+		l.moment = now.Add(l.reported.reset)
 		l.learnShape(remaining, r.reset, pending, now)
 		if r.reset >= minObservedReset && remaining < l.size() && l.refills() {
 			// What others take shows as a slower refill than the quota's:
@@ -207,6 +209,7 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 		}
 		l.usedAt = now
 		l.refill(now)
+		l.endPrior()
 		l.quota = float64(p.quota)
 		if !l.known || p.unit != "requests" {
 			l.unit = p.unit // a level of the API keeps its unit unless a header names another than the default

@@ -634,10 +634,11 @@ func TestCheapCallPassesOnlyWhenItDelaysNoOne(t *testing.T) {
 		t.Run(fmt.Sprintf("bucket=%v", bucket), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := New()
-				learn(t, s)
+				full := `"key";r=300;t=0` // a level that shows no more than its quota
 				if bucket {
-					admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+					full = `"key";r=600;t=0`
 				}
+				admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", full))
 				s.Spend(Key, 5)
 				costly := call(ops.DeleteContact, "") // 10 points
 				var wg sync.WaitGroup

@@ -70,7 +70,10 @@ type level struct {
 	docQuota  float64
 	known     bool // a level of the API, whose scope the contract gives
 	own       bool // counted for this key alone: its own log bounds it
-	seenMax   float64
+	seenMax   float64 // the most the server showed the level to hold
+	// prior: the server has not spoken of the level yet, and the model is
+	// the contract's (the key level a bucket holding its capacity, 600).
+	prior bool
 
 	// bucket: the server showed more left than the quota (r > q), so the
 	// level refills continuously; shared: other keys take from it too.
@@ -88,15 +91,14 @@ type level struct {
 	reported  reported  // the server's last word on the level, as it said it
 	usedAt    time.Time // when a call last took from it or the server last named it (LevelIdleTTL)
 
-	// Shape evidence from t: a t that matches a bucket refilling at the
-	// quota's rate and not this key's log counts for a bucket; a t well
-	// before the log frees anything says the level resets then (a fixed
-	// window), to its size less what was taken since (resetMark).
+	// moment is when the server's last word said the level frees more
+	// (now + t): then it holds at least one unit more than the word left
+	// it, whatever its shape, and how much more the next answer says.
+	moment time.Time
+
+	// Bucket evidence from t: a full moment (now + t) that moves later by
+	// what is taken, at the quota's rate, is a bucket's.
 	bucketEvidence int
-	stillEvidence  int  // answers in a row whose moment stood still while much was taken
-	steps          bool // the level kept its moment while much was taken: it frees in steps, not as a bucket
-	resetAt        time.Time
-	resetMark      float64
 	shapeAt        time.Time // the moment the last answer's t named
 	shapeCounted   float64   // what the server had counted then
 
@@ -129,6 +131,15 @@ func newLevel(name string) *level {
 	l := &level{name: name, share: 1, split: 1, pace: newPace()}
 	l.gate.name, l.gate.level = name, l
 	return l
+}
+
+// endPrior ends the contract's model of the level: the server has spoken
+// of it, and decides from now on.
+func (l *level) endPrior() {
+	if l.prior {
+		l.prior, l.bucket, l.seenMax = false, false, 0
+		l.tokens = min(l.tokens, l.size())
+	}
 }
 
 // size is what the level holds when full, as far as the server has shown.
@@ -178,10 +189,15 @@ func (l *level) grossRate() float64 {
 	return l.quota * l.share / l.window.Seconds()
 }
 
-// refill brings the tokens up to now.
+// refill brings the tokens up to now: by the refill of a level that
+// refills continuously, and by one unit at the moment the server named.
 func (l *level) refill(now time.Time) {
 	if l.at.IsZero() {
 		l.at = now
+	}
+	if !l.moment.IsZero() && !now.Before(l.moment) {
+		l.tokens = min(l.tokens+1, max(l.size(), l.tokens))
+		l.moment = time.Time{}
 	}
 	if !now.After(l.at) {
 		return
@@ -214,6 +230,7 @@ func (l *level) refill(now time.Time) {
 // model is behind), and the careful reading holds.
 func (l *level) heard(remaining, shown, landedSince float64, now time.Time) {
 	l.refill(now)
+	l.endPrior()
 	l.seenMax = max(l.seenMax, shown)
 	if l.quota > 0 && shown > l.quota*l.share+0.5 {
 		l.bucket = true // it holds more than its quota: a bucket that refills as it goes
@@ -258,7 +275,7 @@ func (l *level) available(now time.Time) float64 {
 
 // believed is the larger of the model's lower bounds of what is left.
 func (l *level) believed(now time.Time) float64 {
-	return max(l.tokens, l.logAvailable(now), l.afterReset(now))
+	return max(l.tokens, l.logAvailable(now))
 }
 
 // partLeft is what is left of this key's part of a level that keys of this
@@ -271,24 +288,13 @@ func (l *level) partLeft() float64 {
 	return l.split*l.tokens - (1-l.split)*l.sinceSeen
 }
 
-// afterReset is what a level that said it resets at resetAt holds from
-// then on: its size less what was taken since it said so.
-func (l *level) afterReset(now time.Time) float64 {
-	if l.resetAt.IsZero() || now.Before(l.resetAt) {
-		return math.Inf(-1)
-	}
-	return l.size() - (l.admitted - l.resetMark)
-}
-
 // learnShape reads the t of a RateLimit member naming the level (r left,
-// t seconds; pending is what the server had not counted yet). The moment
-// it names, now+t, tells the shapes apart: a bucket's full moment moves
-// later by what is taken, at the quota's rate; a fixed window's reset (and
-// a sliding log's oldest take) stays put however much is taken. A moment
-// that stays put and comes well before the key's own log frees anything is
-// a fixed window, which comes back whole then.
+// t seconds; pending is what the server had not counted yet) for a
+// bucket's: its full moment, now+t, moves later by what is taken, at the
+// quota's rate, where a window's reset and a sliding log's oldest take stay
+// put however much is taken. Twice, and the level refills continuously.
 func (l *level) learnShape(remaining float64, t int64, pending float64, now time.Time) {
-	if !l.own || t < 0 || l.grossRate() <= 0 {
+	if !l.own || t < 0 || l.grossRate() <= 0 || l.bucket {
 		return
 	}
 	const slack = 1.5 // t is whole seconds, rounded up
@@ -300,42 +306,25 @@ func (l *level) learnShape(remaining float64, t int64, pending float64, now time
 	}
 	moved := at.Sub(l.shapeAt).Seconds()
 	taken := (counted - l.shapeCounted) / l.grossRate() // how far a bucket's moment would have moved
-	switch {
-	case taken < 2:
+	if taken < 2 {
 		return // too little taken since the anchor to tell: keep it
-	case remaining < l.size() && math.Abs(moved-taken) <= slack+taken/10 && !l.steps:
-		l.bucketEvidence++
-		l.stillEvidence = 0
-		if l.bucketEvidence >= 2 {
+	}
+	if remaining < l.size() && math.Abs(moved-taken) <= slack+taken/10 {
+		if l.bucketEvidence++; l.bucketEvidence >= 2 {
 			l.bucket = true
 		}
-	case taken < 3:
-		return // not a bucket's move; too little taken yet to call it a stand-still
-	case math.Abs(moved) <= slack:
-		// No bucket keeps its full moment while this much is taken: a
-		// later move of the moment is a sliding log's oldest take
-		// leaving, not a refill. Twice, so that a burst the server had
-		// not counted yet when it answered is not taken for one.
+	} else {
 		l.bucketEvidence = 0
-		if l.stillEvidence++; l.stillEvidence < 2 {
-			break
-		}
-		l.steps = true
-		if free := l.oldestFree(now); !l.bucket && free >= 0 && float64(t) < free-slack {
-			l.resetAt, l.resetMark = at, l.admitted
-		}
-	default:
-		l.stillEvidence = 0
 	}
 	l.shapeAt, l.shapeCounted = at, counted
 }
 
 // nextFree is how long until the key's log frees its oldest take, or the
-// level resets; forever when neither will.
+// level's moment comes; forever when neither will.
 func (l *level) nextFree(now time.Time) time.Duration {
 	d := forever
-	if now.Before(l.resetAt) {
-		d = l.resetAt.Sub(now)
+	if now.Before(l.moment) {
+		d = l.moment.Sub(now)
 	}
 	if secs := l.oldestFree(now); secs >= 0 {
 		d = min(d, durationOf(secs))
@@ -399,8 +388,8 @@ func (l *level) logFrees(missing float64, now time.Time) time.Duration {
 // boundsWait is how long until the larger of the lower bounds holds n.
 func (l *level) boundsWait(n float64, now time.Time) time.Duration {
 	d := l.refillWait(n-l.tokens, 1, now)
-	if now.Before(l.resetAt) && l.size()-(l.admitted-l.resetMark) >= n-1e-9 {
-		d = min(d, l.resetAt.Sub(now))
+	if now.Before(l.moment) && l.tokens+1 >= n-1e-9 {
+		d = min(d, l.moment.Sub(now))
 	}
 	if l.own && l.window > 0 {
 		// The takes that must leave the window first, oldest first.
@@ -611,6 +600,9 @@ func documentedLevels() map[string]*level {
 		l.unit, l.quota, l.window, l.capacity, l.share = d.unit, d.quota, d.window, d.capacity, d.share
 		l.known, l.docQuota, l.shared, l.own = true, d.quota, d.shared, !d.shared
 		l.tokens = l.quota * l.share
+		if d.capacity > 0 {
+			l.prior, l.bucket, l.seenMax, l.tokens = true, true, d.capacity, d.capacity
+		}
 		m[d.name] = l
 	}
 	return m
