@@ -68,8 +68,8 @@ type level struct {
 	seenAt    time.Time // when the server last said what is left (status.go)
 	capacity  float64   // the documented size, used only to refuse a call that can never fit
 	docQuota  float64
-	known     bool // a level of the API, whose scope the contract gives
-	own       bool // counted for this key alone: its own log bounds it
+	known     bool    // a level of the API, whose scope the contract gives
+	own       bool    // counted for this key alone: its own log bounds it
 	seenMax   float64 // the most the server showed the level to hold
 	// prior: the server has not spoken of the level yet, and the model is
 	// the contract's (the key level a bucket holding its capacity, 600).
