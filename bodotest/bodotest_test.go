@@ -184,7 +184,8 @@ func TestBadOptionsAnswer500(t *testing.T) {
 func TestWithProfile(t *testing.T) {
 	profiles := bodotest.Profiles()
 	want := []bodotest.Profile{bodotest.Documented, bodotest.SmallPlan, bodotest.BigPlan, bodotest.SlidingLog,
-		bodotest.FixedWindow, bodotest.NoisyHeaders, bodotest.SearchPolicy, bodotest.Overloaded, bodotest.Foreign90}
+		bodotest.FixedWindow, bodotest.NoisyHeaders, bodotest.SearchPolicy, bodotest.Overloaded, bodotest.Foreign90,
+		bodotest.NarrowestAll, bodotest.ContradictedHeaders, bodotest.Gateway}
 	if !slices.Equal(profiles, want) {
 		t.Errorf("Profiles() = %q, want the constants %q", profiles, want)
 	}

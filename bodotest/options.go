@@ -183,6 +183,21 @@ const (
 	// levels with the documented org level, of which ForeignKey takes 90 %
 	// (45 points/s), leaving the other keys 5 points/s.
 	Foreign90 Profile = "foreign-90"
+	// NarrowestAll has the documented limits and enforces a policy of its
+	// own, "search": 20 searches (listing or counting contacts with q) per
+	// 60 s, a sliding log; the RateLimit field of every answer but a
+	// refusal names the narrowest of all the key's levels, "search"
+	// included, whether or not the call takes from it.
+	NarrowestAll Profile = "narrowest-all"
+	// ContradictedHeaders enforces the documented limits, but every
+	// successful answer says RateLimit-Policy: "key";q=0;w=60 and
+	// RateLimit: "key";r=0;t=0, which the success itself contradicts;
+	// refusals carry the true fields.
+	ContradictedHeaders Profile = "contradicted-headers"
+	// Gateway has the documented limits behind a leaky bucket of 1
+	// request a second holding 5, which refuses with a bare 429: a
+	// text/plain body, no Retry-After, no RateLimit fields, no problem.
+	Gateway Profile = "gateway"
 )
 
 // Profiles returns every Profile, Documented first, in a fresh slice.

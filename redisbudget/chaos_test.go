@@ -52,14 +52,7 @@ func chaosPlan(seed uint64, run time.Duration) []chaosEpisode {
 // over the run; Redis must hold no lease once the processes are done. The
 // run lasts 60 s; BODO_LONG=1 makes it 3 minutes.
 func TestChaos(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 60 s run of 4 processes")
-	}
-	t.Parallel() // real time, a Redis and a sandbox of its own: it overlaps the other long runs
-	run := 60 * time.Second
-	if os.Getenv("BODO_LONG") == "1" {
-		run = 3 * time.Minute
-	}
+	run := longRun(t, 60*time.Second, 3*time.Minute)
 	rs, px, bin, lim, srv, api := chaosSetup(t, 200*time.Millisecond)
 	seed := uint64(time.Now().UnixNano())
 	plan := chaosPlan(seed, run)

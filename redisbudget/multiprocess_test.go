@@ -91,10 +91,33 @@ func chaosSetup(t *testing.T, latency time.Duration) (*redisServer, *netProxy, s
 	px := startProxy(t, rs.Addr)
 	bin := buildAgents(t)
 	lim := shrunken()
+	srv, url := serveSandbox(t, lim, latency)
+	return rs, px, bin, lim, srv, url
+}
+
+// serveSandbox serves a sandbox with limits lim whose answers take latency
+// on loopback until t ends, and returns it and its URL.
+func serveSandbox(t *testing.T, lim sandbox.Limits, latency time.Duration) (*sandbox.Server, string) {
+	t.Helper()
 	srv := sandbox.New(sandbox.WithLimits(lim), sandbox.WithLatency(latency))
 	api := httptest.NewServer(srv)
 	t.Cleanup(api.Close)
-	return rs, px, bin, lim, srv, api.URL
+	return srv, api.URL
+}
+
+// longRun skips t under -short, lets it overlap the other long runs (it
+// takes real time, with a Redis and a sandbox of its own) and returns how
+// long it runs: d, or long with BODO_LONG=1.
+func longRun(t *testing.T, d, long time.Duration) time.Duration {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("a %v run of 4 processes", d)
+	}
+	t.Parallel()
+	if os.Getenv("BODO_LONG") == "1" {
+		return long
+	}
+	return d
 }
 
 // TestFourProcessesShareOneBudget runs the agents program in 4 OS processes
@@ -109,13 +132,11 @@ func TestFourProcessesShareOneBudget(t *testing.T) {
 	rs := startRedis(t)
 	bin := buildAgents(t)
 	lim := shrunken()
-	srv := sandbox.New(sandbox.WithLimits(lim), sandbox.WithLatency(20*time.Millisecond))
-	api := httptest.NewServer(srv)
-	defer api.Close()
+	srv, url := serveSandbox(t, lim, 20*time.Millisecond)
 	const run = 30 * time.Second
 	var procs []*agentProcess
 	for i := range 4 {
-		procs = append(procs, startAgents(t, bin, api.URL, "-redis", rs.Addr, "-agents", "8", "-duration", run.String(), "-seed", fmt.Sprint(i+1)))
+		procs = append(procs, startAgents(t, bin, url, "-redis", rs.Addr, "-agents", "8", "-duration", run.String(), "-seed", fmt.Sprint(i+1)))
 	}
 	var sums []agentSummary
 	for _, p := range procs {

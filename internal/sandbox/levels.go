@@ -335,10 +335,16 @@ func narrowest(states []levelState) int {
 }
 
 // rateLimitField is the RateLimit field for a call of demand d: the level
-// that applies to d with the smallest remaining share of its full level.
-// With noisy headers a second level of the call may follow or precede it.
+// that applies to d with the smallest remaining share of its full level
+// (WithNarrowestOfAll: of all the key's levels). With noisy headers a
+// second level may follow or precede it.
 func (s *Server) rateLimitField(k *apiKey, now time.Time, d demand) string {
-	states := s.callStates(k, now, d)
+	var states []levelState
+	if s.cfg.narrowestAll {
+		states = s.keyStates(k, now)
+	} else {
+		states = s.callStates(k, now, d)
+	}
 	i := narrowest(states)
 	return s.formatRateLimit(s.withSecond(states, i))
 }

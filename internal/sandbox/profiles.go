@@ -15,6 +15,14 @@ type Profile struct {
 	Limits  Limits   // given to WithLimits
 	Options []Option // applied after WithLimits
 	Foreign float64  // WithForeignLoad's rate in points per second; 0 for none
+	Gateway Gateway  // WithGateway's limiter in front; a zero Rate for none
+	// TargetGoodput and TargetRefused, when positive, are what a client
+	// should reach on this profile in place of the issue's targets (97 %
+	// of AllowanceAt over an hour and 90 % over the first 2 minutes; 429s
+	// at most 0.5 % of the requests): the least share of AllowanceAt in a
+	// run of any length, and the largest share of requests answered 429,
+	// the gateway's answers included.
+	TargetGoodput, TargetRefused float64
 }
 
 // The seeds of the profiles that draw pseudo-random numbers.
@@ -22,6 +30,11 @@ const (
 	noisySeed    = 20261101
 	overloadSeed = 20261102
 )
+
+// gateway is the limiter of the "gateway" profile: 1 request a second,
+// 5 at once, which for the agents' mix (about 4 points a request) is 4
+// points a second, below the key's 5.
+var gateway = Gateway{Rate: 1, Burst: 5}
 
 // bigPlan is the limits of the "big-plan" profile.
 func bigPlan() Limits {
@@ -33,8 +46,9 @@ func bigPlan() Limits {
 // The levels of each are chosen so that, for the workload of
 // internal/agents (about 4 points a call, 40 % writes, 4 % deletes, 1.4
 // records read and 10 % searches), the key level binds (the org for
-// "foreign-90"): every other level allows at least 1.3 times what the
-// profile's Allowance implies for the mix over runs of 1 to 60 minutes.
+// "foreign-90", the gateway in front for "gateway"): every other level
+// allows at least 1.3 times what the profile's Allowance implies for the mix
+// over runs of 2 to 60 minutes, the lengths of the agents' table.
 //
 //	documented     the limits of bodo-api.md (DefaultLimits)
 //	small-plan     key 150 points/min, capacity 300; write 30/min, principal 600, org 1500,
@@ -52,6 +66,18 @@ func bigPlan() Limits {
 //	foreign-90     the big plan's key, write, principal, delete and egress levels with the
 //	               documented org (3000/min); ForeignKey takes 90 % of the org (45 points/s),
 //	               leaving 5 points/s
+//	narrowest-all  documented limits and the enforced "search": 20 requests per 60 s, a sliding
+//	               log, over listContacts and countContacts when q is given; the RateLimit of
+//	               every answer but a refusal names the narrowest of all the key's levels,
+//	               "search" included, whether or not the call takes from it (WithNarrowestOfAll)
+//	contradicted-headers
+//	               documented limits, enforced as usual; every successful answer carries
+//	               RateLimit-Policy "key";q=0;w=60 and RateLimit "key";r=0;t=0, refusals the
+//	               true fields (WithContradictedHeaders)
+//	gateway        documented limits behind a leaky bucket of 1 request/s holding 5, which
+//	               answers 429 text/plain without any hint (WithGateway); a client's targets are
+//	               90 % of what the gateway lets through and 5 % of requests refused (rule 6 of
+//	               issue 19); the gateway binds, not the key, so AllowanceAt is its allowance
 func Profiles() []Profile {
 	def := DefaultLimits()
 	withShape := func(sh Shape) Limits {
@@ -87,6 +113,15 @@ func Profiles() []Profile {
 			Limits: def, Options: []Option{randomOverload(0.05, 300*time.Millisecond, 3*time.Second, overloadSeed)}},
 		{Name: "foreign-90", Summary: "another key of the org takes 90 % of the org's quota",
 			Limits: foreign, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds()},
+		{Name: "narrowest-all", Summary: `an enforced "search" policy (20 searches per 60 s), and RateLimit names the narrowest of all the key's levels`,
+			Limits: def, Options: []Option{WithNarrowestOfAll(), WithExtraPolicies(ExtraPolicy{
+				Name: "search", Quota: 20, Window: time.Minute, Unit: unitRequests, Shape: SlidingLog, Enforced: true,
+				Operations: []string{"listContacts", "countContacts"}, Query: "q",
+			})}},
+		{Name: "contradicted-headers", Summary: `successes say "key";q=0 and "key";r=0;t=0, refusals the truth`,
+			Limits: def, Options: []Option{WithContradictedHeaders()}},
+		{Name: "gateway", Summary: "a leaky bucket in front (1 request/s, 5 at once) refuses with a bare 429 and no hint",
+			Limits: def, Gateway: gateway, TargetGoodput: 0.90, TargetRefused: 0.05},
 	}
 }
 
@@ -101,13 +136,16 @@ func ProfileByName(name string) (Profile, bool) {
 
 // New returns a sandbox playing the profile: WithLimits(p.Limits), then
 // p.Options, then WithForeignLoad(p.Foreign) when it is positive, then
-// extra.
+// WithGateway(p.Gateway) when its Rate is positive, then extra.
 func (p Profile) New(extra ...Option) *Server {
 	opts := make([]Option, 0, 2+len(p.Options)+len(extra))
 	opts = append(opts, WithLimits(p.Limits))
 	opts = append(opts, p.Options...)
 	if p.Foreign > 0 {
 		opts = append(opts, WithForeignLoad(p.Foreign))
+	}
+	if p.Gateway.Rate > 0 {
+		opts = append(opts, WithGateway(p.Gateway))
 	}
 	return New(append(opts, extra...)...)
 }
@@ -135,6 +173,22 @@ func (p Profile) Allowance(d time.Duration) int {
 		key = min(key, max(org, 0))
 	}
 	return int(math.Floor(key + 1e-6))
+}
+
+// AllowanceAt is the points one key may have accepted over a run of d that
+// starts with the server, when its accepted requests cost pointsPerRequest
+// on average: Allowance(d), and behind a Gateway the lesser of that and the
+// gateway's Allowance(d) in requests at pointsPerRequest each. The gateway
+// counts requests and the levels points; a run's own mean cost of an
+// accepted request converts the one into the other, so that the share of
+// AllowanceAt a client gets is the share of the gateway's requests that
+// reached the server and were accepted.
+func (p Profile) AllowanceAt(d time.Duration, pointsPerRequest float64) int {
+	a := p.Allowance(d)
+	if p.Gateway.Rate <= 0 {
+		return a
+	}
+	return min(a, int(math.Floor(float64(p.Gateway.Allowance(d))*pointsPerRequest+1e-6)))
 }
 
 // levelAllowance is what a level of the shape lets through over a run of

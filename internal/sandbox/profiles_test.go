@@ -34,11 +34,14 @@ func TestProfilesServe(t *testing.T) {
 				if err != nil {
 					t.Fatalf("RateLimit-Policy %q: %v", r.header.Values("RateLimit-Policy"), err)
 				}
-				lim := p.Limits.withDefaults()
+				want := int64(p.Limits.withDefaults().KeyQuota)
+				if p.Name == "contradicted-headers" {
+					want = 0
+				}
 				for _, m := range pol {
 					if it := m.(httpsfv.Item); it.Value == "key" {
-						if q, _ := it.Params.Get("q"); q != int64(lim.KeyQuota) {
-							t.Errorf("key q=%v, want %d", q, lim.KeyQuota)
+						if q, _ := it.Params.Get("q"); q != want {
+							t.Errorf("key q=%v, want %d", q, want)
 						}
 					}
 				}
@@ -49,7 +52,7 @@ func TestProfilesServe(t *testing.T) {
 		})
 	}
 	for _, want := range []string{"documented", "small-plan", "big-plan", "sliding-log", "fixed-window", "noisy-headers",
-		"search-policy", "overloaded", "foreign-90"} {
+		"search-policy", "overloaded", "foreign-90", "narrowest-all", "contradicted-headers", "gateway"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no profile %q", want)
 		}
@@ -91,7 +94,7 @@ func TestProfileAllowance(t *testing.T) {
 }
 
 // TestProfilesAllowanceIsWhatAGreedyKeyGets: a key that calls whenever
-// WouldAccept says yes gets its Allowance, never more.
+// WouldAccept says yes gets its AllowanceAt one point a request, never more.
 func TestProfilesAllowanceIsWhatAGreedyKeyGets(t *testing.T) {
 	const d = 20 * time.Minute
 	for _, p := range Profiles() {
@@ -109,7 +112,7 @@ func TestProfilesAllowanceIsWhatAGreedyKeyGets(t *testing.T) {
 					}
 					time.Sleep(time.Second)
 				}
-				got, want := s.Stats(TestKey).PointsAccepted, p.Allowance(d)
+				got, want := s.Stats(TestKey).PointsAccepted, p.AllowanceAt(d, 1)
 				if got > want || float64(got) < 0.99*float64(want) {
 					t.Errorf("a greedy key got %d points in %v, Allowance says %d", got, d, want)
 				}
@@ -139,7 +142,8 @@ var benchmarkMix = []struct {
 
 // TestProfilesKeyLevelBinds: for the benchmark mix, every level other than
 // the key (and the org for foreign-90) allows at least 1.3 times what the
-// profile's Allowance implies, over runs of 1, 10 and 60 minutes.
+// profile's Allowance implies, over runs of 2, 10 and 60 minutes; a gateway
+// in front allows less than the key.
 func TestProfilesKeyLevelBinds(t *testing.T) {
 	const margin = 1.3
 	var points, writes, deletes, records float64
@@ -161,8 +165,11 @@ func TestProfilesKeyLevelBinds(t *testing.T) {
 	for _, p := range Profiles() {
 		s := p.New()
 		lim := s.lim
-		for _, d := range []time.Duration{time.Minute, 10 * time.Minute, time.Hour} {
+		for _, d := range []time.Duration{2 * time.Minute, 10 * time.Minute, time.Hour} {
 			allowed := float64(p.Allowance(d))
+			if p.Gateway.Rate > 0 && float64(p.AllowanceAt(d, points)) >= allowed {
+				t.Errorf("%s over %v: the gateway lets %d points through, the key %.0f", p.Name, d, p.AllowanceAt(d, points), allowed)
+			}
 			calls := allowed / points
 			level := func(name string, quota, capacity float64, window time.Duration, sh Shape, need float64) {
 				if got := levelAllowance(sh, quota, capacity, window, d); got < margin*need {

@@ -150,7 +150,13 @@ type config struct {
 	noisy     bool
 	noiseSeed uint64
 	factor    float64 // WithLimitFactor; 1 by default
-	validate  *bool   // nil: when testing.Testing()
+	// narrowestAll is WithNarrowestOfAll.
+	narrowestAll bool
+	// contradicted is WithContradictedHeaders.
+	contradicted bool
+	// gateway is WithGateway's; nil for none.
+	gateway  *Gateway
+	validate *bool // nil: when testing.Testing()
 }
 
 // Option configures New.
@@ -229,6 +235,9 @@ type KeyStats struct {
 	// FirstEarly describes the first few early requests (at most
 	// maxEarlyKept): when each arrived, what it asked, and the wait.
 	FirstEarly []string
+	// GatewayRefused counts the key's requests that WithGateway's gateway
+	// refused; they never reached the server and are not in Requests.
+	GatewayRefused int
 }
 
 // maxEarlyKept bounds KeyStats.FirstEarly.
@@ -242,6 +251,7 @@ type Server struct {
 	policyHeader []string      // RateLimit-Policy when it is the same for every answer
 	mux          *http.ServeMux
 	routes       map[string]*route // by ServeMux pattern
+	gate         *gatewayBucket    // WithGateway's; nil for none
 	ids          ulids
 
 	mu     sync.Mutex
@@ -316,6 +326,9 @@ func New(opts ...Option) *Server {
 	}
 	lim := s.lim
 	s.extras = extraPolicies(cfg.extras, lim)
+	if cfg.gateway != nil {
+		s.gate = newGatewayBucket(*cfg.gateway, cfg.factor, now)
+	}
 	s.store = newStore()
 	s.orgID = "org_" + s.ids.next(now)
 	if cfg.noisy {
@@ -403,6 +416,10 @@ type exchange struct {
 // ServeHTTP serves the bodo API. Under go test it checks every exchange
 // against openapi.json (WithValidation).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.gate != nil && !s.gate.pass(time.Now(), true) {
+		s.refuseAtGateway(w, r)
+		return
+	}
 	if s.validating() {
 		s.serveChecked(w, r)
 		return
@@ -433,6 +450,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	x := s.decide(r, k, body, bodyErr, fault, reqID)
 	x.policy = s.policyField(r.URL.Path)
+	if s.cfg.contradicted {
+		s.contradict(&x)
+	}
 	s.mu.Unlock()
 
 	if d := max(s.cfg.latency, fault.Delay); d > 0 {
