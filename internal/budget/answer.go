@@ -280,9 +280,12 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 		return
 	}
 	overload := p.Code == codeOverloaded || p.Code != codeRateLimited && status == http.StatusServiceUnavailable
-	factor := rateLimitCut
-	if overload {
-		factor = overloadCut
+	kind := rateLimited
+	switch {
+	case p.Code == "":
+		kind = hintless
+	case overload:
+		kind = overloaded
 	}
 	wait := min(p.RetryAfter, MaxServerWait)
 	if !p.Hinted {
@@ -325,11 +328,11 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 		}
 	}
 	if l != nil {
-		l.pace.cut(factor, sent, wait, l.rate(now), now)
+		l.pace.cut(kind, sent, wait, l.rate(now), now)
 		return
 	}
-	if s.pace.cut(factor, sent, wait, s.levels[Key].rate(now), now) {
-		rel.cut(factor)
+	if s.pace.cut(kind, sent, wait, s.levels[Key].rate(now), now) {
+		rel.cut(kind.cut())
 	}
 }
 

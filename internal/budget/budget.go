@@ -127,7 +127,8 @@ type State struct {
 	parallel int      // the server's parallel quota
 	inflight int      // budgeted attempts in flight
 
-	pace pace // AIMD of what speaks of the key as a whole: its share of the key's rate and of the parallel slots
+	pace     pace    // AIMD of what speaks of the key as a whole: its share of the key's rate and of the parallel slots
+	meanCost float64 // the points of the calls admitted lately, on average (meanCostWeight)
 
 	seq                    uint64
 	waiting                int
@@ -748,7 +749,8 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		}
 	}
 	if !c.PastLevels {
-		d := s.pace.wait(c.Cost, s.levels[Key].rate(now), now)
+		amount, rate := s.paceUnitLocked(c, now)
+		d := s.pace.wait(amount, rate, now)
 		if until := s.levels[Key].observedUntil; d > 0 && now.Before(until) {
 			d = min(d, until.Sub(now)) // the rate changes then: look again
 		}
@@ -832,10 +834,15 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 		t.l.tokens -= t.amount
 		t.l.sinceSeen += t.amount
 		t.l.inflight += t.amount
-		t.l.pace.take(t.l.need(t.amount))
+		t.l.pace.take(t.l.need(t.amount), now)
 		t.l.usedAt = now
 	}
-	s.pace.take(c.Cost)
+	amount, _ := s.paceUnitLocked(c, now)
+	s.pace.take(amount, now)
+	if s.meanCost == 0 {
+		s.meanCost = c.Cost
+	}
+	s.meanCost += (c.Cost - s.meanCost) * meanCostWeight
 	if c.Status {
 		c.landedAt = make(map[*level]float64, len(s.levels))
 		for _, l := range s.levels {
@@ -911,6 +918,23 @@ func ctxErr(ctx context.Context) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", err, cause)
+}
+
+// meanCostWeight is the weight of each admitted call in State.meanCost.
+const meanCostWeight = 0.05
+
+// paceUnitLocked is what c takes from the key's pace, and the pace's rate
+// at a share of 1: the call's points at the key level's rate, or while a
+// limiter that gave no hint may be in front, one request at the rate of
+// requests that the key level's rate allows calls of the mean cost. Such
+// a limiter most likely counts requests, and a burst of cheap calls is a
+// burst to it.
+func (s *State) paceUnitLocked(c *Call, now time.Time) (amount, rate float64) {
+	rate = s.levels[Key].rate(now)
+	if s.pace.hintless.IsZero() || now.Sub(s.pace.hintless) >= hintlessFor {
+		return c.Cost, rate
+	}
+	return 1, rate / max(s.meanCost, 1)
 }
 
 // adaptLocked raises the key's pace and those of its levels by a step per

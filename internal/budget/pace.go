@@ -23,6 +23,21 @@ const (
 	paceBurst     = 2 * time.Second
 )
 
+// A refusal that is not the API's own (a bare 429 or 503 of a limiter in
+// front, with no hint of its limit or its wait) cuts to hintlessCut; the
+// pace then steps up by hintlessStep a second up to near the share it was
+// refused at, and by hintlessProbe above: it spends most of its time just
+// below such a limiter and probes it about once a minute, not every few
+// seconds. It keeps pacing calls (the key's capacity is no burst such a
+// limiter allows) until hintlessFor after the last such refusal.
+const (
+	hintlessCut   = 0.8
+	hintlessStep  = 0.05
+	hintlessProbe = 0.001
+	hintlessQuiet = time.Second
+	hintlessFor   = 10 * time.Minute
+)
+
 // pace is an adaptive share of a rate: the key's for what speaks of the
 // key as a whole, a level's for a refusal that names it. Uncut (share 1)
 // it holds no call. Cut, the calls it paces take their amount from a
@@ -36,8 +51,17 @@ type pace struct {
 	cutAt    time.Time     // the last cut
 	changeAt time.Time     // the last cut or step up
 	quiet    time.Duration // the interval of a step up
+	step     float64       // what a step up adds to share
+	refusedAt float64      // the share a limiter that gave no hint last refused
+	hintless time.Time     // the last cut by a limiter that gave no hint: the pace holds calls, uncut too, until hintlessFor after it
 	cuts     int           // cuts so far
 	ceiling  float64       // a share it never exceeds (a shared store's fallback share); 0: none
+}
+
+// paces reports whether the pace holds calls at all: when cut, under a
+// ceiling, or while a limiter that gave no hint may be in front.
+func (p *pace) paces(now time.Time) bool {
+	return p.now() < 1 || !p.hintless.IsZero() && now.Sub(p.hintless) < hintlessFor
 }
 
 // now is the share in force: share, under the ceiling.
@@ -48,22 +72,47 @@ func (p *pace) now() float64 {
 	return p.share
 }
 
-func newPace() pace { return pace{share: 1, quiet: quietInterval} }
+func newPace() pace { return pace{share: 1, quiet: quietInterval, step: paceStep} }
 
-// cut multiplies the share by factor after a refusal of an attempt
-// admitted at sent that asked for wait (0: none); it reports whether it
-// did, which it does not when the attempt was sent before the last cut.
-func (p *pace) cut(factor float64, sent time.Time, wait time.Duration, rate float64, now time.Time) bool {
-	if !p.cutAt.IsZero() && sent.Before(p.cutAt) {
+// refusalKind is what a refusal that cuts a pace said.
+type refusalKind int
+
+const (
+	rateLimited refusalKind = iota // RATE_LIMITED, or a 429 of the API without a code it knows
+	overloaded                     // OVERLOADED, or a 503 of the API
+	hintless                       // a 429 or 503 that is not the API's own
+)
+
+// cut is what a refusal of the kind multiplies the share by.
+func (k refusalKind) cut() float64 {
+	return [...]float64{rateLimited: rateLimitCut, overloaded: overloadCut, hintless: hintlessCut}[k]
+}
+
+// cut cuts the share after a refusal of kind of an attempt admitted at
+// sent that asked for wait (0: none); it reports whether it did, which it
+// does not when the attempt was sent before the last cut.
+func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate float64, now time.Time) bool {
+	if !p.cutAt.IsZero() && !sent.After(p.cutAt) {
 		return false
 	}
 	p.adapt(now)
-	if p.now() >= 1 {
+	if !p.paces(now) {
 		p.tokens, p.at = p.burst(rate), now
 	}
+	factor := kind.cut()
 	p.share = max(minPace, p.share*factor)
-	p.quiet = quietInterval
-	if wait > 0 {
+	p.quiet, p.step = quietInterval, paceStep
+	switch {
+	case kind == hintless:
+		// The limiter is full now: nothing goes at once. The refusals
+		// of one overflow come within a few seconds of each other: the
+		// share it was first refused at is the limiter's.
+		if p.hintless.IsZero() || now.Sub(p.hintless) > hintlessQuiet*5 {
+			p.refusedAt = p.share / factor
+		}
+		p.quiet, p.step, p.hintless = hintlessQuiet, hintlessStep, now
+		p.tokens, p.at = min(p.tokens, 0), now
+	case wait > 0:
 		p.quiet = min(max(wait, minQuiet), quietInterval)
 	}
 	p.cutAt, p.changeAt = now, now
@@ -81,8 +130,14 @@ func (p *pace) adapt(now time.Time) bool {
 	if steps <= 0 {
 		return false
 	}
-	p.share = min(1, p.share+paceStep*float64(steps))
 	p.changeAt = p.changeAt.Add(time.Duration(steps) * p.quiet)
+	for ; steps > 0 && p.share < 1; steps-- {
+		step := p.step
+		if p.step == hintlessStep && p.share >= 0.9*p.refusedAt {
+			step = hintlessProbe
+		}
+		p.share = min(1, p.share+step)
+	}
 	return true
 }
 
@@ -104,7 +159,7 @@ func (p *pace) refill(rate float64, now time.Time) {
 // (0: it may go), cut short at the next step up, when the call looks
 // again; forever when the rate is zero.
 func (p *pace) wait(amount, rate float64, now time.Time) time.Duration {
-	if p.now() >= 1 || rate <= 0 {
+	if !p.paces(now) || rate <= 0 {
 		return 0
 	}
 	p.refill(rate, now)
@@ -120,8 +175,8 @@ func (p *pace) wait(amount, rate float64, now time.Time) time.Duration {
 }
 
 // take takes amount of an admitted call.
-func (p *pace) take(amount float64) {
-	if p.now() < 1 {
+func (p *pace) take(amount float64, now time.Time) {
+	if p.paces(now) {
 		p.tokens -= amount
 	}
 }
