@@ -282,10 +282,10 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 	overload := p.Code == codeOverloaded || p.Code != codeRateLimited && status == http.StatusServiceUnavailable
 	kind := rateLimited
 	switch {
-	case p.Code == "":
-		kind = hintless
 	case overload:
 		kind = overloaded
+	case p.Code == "":
+		kind = hintless
 	}
 	wait := min(p.RetryAfter, MaxServerWait)
 	if !p.Hinted {

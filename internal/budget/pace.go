@@ -23,8 +23,7 @@ const (
 	paceBurst     = 2 * time.Second
 )
 
-// A refusal that is not the API's own (a bare 429 or 503 of a limiter in
-// front, with no hint of its limit or its wait) cuts to hintlessCut; the
+// A refusal that is not the API's own (a bare 429 of a limiter in front, with no hint of its limit or its wait) cuts to hintlessCut; the
 // pace then steps up by hintlessStep a second up to near the share it was
 // refused at, and by hintlessProbe above: it spends most of its time just
 // below such a limiter and probes it about once a minute, not every few
@@ -45,17 +44,17 @@ const (
 // at least one call: a call costlier than that runs it into debt, so no
 // call is starved.
 type pace struct {
-	share    float64       // of the rate the calls may take: minPace to 1
-	tokens   float64       // what the calls may take at once, while cut
-	at       time.Time     // when tokens were brought up to date
-	cutAt    time.Time     // the last cut
-	changeAt time.Time     // the last cut or step up
-	quiet    time.Duration // the interval of a step up
-	step     float64       // what a step up adds to share
-	refusedAt float64      // the share a limiter that gave no hint last refused
-	hintless time.Time     // the last cut by a limiter that gave no hint: the pace holds calls, uncut too, until hintlessFor after it
-	cuts     int           // cuts so far
-	ceiling  float64       // a share it never exceeds (a shared store's fallback share); 0: none
+	share     float64       // of the rate the calls may take: minPace to 1
+	tokens    float64       // what the calls may take at once, while cut
+	at        time.Time     // when tokens were brought up to date
+	cutAt     time.Time     // the last cut
+	changeAt  time.Time     // the last cut or step up
+	quiet     time.Duration // the interval of a step up
+	step      float64       // what a step up adds to share
+	refusedAt float64       // the share a limiter that gave no hint last refused
+	hintless  time.Time     // the last cut by a limiter that gave no hint: the pace holds calls, uncut too, until hintlessFor after it
+	cuts      int           // cuts so far
+	ceiling   float64       // a share it never exceeds (a shared store's fallback share); 0: none
 }
 
 // paces reports whether the pace holds calls at all: when cut, under a
@@ -80,7 +79,7 @@ type refusalKind int
 const (
 	rateLimited refusalKind = iota // RATE_LIMITED, or a 429 of the API without a code it knows
 	overloaded                     // OVERLOADED, or a 503 of the API
-	hintless                       // a 429 or 503 that is not the API's own
+	hintless                       // a 429 that is not the API's own
 )
 
 // cut is what a refusal of the kind multiplies the share by.
