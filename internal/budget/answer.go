@@ -284,7 +284,7 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 	switch {
 	case overload:
 		kind = overloaded
-	case p.Code == "":
+	case p.Code == "" && !p.Hinted:
 		kind = hintless
 	}
 	wait := min(p.RetryAfter, MaxServerWait)
@@ -331,7 +331,11 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 		l.pace.cut(kind, sent, wait, l.rate(now), now)
 		return
 	}
-	if s.pace.cut(kind, sent, wait, s.levels[Key].rate(now), now) {
+	rate := s.levels[Key].rate(now)
+	if kind == hintless {
+		rate /= max(s.meanCost, 1) // its pace counts requests (paceUnitLocked)
+	}
+	if s.pace.cut(kind, sent, wait, rate, now) {
 		rel.cut(kind.cut())
 	}
 }

@@ -103,14 +103,15 @@ func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate fl
 	p.quiet, p.step = quietInterval, paceStep
 	switch {
 	case kind == hintless:
-		// The limiter is full now: nothing goes at once. The refusals
+		// The limiter is full now: it drains for a burst's time before
+		// anything goes. The refusals
 		// of one overflow come within a few seconds of each other: the
 		// share it was first refused at is the limiter's.
 		if p.hintless.IsZero() || now.Sub(p.hintless) > hintlessQuiet*5 {
 			p.refusedAt = p.share / factor
 		}
 		p.quiet, p.step, p.hintless = hintlessQuiet, hintlessStep, now
-		p.tokens, p.at = min(p.tokens, 0), now
+		p.tokens, p.at = min(p.tokens, 0)-p.burst(rate), now
 	case wait > 0:
 		p.quiet = min(max(wait, minQuiet), quietInterval)
 	}
