@@ -57,6 +57,9 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 		if refused || unknown {
 			s.refusals = append(s.refusals, now)
 		}
+		if a != nil && !(refused && (a.Problem == nil || a.Problem.Code == "")) {
+			s.passed.add(now) // a limiter in front let it through (rule 6)
+		}
 		if t.budgeted {
 			s.inflight--
 			uncharged := refused || a != nil && a.Status == http.StatusServiceUnavailable
@@ -328,14 +331,15 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 		}
 	}
 	if l != nil {
-		l.pace.cut(kind, sent, wait, l.rate(now), now)
+		l.pace.cut(kind, sent, wait, l.rate(now), 0, now)
 		return
 	}
-	rate := s.levels[Key].rate(now)
+	rate, passed := s.levels[Key].rate(now), 0.0
 	if kind == hintless {
 		rate /= max(s.meanCost, 1) // its pace counts requests (paceUnitLocked)
+		passed = s.passed.rate(now)
 	}
-	if s.pace.cut(kind, sent, wait, rate, now) {
+	if s.pace.cut(kind, sent, wait, rate, passed, now) {
 		rel.cut(kind.cut())
 	}
 }

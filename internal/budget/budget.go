@@ -1,12 +1,3 @@
-// Package budget is the client's model of one API key's rate limits: every
-// level of the key (documented, announced or learned from refusals), the
-// calls in flight, the adaptive cap and pace (AIMD), the server's waits and
-// the lockout guard. A call is admitted with State.Admit and settled with
-// the answer through Ticket.Finish; package bodo keeps the public surface.
-//
-// Calls queue per gate: a call waits only for the levels it takes from, in
-// arrival order among the calls that wait for the same level, and admitting
-// one costs O(log n) in the number of waiting calls.
 package budget
 
 import (
@@ -129,6 +120,7 @@ type State struct {
 
 	pace     pace    // AIMD of what speaks of the key as a whole: its share of the key's rate and of the parallel slots
 	meanCost float64 // the points of the calls admitted lately, on average (meanCostWeight)
+	passed   meter   // the answers that came from the API, not from a limiter in front
 
 	seq                    uint64
 	waiting                int

@@ -155,18 +155,18 @@ func TestAIMDSteps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newPace()
 		now := time.Now()
-		if !p.cut(rateLimited, now, 0, 5, now) || p.share != 0.5 || p.capOf(6) != 3 {
+		if !p.cut(rateLimited, now, 0, 5, 0, now) || p.share != 0.5 || p.capOf(6) != 3 {
 			t.Fatalf("after a cut: share %v cap %d", p.share, p.capOf(6))
 		}
-		if p.cut(rateLimited, now, 0, 5, now.Add(500*time.Millisecond)) || p.cuts != 1 {
+		if p.cut(rateLimited, now, 0, 5, 0, now.Add(500*time.Millisecond)) || p.cuts != 1 {
 			t.Errorf("the refusal of an attempt sent with the one that cut cut again: share %v", p.share)
 		}
-		p.cut(rateLimited, now.Add(time.Millisecond), 0, 5, now.Add(time.Second))
+		p.cut(rateLimited, now.Add(time.Millisecond), 0, 5, 0, now.Add(time.Second))
 		if p.capOf(6) != 1 || p.share != 0.25 {
 			t.Errorf("after two cuts: cap %d share %v", p.capOf(6), p.share)
 		}
 		for range 5 {
-			p.cut(rateLimited, p.cutAt.Add(time.Millisecond), 0, 5, p.cutAt.Add(time.Second))
+			p.cut(rateLimited, p.cutAt.Add(time.Millisecond), 0, 5, 0, p.cutAt.Add(time.Second))
 		}
 		if p.capOf(6) != 1 || p.share != minPace {
 			t.Errorf("floors: cap %d share %v", p.capOf(6), p.share)
@@ -185,7 +185,7 @@ func TestAIMDSteps(t *testing.T) {
 			t.Errorf("back to the model: cap %d share %v", p.capOf(6), p.share)
 		}
 		at := last.Add(21 * quietInterval)
-		p.cut(overloaded, at, 300*time.Millisecond, 5, at)
+		p.cut(overloaded, at, 300*time.Millisecond, 5, 0, at)
 		if p.capOf(6) != 4 || p.share != 0.8 || p.quiet != 300*time.Millisecond {
 			t.Errorf("an OVERLOADED cut: cap %d share %v quiet %v", p.capOf(6), p.share, p.quiet)
 		}
@@ -377,12 +377,12 @@ func TestLimiterShapes(t *testing.T) {
 	})
 }
 
-// TestUnknownPolicyIsInformativeUntilTied: an announced policy holds no
+// TestAPolicyHoldsWhatItIsSeenToTakeFrom: an announced policy holds no
 // call; RateLimit members naming it tie it to the kind of call whose answers
 // show it going down, and being named is not enough; a
 // refusal naming an unannounced one holds that operation only for its wait;
 // a QUOTA_EXHAUSTED naming an unknown policy blocks that operation only.
-func TestUnknownPolicyIsInformativeUntilTied(t *testing.T) {
+func TestAPolicyHoldsWhatItIsSeenToTakeFrom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
 		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "bodo-export";q=12;w=3600, "bodo-search";q=2;w=60`, ""))

@@ -32,8 +32,9 @@ const (
 const (
 	hintlessCut   = 0.8
 	hintlessStep  = 0.05
-	hintlessProbe = 0.001
+	hintlessProbe = 0.002
 	hintlessQuiet = time.Second
+	hintlessBelow = 0.9 // of the limiter's rate, where a hint-less refusal cuts the share to at most
 	hintlessFor   = 10 * time.Minute
 )
 
@@ -89,8 +90,11 @@ func (k refusalKind) cut() float64 {
 
 // cut cuts the share after a refusal of kind of an attempt admitted at
 // sent that asked for wait (0: none); it reports whether it did, which it
-// does not when the attempt was sent before the last cut.
-func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate float64, now time.Time) bool {
+// does not when the attempt was sent before the last cut. For a hint-less
+// refusal, passed is the rate of the calls that the limiter let through
+// lately, in rate's unit: the limiter's own rate, as near as the client
+// can tell, which the share is cut to just below.
+func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, passed float64, now time.Time) bool {
 	if !p.cutAt.IsZero() && !sent.After(p.cutAt) {
 		return false
 	}
@@ -104,11 +108,11 @@ func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate fl
 	switch {
 	case kind == hintless:
 		// The limiter is full now: it drains for a burst's time before
-		// anything goes. The refusals
-		// of one overflow come within a few seconds of each other: the
-		// share it was first refused at is the limiter's.
-		if p.hintless.IsZero() || now.Sub(p.hintless) > hintlessQuiet*5 {
-			p.refusedAt = p.share / factor
+		// anything goes. What it let through is its rate.
+		p.refusedAt = p.share / factor
+		if rate > 0 && passed > 0 {
+			p.refusedAt = min(p.refusedAt, passed/rate)
+			p.share = max(minPace, min(p.share, hintlessBelow*p.refusedAt))
 		}
 		p.quiet, p.step, p.hintless = hintlessQuiet, hintlessStep, now
 		p.tokens, p.at = min(p.tokens, 0)-p.burst(rate), now
@@ -133,8 +137,13 @@ func (p *pace) adapt(now time.Time) bool {
 	p.changeAt = p.changeAt.Add(time.Duration(steps) * p.quiet)
 	for ; steps > 0 && p.share < 1; steps-- {
 		step := p.step
-		if p.step == hintlessStep && p.share >= 0.9*p.refusedAt {
-			step = hintlessProbe
+		if p.step == hintlessStep {
+			// Steps in proportion to where the limiter is: fast up to
+			// just below it, slowly above.
+			step = hintlessStep * p.refusedAt
+			if p.share >= hintlessBelow*p.refusedAt {
+				step = hintlessProbe * p.refusedAt
+			}
 		}
 		p.share = min(1, p.share+step)
 	}

@@ -1,0 +1,72 @@
+// Package budget is the client's model of one API key's rate limits; package
+// bodo keeps the public surface. A call is admitted with State.Admit, which
+// waits until every gate lets it go, and its attempt is settled with the
+// answer through Ticket.Finish (or Ticket.Unanswered). The gates, in the
+// order a call meets them: the server's waits and the lockout (a wait asked
+// of every call of the key), the refusal guard (RefusalLimit), the levels
+// the call takes from (level.go, each with its own pace), the key's pace
+// (pace.go), the slots in flight, and with a shared store the store
+// (store.go). Calls queue per gate, in arrival order among the calls that
+// wait for the same thing (queue.go).
+//
+// # Rules
+//
+// The model follows these rules; each is one place in the code and one
+// test of the same name.
+//
+//  1. The server's word binds until its moment. A level that RateLimit says
+//     has r left takes no more than r (less what was sent since) before the
+//     moment now+t; at that moment it holds one unit more, whatever its
+//     shape, and the next answer says how much (level.refill). How the
+//     server counts is its business: a level that showed it refills
+//     continuously (more left than its quota, or a full moment that moves
+//     as points are taken) refills at its rate between answers, and a level
+//     of this key alone never holds less than its quota less this key's own
+//     takes in the last window, which every shape grants
+//     (TestTheServersWordBindsUntilItsMoment).
+//  2. Outcomes beat hints. Fields that are absurd (a quota of 0) or that
+//     contradict themselves (nothing left yet full now: r=0;t=0) are
+//     ignored; malformed fields are ignored (observeLocked,
+//     applyPoliciesLocked). RateLimit-Policy is informative
+//     (TestOutcomesBeatHints).
+//  3. A policy holds what it is seen to take from. A policy the contract
+//     does not document binds the kind of call (an operation at a cost) that
+//     a refusal named it for, or whose answers show it going down two more
+//     times than not; being named is not enough, since a server may name the
+//     narrowest of all the key's levels in every answer (level.witness,
+//     TestAPolicyHoldsWhatItIsSeenToTakeFrom).
+//  4. A refusal slows what it speaks of. A refusal that names a level holds
+//     the calls that take from it for its wait and cuts that level's pace;
+//     only what speaks of the key as a whole (OVERLOADED, parallel, a
+//     lockout, a refusal naming no level) holds every call or cuts the key's
+//     pace and its in-flight cap. The pace steps back up in steps of the
+//     server's own wait (refusedLocked, pace.go,
+//     TestARefusalSlowsWhatItSpeaksOf).
+//  5. No request leaves after an answer that asks to wait, also not one that
+//     was admitted before the answer was read: the last moment before a
+//     request is written, it waits for refusals still being read and sits
+//     out any wait announced since its admission (lastmoment.go,
+//     TestNoRequestLeavesAfterAnAnswerThatAsksToWait).
+//  6. Without any hint, converge just below the limiter. A bare 429 (no
+//     code, no wait) comes from a limiter in front that says nothing of its
+//     limit: the key's pace then counts requests, drains a burst's time,
+//     climbs fast to near the share it was refused at and probes slowly
+//     above (pace.go, TestWithoutAnyHintConvergeJustBelowTheLimiter).
+//  7. One model, local or shared. With a shared store the levels, the waits
+//     a refusal asked for, the lockout, exhausted quotas and the key's cuts
+//     are kept in the store, so what one process hears binds all; while the
+//     store is unreachable each process keeps to its share of the key
+//     (store.go; redisbudget's TestOneModelLocalOrShared).
+//  8. The documented limits are the prior. Before the server has spoken of a
+//     level the model is the contract's (the key level a bucket holding its
+//     capacity, 600 points); the server's first word on it decides from then
+//     on (level.endPrior, TestTheDocumentedLimitsAreThePrior).
+//
+// Where the rules are silent: a call bigger than a level the server
+// announced waits for the level to be full and then goes (an odd header
+// never wedges a key); a wait the server asks is held at most MaxLockout for
+// a lockout and MaxServerWait otherwise; an answer that is not the API's own
+// binds only the call that got it with its wait (rule 6 still slows the
+// key); a level this key shares with keys of the same principal or org in
+// this process is split between them (identity.go).
+package budget

@@ -1,0 +1,47 @@
+package budget
+
+import "time"
+
+// meterWindow is how far back a meter counts.
+const meterWindow = 30 * time.Second
+
+// meter counts events (accepted answers) over the last meterWindow, in a
+// ring of the latest len(at) of them, to tell their rate.
+type meter struct {
+	at    [256]time.Time
+	next  int // where the next event goes
+	n     int // events in the ring
+	first time.Time
+}
+
+func (m *meter) add(now time.Time) {
+	if m.first.IsZero() {
+		m.first = now
+	}
+	m.at[m.next] = now
+	m.next = (m.next + 1) % len(m.at)
+	m.n = min(m.n+1, len(m.at))
+}
+
+// rate is the events a second over the last meterWindow, or over the time
+// since the first when that is shorter (at least a second), or over what
+// the ring holds when it holds less than a window; 0 before any event.
+func (m *meter) rate(now time.Time) float64 {
+	if m.n == 0 {
+		return 0
+	}
+	span := min(meterWindow, max(now.Sub(m.first), time.Second))
+	count := 0
+	for i := 1; i <= m.n; i++ {
+		at := m.at[(m.next-i+len(m.at))%len(m.at)]
+		if now.Sub(at) > span {
+			break
+		}
+		count++
+	}
+	if count == len(m.at) {
+		oldest := m.at[m.next]
+		span = max(now.Sub(oldest), time.Millisecond)
+	}
+	return float64(count) / span.Seconds()
+}

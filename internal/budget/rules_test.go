@@ -1,0 +1,217 @@
+package budget
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/bodo-app/bodo-go/internal/ops"
+)
+
+// The tests of the rules of the package doc, one each, named after it
+// (rule 3's is in budget_test.go, rule 5's in lastmoment_test.go, rule 7's
+// in redisbudget).
+
+// admitAt admits c and reports how long it waited.
+func admitAt(t *testing.T, s *State, c *Call) (*Ticket, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	tk, _, err := s.Admit(context.Background(), c)
+	if err != nil {
+		t.Fatalf("%s: %v", c.Op, err)
+	}
+	return tk, time.Since(start)
+}
+
+// TestTheServersWordBindsUntilItsMoment: a write level that said r=0;t=50
+// on its last success holds writes until that moment and lets one go then,
+// although the key's own log would free its first take only at +60 s; the
+// answer to that write says how much more. A level that said r=2 lets two
+// go before its moment and no third.
+func TestTheServersWordBindsUntilItsMoment(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+		for range 9 {
+			admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=30;t=60`))
+		}
+		time.Sleep(10 * time.Second)
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=0;t=50`))
+		time.Sleep(49 * time.Second)
+		if why := held(s, call(ops.CreateContact, "")); why != Write {
+			t.Fatalf("a write 1 s before the moment is held by %q, want %q", why, Write)
+		}
+		tk, waited := admitAt(t, s, call(ops.CreateContact, ""))
+		if waited != time.Second {
+			t.Errorf("the write went %v after the moment was 1 s away", waited)
+		}
+		tk.Finish(answer("", `"write";r=2;t=30`))
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=1;t=30`))
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=0;t=30`))
+		if why := held(s, call(ops.CreateContact, "")); why != Write {
+			t.Errorf("a third write after r=2 is held by %q, want %q", why, Write)
+		}
+	})
+}
+
+// TestOutcomesBeatHints: a server whose every success says the key level
+// has a quota of 0 and nothing left, yet is full now ("key";q=0;w=60 and
+// "key";r=0;t=0), is not believed: 30 reads go at once.
+func TestOutcomesBeatHints(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		start := time.Now()
+		for range 30 {
+			tk, _ := admitAt(t, s, call(ops.GetContact, ""))
+			tk.Finish(answer(`"key";q=0;w=60`, `"key";r=0;t=0`))
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("30 reads took %v on answers that contradict themselves", d)
+		}
+		if l := s.levels[Key]; l.quota != 300 {
+			t.Errorf("key quota %v after q=0", l.quota)
+		}
+	})
+}
+
+// TestARefusalSlowsWhatItSpeaksOf: a refusal on the write level holds and
+// slows writes only, a refusal on a policy the client did not know holds
+// and slows the refused kind of call only, and an OVERLOADED, which speaks
+// of the key, holds every call for its wait and cuts the key's pace, which
+// steps back up in steps of that wait.
+func TestARefusalSlowsWhatItSpeaksOf(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Write, 3*time.Second))
+		if why := held(s, call(ops.GetContact, "")); why != "" {
+			t.Errorf("a read after a write's refusal is held by %q", why)
+		}
+		if why := held(s, call(ops.CreateContact, "")); why != Write {
+			t.Errorf("a write after a write's refusal is held by %q, want %q", why, Write)
+		}
+		if w, k := s.levels[Write].pace.share, s.pace.share; w != rateLimitCut || k != 1 {
+			t.Errorf("after a write's refusal: write pace %v, key pace %v; want %v and 1", w, k, rateLimitCut)
+		}
+
+		admitNow(t, s, call(ops.ListInvoices, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "bodo-reports", 2*time.Second))
+		if why := held(s, call(ops.ListInvoices, "")); why != "bodo-reports" {
+			t.Errorf("a list of invoices after its refusal is held by %q", why)
+		}
+		if why := held(s, call(ops.GetContact, "")); why != "" || s.pace.share != 1 {
+			t.Errorf("after a refusal on an unknown policy a read is held by %q, key pace %v", why, s.pace.share)
+		}
+
+		time.Sleep(3 * time.Second)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(refusal(http.StatusServiceUnavailable, codeOverloaded, "", 300*time.Millisecond))
+		if why := held(s, call(ops.GetContact, "")); why != ReasonServer {
+			t.Errorf("a read after OVERLOADED is held by %q, want %q", why, ReasonServer)
+		}
+		if s.pace.share != overloadCut || s.pace.capOf(s.parallel) != 4 {
+			t.Errorf("after OVERLOADED: key pace %v, cap %d; want %v and 4", s.pace.share, s.pace.capOf(s.parallel), overloadCut)
+		}
+		tk, waited := admitAt(t, s, call(ops.GetContact, ""))
+		tk.Finish(answer("", ""))
+		if waited != 300*time.Millisecond {
+			t.Errorf("a read waited %v after OVERLOADED asked for 300ms", waited)
+		}
+		time.Sleep(300 * time.Millisecond)
+		s.mu.Lock()
+		s.adaptLocked(time.Now())
+		share := s.pace.share
+		s.mu.Unlock()
+		if share != 1 {
+			t.Errorf("the key's pace is %v two waits after OVERLOADED, want 1", share)
+		}
+	})
+}
+
+// TestWithoutAnyHintConvergeJustBelowTheLimiter: 8 callers of 1-point
+// calls, which the key level would let through at 5 a second, behind a
+// leaky bucket of 1 request a second holding 5 that refuses with a bare
+// 429: over 10 minutes they get at least 90 % of what the bucket lets
+// through, with at most 5 % of the requests refused.
+func TestWithoutAnyHintConvergeJustBelowTheLimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rate, burst, run = 1.0, 5.0, 10 * time.Minute
+		s := New()
+		var mu sync.Mutex
+		level, last := 0.0, time.Now()
+		pass := func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			now := time.Now()
+			level = max(0, level-rate*now.Sub(last).Seconds())
+			last = now
+			if level+1 > burst {
+				return false
+			}
+			level++
+			return true
+		}
+		end := time.Now().Add(run)
+		var accepted, refused int
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for time.Now().Before(end) {
+					ctx, cancel := context.WithDeadline(context.Background(), end)
+					tk, _, err := s.Admit(ctx, call(ops.GetContact, ""))
+					cancel()
+					if err != nil {
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+					ok := pass()
+					mu.Lock()
+					if ok {
+						accepted++
+					} else {
+						refused++
+					}
+					mu.Unlock()
+					if ok {
+						tk.Finish(answer("", ""))
+					} else {
+						tk.Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{}, Problem: &Problem{}})
+					}
+				}
+			})
+		}
+		wg.Wait()
+		allowed := burst + rate*run.Seconds()
+		share, refusedShare := float64(accepted)/allowed, float64(refused)/float64(accepted+refused)
+		t.Logf("%d accepted (%.1f %% of %v), %d refused (%.2f %%)", accepted, 100*share, allowed, refused, 100*refusedShare)
+		if share < 0.9 || refusedShare > 0.05 {
+			t.Errorf("behind the limiter: %.1f %% of what it allows, %.2f %% refused; want at least 90 %% and at most 5 %%", 100*share, 100*refusedShare)
+		}
+	})
+}
+
+// TestTheDocumentedLimitsAreThePrior: before any answer the key level is
+// the contract's bucket of 600 points, and Snapshot says so; the server's
+// first word on it (a plan of 150 points a minute) decides.
+func TestTheDocumentedLimitsAreThePrior(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		key := func() LevelSnapshot {
+			for _, l := range s.Snapshot().Levels {
+				if l.Name == Key {
+					return l
+				}
+			}
+			t.Fatal("no key level")
+			return LevelSnapshot{}
+		}
+		if l := key(); l.Remaining != 600 || l.Capacity != 600 {
+			t.Errorf("before any answer the key level holds %v of %d, want 600 of 600", l.Remaining, l.Capacity)
+		}
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=150;w=60`, `"key";r=149;t=1`))
+		if l := key(); l.Remaining != 149 || l.Quota != 150 {
+			t.Errorf("after the server's first word the key level holds %v of quota %d, want 149 of 150", l.Remaining, l.Quota)
+		}
+	})
+}
