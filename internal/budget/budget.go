@@ -727,17 +727,20 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		if d == 0 {
 			d = l.wait(l.need(t.amount), now)
 		}
+		why := l.name
 		if d == 0 {
 			if l.pace.adapt(now) {
 				l.gate.wakeHead()
 			}
-			d = l.pace.wait(l.need(t.amount), l.rate(now), now)
+			if d = l.pace.wait(l.need(t.amount), l.rate(now), now); d > 0 {
+				why = ReasonPace // the level's pace, not what the level holds: no status would help
+			}
 		}
 		if d > 0 || l.gate.ahead(w) && !l.backfills(l.gate.head(), t.amount, now) {
 			if w.at != &l.gate {
 				w.need = l.need(t.amount)
 			}
-			return &l.gate, d, l.name
+			return &l.gate, d, why
 		}
 	}
 	if !c.PastLevels {

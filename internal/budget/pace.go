@@ -108,10 +108,12 @@ func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, p
 	switch {
 	case kind == hintless:
 		// The limiter is full now: it drains for a burst's time before
-		// anything goes. What it let through is its rate.
-		p.refusedAt = p.share / factor
+		// anything goes. What it let through lately is its rate when the
+		// calls kept it busy, and less when they did not: the share it
+		// refused at, cut, bounds it from below.
+		p.refusedAt = p.share
 		if rate > 0 && passed > 0 {
-			p.refusedAt = min(p.refusedAt, passed/rate)
+			p.refusedAt = max(p.share, min(p.share/factor, passed/rate))
 			p.share = max(minPace, min(p.share, hintlessBelow*p.refusedAt))
 		}
 		p.quiet, p.step, p.hintless = hintlessQuiet, hintlessStep, now
