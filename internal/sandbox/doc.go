@@ -50,7 +50,11 @@
 // of it is used. Other shapes report as Shape says. A refusal's RateLimit
 // names the refusing level; a lockout reports "key";r=0 with t the seconds
 // the lockout has left. A 401 reports a fresh key. WithNoisyHeaders varies
-// both fields within what the Structured Fields and the draft allow.
+// both fields within what the Structured Fields and the draft allow;
+// WithNarrowestOfAll names the narrowest of all the key's levels, whatever
+// the call takes from; WithContradictedHeaders makes every success say
+// "key";q=0 and "key";r=0;t=0. WithGateway puts a leaky bucket in front
+// that refuses with a bare 429 and none of these fields.
 //
 // Levels. The org level's remaining (also in GET /v1/rate_limit) is the
 // lesser of the org level and the key's share of it; a refusal by either
