@@ -98,10 +98,13 @@ func TestProfiles(t *testing.T) {
 	}
 }
 
-// provisional are the profiles of issue 19 whose guarantees the budget
-// does not keep yet: TestProfiles logs their breaches with the missed
-// targets instead of failing. Remove a profile from here to hold it to them.
-var provisional = map[string]bool{"narrowest-all": true, "contradicted-headers": true, "gateway": true}
+// provisional are the profiles whose guarantees the budget does not keep
+// in every run yet: TestProfiles logs their breaches with the missed
+// targets instead of failing. Remove a profile from here to hold it to
+// them. Behind the gateway the budget keeps them over an hour (94-98 % of
+// what it allows, 1 % refused); in 2 minutes, which its first refusals
+// decide, goodput is 88-98 %.
+var provisional = map[string]bool{"gateway": true}
 
 // guarantees says how r breaks what every run must keep, "" when it keeps
 // it all.

@@ -315,13 +315,16 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 					amount = t.amount
 				}
 			}
-			owe := l.need(amount)
+			// The level holds the call's need when the wait ends: the
+			// store, which models every level as a bucket at its rate,
+			// owes the rest of the wait's refill too.
+			owe, stored := l.need(amount), l.need(amount)-l.rate(now)*wait.Seconds()
 			if l.refills() {
-				owe -= l.rate(now) * wait.Seconds()
+				owe = stored
 			}
 			l.tokens = min(l.tokens, owe)
 			l.seenAt = now
-			rel.owe(l, owe, now)
+			rel.owe(l, stored, now)
 		}
 	default:
 		if p.Hinted {
