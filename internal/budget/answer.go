@@ -169,6 +169,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		rel.left(l, remaining, now)
 		l.moment = now.Add(l.reported.reset)
 		l.learnShape(remaining, r.reset, pending, now)
+		l.learnSteps(remaining, r.reset)
 		if r.reset >= minObservedReset && remaining < l.size() && l.refills() {
 			// What others take shows as a slower refill than the quota's:
 			// never assume a faster one. t is whole seconds, rounded up,

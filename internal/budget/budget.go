@@ -732,7 +732,11 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 			if l.pace.adapt(now) {
 				l.gate.wakeHead()
 			}
-			if d = l.pace.wait(l.need(t.amount), l.rate(now), now); d > 0 {
+			rate := l.rate(now)
+			if l.pace.spread, l.pace.minBurst = l.spreads(), spreadBurst*l.size(); l.pace.spread {
+				rate = l.spreadRate(now)
+			}
+			if d = l.pace.wait(l.need(t.amount), rate, now); d > 0 {
 				why = ReasonPace // the level's pace, not what the level holds: no status would help
 			}
 		}

@@ -62,7 +62,12 @@
 //     capacity, 600 points); the server's first word on it decides from then
 //     on (level.endPrior, TestTheDocumentedLimitsAreThePrior).
 //
-// Where the rules are silent: a call bigger than a level the server
+// Where the rules are silent: a level that showed it frees in steps (a t
+// after a take further than a bucket would need to be full again) is
+// spread over its window, a tenth of it at once and then at its quota's
+// rate, so that a burst never leaves it freeing nothing for a window while
+// every caller waits on it (level.spreads,
+// TestALevelThatFreesInStepsIsSpread); a call bigger than a level the server
 // announced waits for the level to be full and then goes (an odd header
 // never wedges a key); a wait the server asks is held at most MaxLockout for
 // a lockout and MaxServerWait otherwise; an answer that is not the API's own

@@ -99,8 +99,12 @@ type level struct {
 	// Bucket evidence from t: a full moment (now + t) that moves later by
 	// what is taken, at the quota's rate, is a bucket's.
 	bucketEvidence int
-	shapeAt        time.Time // the moment the last answer's t named
-	shapeCounted   float64   // what the server had counted then
+	// steps: the level frees in steps (a sliding log or a window): a t
+	// further than a bucket would need to be full again (learnSteps).
+	steps        bool
+	shapeAt      time.Time // the moment the last answer's t named
+	shapeCounted float64   // what the server had counted then
+	shapeSeen    time.Time // when that answer came
 
 	log      takeLog
 	inflight float64 // taken by attempts still in flight
@@ -291,8 +295,10 @@ func (l *level) partLeft() float64 {
 // learnShape reads the t of a RateLimit member naming the level (r left,
 // t seconds; pending is what the server had not counted yet) for a
 // bucket's: its full moment, now+t, moves later by what is taken, at the
-// quota's rate, where a window's reset and a sliding log's oldest take stay
-// put however much is taken. Twice, and the level refills continuously.
+// quota's rate, where a window's reset and a sliding log's moments move no
+// faster than the clock. Only takes at twice the quota's rate or more tell
+// them apart (spread at the rate, every shape looks alike); seen twice,
+// the level refills continuously.
 func (l *level) learnShape(remaining float64, t int64, pending float64, now time.Time) {
 	if !l.own || t < 0 || l.grossRate() <= 0 || l.bucket {
 		return
@@ -301,22 +307,65 @@ func (l *level) learnShape(remaining float64, t int64, pending float64, now time
 	at := now.Add(time.Duration(t) * time.Second)
 	counted := l.admitted - pending
 	if l.shapeAt.IsZero() || at.Before(l.shapeAt.Add(-time.Hour)) {
-		l.shapeAt, l.shapeCounted = at, counted
+		l.shapeAt, l.shapeCounted, l.shapeSeen = at, counted, now
 		return
 	}
 	moved := at.Sub(l.shapeAt).Seconds()
 	taken := (counted - l.shapeCounted) / l.grossRate() // how far a bucket's moment would have moved
+	elapsed := now.Sub(l.shapeSeen).Seconds()
 	if taken < 2 {
 		return // too little taken since the anchor to tell: keep it
 	}
-	if remaining < l.size() && math.Abs(moved-taken) <= slack+taken/10 {
+	if taken >= 2*elapsed && remaining < l.size() && math.Abs(moved-taken) <= slack+taken/10 {
 		if l.bucketEvidence++; l.bucketEvidence >= 2 {
 			l.bucket = true
 		}
 	} else {
 		l.bucketEvidence = 0
 	}
-	l.shapeAt, l.shapeCounted = at, counted
+	l.shapeAt, l.shapeCounted, l.shapeSeen = at, counted, now
+}
+
+// learnSteps reads r and t of a RateLimit member naming the level for a
+// level that frees in steps: a bucket refilling at the quota's rate is full
+// again (size-r)/rate from now, and a t well past that is a sliding log's
+// or a window's. Such a level is spread (spreads).
+func (l *level) learnSteps(remaining float64, t int64) {
+	if l.bucket || l.grossRate() <= 0 || remaining >= l.size() {
+		return
+	}
+	if full := (l.size() - remaining) / l.grossRate(); float64(t) > 2*full+2 {
+		l.steps = true
+	}
+}
+
+// spreadWindow is the longest window of a level that the model spreads.
+const spreadWindow = time.Minute
+
+// spreadBurst is the part of a spread level's quota that its calls may
+// take at once.
+const spreadBurst = 0.1
+
+// spreads reports whether the level's calls are spread over its window, at
+// its quota's rate with a burst of spreadBurst of it: a level that frees in
+// steps and was taken whole at once frees nothing for up to a window, and
+// every caller waiting on it stalls; spread, it frees as it is taken. A
+// level with a longer window (a quota per hour or day) is not spread: its
+// calls would wait for minutes.
+func (l *level) spreads() bool {
+	return l.steps && !l.bucket && l.window > 0 && l.window <= spreadWindow
+}
+
+// spreadRate is the rate a spread level's calls go at: its quota's, or
+// slower while what is left would not last until the key's log frees its
+// oldest take (a burst took much of the window): what is left over the
+// time until then.
+func (l *level) spreadRate(now time.Time) float64 {
+	r := l.grossRate()
+	if secs := l.oldestFree(now); secs > 0 {
+		r = min(r, max(l.available(now), 0)/secs)
+	}
+	return r
 }
 
 // nextFree is how long until the key's log frees its oldest take, or the

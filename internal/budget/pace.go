@@ -40,7 +40,8 @@ const (
 
 // pace is an adaptive share of a rate: the key's for what speaks of the
 // key as a whole, a level's for a refusal that names it. Uncut (share 1)
-// it holds no call. Cut, the calls it paces take their amount from a
+// it holds no call, unless it spreads a level's calls over its window.
+// Cut, the calls it paces take their amount from a
 // bucket that refills at share times the rate and holds paceBurst of it,
 // at least one call: a call costlier than that runs it into debt, so no
 // call is starved.
@@ -56,12 +57,15 @@ type pace struct {
 	hintless  time.Time     // the last cut by a limiter that gave no hint: the pace holds calls, uncut too, until hintlessFor after it
 	cuts      int           // cuts so far
 	ceiling   float64       // a share it never exceeds (a shared store's fallback share); 0: none
+	spread    bool          // it holds calls uncut too: its level frees in steps (level.spreads)
+	minBurst  float64       // what it lets through at once at least
 }
 
 // paces reports whether the pace holds calls at all: when cut, under a
-// ceiling, or while a limiter that gave no hint may be in front.
+// ceiling, when it spreads a level, or while a limiter that gave no hint
+// may be in front.
 func (p *pace) paces(now time.Time) bool {
-	return p.now() < 1 || !p.hintless.IsZero() && now.Sub(p.hintless) < hintlessFor
+	return p.now() < 1 || p.spread || !p.hintless.IsZero() && now.Sub(p.hintless) < hintlessFor
 }
 
 // now is the share in force: share, under the ceiling.
@@ -155,7 +159,7 @@ func (p *pace) adapt(now time.Time) bool {
 // burst is what the pace lets through at once at rate: paceBurst's worth
 // of the paced rate, and at least one point.
 func (p *pace) burst(rate float64) float64 {
-	return max(p.now()*rate*paceBurst.Seconds(), 1)
+	return max(p.now()*rate*paceBurst.Seconds(), p.minBurst, 1)
 }
 
 // refill brings the tokens up to now at share times rate.

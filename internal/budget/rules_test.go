@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -214,4 +215,34 @@ func TestTheDocumentedLimitsAreThePrior(t *testing.T) {
 			t.Errorf("after the server's first word the key level holds %v of quota %d, want 149 of 150", l.Remaining, l.Quota)
 		}
 	})
+}
+
+// TestALevelThatFreesInStepsIsSpread: a write level whose t after a write
+// is a window's (a sliding log: full again when the newest write leaves it)
+// spreads its writes at its quota's rate after a burst of a tenth of it, so
+// that it never frees nothing for a window; one whose t is what a bucket
+// needs to be full again lets 30 writes go at once.
+func TestALevelThatFreesInStepsIsSpread(t *testing.T) {
+	for _, bucket := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			s := New()
+			admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+			start := time.Now()
+			for i := range 30 {
+				tk, _ := admitAt(t, s, call(ops.CreateContact, ""))
+				r, reset := 59-i, 60
+				if bucket {
+					reset = i + 1
+				}
+				tk.Finish(answer("", fmt.Sprintf(`"write";r=%d;t=%d`, r, reset)))
+			}
+			el := time.Since(start)
+			switch {
+			case bucket && el != 0:
+				t.Errorf("30 writes on a bucket took %v, want no wait", el)
+			case !bucket && (el < 23*time.Second || el > 27*time.Second):
+				t.Errorf("30 writes on a level that frees in steps took %v, want 24-27 s (6 at once, then what is left of the window spread over it)", el)
+			}
+		})
+	}
 }
