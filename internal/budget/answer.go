@@ -84,6 +84,9 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 		}
 		s.guardGate.wakeHead()
 		if a != nil {
+			if t.budgeted && c.attempts == 1 && a.Header.Get("Idempotent-Replayed") == "true" {
+				s.replayedLocked(t, now)
+			}
 			s.observeLocked(c, a.Header, now, rel, !(refused || a.Status == http.StatusServiceUnavailable))
 			if a.Problem != nil {
 				s.refusedLocked(c, t.start, a.Status, a.Problem, now, rel)
@@ -95,6 +98,26 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 		s.releaseSharedLocked(rel, refused || unknown, now) // unlocks
 		s.sayOverflow(overflow, logger)
 	})
+}
+
+// replayPoints is what the API charges for an idempotent replay.
+const replayPoints = 1
+
+// replayedLocked counts what the server charged for the first attempt of a
+// call whose answer is a replay: the transport sent the request before,
+// unseen (net/http resends a request with an Idempotency-Key on a
+// connection that closed without an answer), and the server charged that
+// request in full and the replay besides. The attempt took the call's
+// cost; the replay's point is taken now from the levels it counts points on.
+func (s *State) replayedLocked(t *Ticket, now time.Time) {
+	for _, tk := range t.taken {
+		if l := tk.l; l.unit == "points" {
+			l.tokens -= replayPoints
+			l.admitted += replayPoints
+			l.landed += replayPoints
+			l.log.add(now, replayPoints)
+		}
+	}
 }
 
 // landedSince is what landed on l after c's last attempt was admitted,

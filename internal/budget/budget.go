@@ -81,6 +81,7 @@ type Call struct {
 	landedAt map[*level]float64
 
 	kindKey      string // see kind
+	attempts     int    // attempts admitted so far
 	w            waiter
 	slowSaid     bool   // OnSlow has heard of the call
 	reported     *level // the egress level, when the last answer's RateLimit named it
@@ -825,6 +826,7 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 		s.slowStartAt = now
 	}
 	c.reported = nil
+	c.attempts++
 	takes := s.takesLocked(c)
 	for i := range takes {
 		t := &takes[i]

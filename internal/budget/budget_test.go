@@ -959,3 +959,31 @@ func TestALongHeldCallAsksAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestAnUnseenResendIsCharged: the first attempt of a write answered as an
+// idempotent replay was sent before, unseen (the transport resends a
+// request with an Idempotency-Key on a connection closed without an
+// answer): the server charged that request and the replay's point, so the
+// key level holds one point less than the write's cost alone would leave.
+// A replay answering a retry took its attempt's cost already.
+func TestAnUnseenResendIsCharged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"write";r=60;t=0`))
+		key := s.levels[Key]
+		before := key.available(time.Now())
+		replay := answer("", "")
+		replay.Header.Set("Idempotent-Replayed", "true")
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(replay)
+		if got := before - key.available(time.Now()); got != 5+replayPoints {
+			t.Errorf("a first attempt answered by a replay took %v points, want %v", got, 5+replayPoints)
+		}
+		c := call(ops.CreateContact, "")
+		admitNow(t, s, c).Unanswered(true)
+		before = key.available(time.Now())
+		admitNow(t, s, c).Finish(replay)
+		if got := before - key.available(time.Now()); got != 5 {
+			t.Errorf("a retry answered by a replay took %v points, want its cost, 5", got)
+		}
+	})
+}
