@@ -249,10 +249,16 @@ func (s *State) reprobeLocked(now time.Time) time.Duration {
 
 // storeLevel is l's model for the store: a bucket that refills at its
 // quota's rate (or the rate the server showed) and holds the documented
-// capacity, or what the server showed it to hold. The store models every
+// capacity, or what the server showed it to hold; for a level that is
+// spread, its spread. The store models every
 // level as a bucket; what is left is capped by the server's r (Left) and
 // by refusals (Owe) as answers come.
 func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
+	if l.spreads() {
+		// The store's bucket is then the level's spread: a tenth of it
+		// at once, then its quota's rate (level.spreads).
+		return budgetstore.Level{Name: l.name, Amount: amount, Rate: l.spreadRate(now), Size: max(spreadBurst*l.size(), 1)}
+	}
 	return budgetstore.Level{Name: l.name, Amount: amount, Rate: l.rate(now), Size: l.fitSize()}
 }
 
