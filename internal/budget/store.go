@@ -256,8 +256,11 @@ func (s *State) reprobeLocked(now time.Time) time.Duration {
 func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
 	if l.spreads() {
 		// The store's bucket is then the level's spread: a tenth of it
-		// at once, then its quota's rate (level.spreads).
-		return budgetstore.Level{Name: l.name, Amount: amount, Rate: l.spreadRate(now), Size: max(spreadBurst*l.size(), 1)}
+		// at once, then its spread rate (level.spreads), never below
+		// minPace of its quota's: a bucket of the store that does not
+		// refill holds every process's calls for good.
+		rate := max(l.spreadRate(now), minPace*l.grossRate())
+		return budgetstore.Level{Name: l.name, Amount: amount, Rate: rate, Size: max(spreadBurst*l.size(), 1)}
 	}
 	return budgetstore.Level{Name: l.name, Amount: amount, Rate: l.rate(now), Size: l.fitSize()}
 }
