@@ -432,3 +432,31 @@ func later(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// Settle gives back amount of a level that c's answered attempt reserved
+// but did not use (the records a list did not return). When the answer's
+// RateLimit named the level, what is left is the server's word already and
+// only the key's own log is corrected.
+func (s *State) Settle(c *Call, name string, amount float64) {
+	if amount <= 0 {
+		return
+	}
+	s = s.live()
+	s.mu.Lock()
+	now := time.Now()
+	l := s.levels[name]
+	if l == nil {
+		s.mu.Unlock()
+		return
+	}
+	l.refill(now)
+	l.log.refund(amount)
+	if c.reported == l {
+		s.mu.Unlock()
+		return
+	}
+	l.tokens = min(max(l.size(), l.tokens), l.tokens+amount)
+	l.sinceSeen -= amount
+	l.gate.wakeHead()
+	s.refundSharedLocked(c, l, amount, now) // unlocks
+}
