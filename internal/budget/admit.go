@@ -261,21 +261,6 @@ func (s *State) slowLocked(c *Call, reason string, wait time.Duration, waitFrom,
 	return sw
 }
 
-// serverWaitLocked returns how long g holds a call for a wait the server
-// asked of the key, given d and why from holdLocked or the shared store
-// (refusal: the store's wait is a refusal's); false when what holds it is
-// the client's own model (a level's tokens, the pace, the slots, the
-// guard).
-func (s *State) serverWaitLocked(g *gate, d time.Duration, why string, refusal bool, now time.Time) (time.Duration, bool) {
-	switch {
-	case g == &s.pauseGate, g == &s.storeGate && (why == ReasonLockout || refusal):
-		return d, true
-	case g.level != nil && now.Before(g.level.holdUntil):
-		return g.level.holdUntil.Sub(now), true
-	}
-	return 0, false
-}
-
 // takeLocked admits c: it leaves its queue and takes its demand.
 func (s *State) takeLocked(c *Call, now time.Time) {
 	c.w.leave()

@@ -30,11 +30,20 @@ func (s *State) slotLocked(w *waiter, share fallbackShare, now time.Time) (*gate
 			limit = s.pace.capOf(s.parallel)
 		}
 	}
-	if share.on && s.inflight >= share.slots {
-		return &s.slotGate, s.reprobeLocked(now), ReasonInFlight
+	if g, d, why := s.overShareLocked(share, now); g != nil {
+		return g, d, why
 	}
 	if s.inflight >= limit || s.slotGate.ahead(w) {
 		return &s.slotGate, forever, ReasonInFlight
+	}
+	return nil, 0, ""
+}
+
+// overShareLocked holds a call while the calls in flight fill the slots of
+// the fallback share, until the store may be tried again.
+func (s *State) overShareLocked(share fallbackShare, now time.Time) (*gate, time.Duration, string) {
+	if share.on && s.inflight >= share.slots {
+		return &s.slotGate, s.reprobeLocked(now), ReasonInFlight
 	}
 	return nil, 0, ""
 }

@@ -2,6 +2,24 @@ package budget
 
 import "time"
 
+// paceLocked holds c for the key's pace, unless it is a PastLevels call:
+// until the pace has the call's unit (paceUnitLocked), or until the rate
+// the server showed for the key level changes.
+func (s *State) paceLocked(c *Call, now time.Time) (*gate, time.Duration, string) {
+	if c.PastLevels {
+		return nil, 0, ""
+	}
+	amount, rate := s.paceUnitLocked(c, now)
+	d := s.pace.wait(amount, rate, now)
+	if until := s.levels[Key].observedUntil; d > 0 && now.Before(until) {
+		d = min(d, until.Sub(now)) // the rate changes then: look again
+	}
+	if d > 0 || s.paceGate.ahead(&c.w) {
+		return &s.paceGate, d, ReasonPace
+	}
+	return nil, 0, ""
+}
+
 // meanCostWeight is the weight of each admitted call in State.meanCost.
 const meanCostWeight = 0.05
 
@@ -19,8 +37,9 @@ func (s *State) paceUnitLocked(c *Call, now time.Time) (amount, rate float64) {
 	return 1, rate / max(s.meanCost, 1)
 }
 
-// adaptLocked raises the key's pace and those of its levels by a step per
-// quiet interval since their last change; a raised one wakes its waiters.
+// adaptLocked raises the key's pace by a step per quiet interval since its
+// last change; raised, it wakes the calls that wait for the pace and the
+// slots.
 func (s *State) adaptLocked(now time.Time) {
 	if s.pace.adapt(now) {
 		s.slotGate.wakeHead()
