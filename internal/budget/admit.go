@@ -95,9 +95,7 @@ func (a *attempt) fail(err error) (*Ticket, Event, error) {
 	a.c.w.leave()
 	s.waiting--
 	s.mu.Unlock()
-	if a.slow != nil {
-		a.slow.Stop()
-	}
+	a.stopSlow()
 	return nil, Event{}, err
 }
 
@@ -122,9 +120,7 @@ func (a *attempt) admitLocked(lease string, now time.Time) (*Ticket, Event, erro
 	c.ticket = Ticket{s: s, c: c, taken: c.takes, budgeted: c.Budgeted, lease: lease, ref: s.leases[lease], start: now}
 	s.lastUse = now
 	s.mu.Unlock()
-	if a.slow != nil {
-		a.slow.Stop()
-	}
+	a.stopSlow()
 	maybeSweep(now)
 	return &c.ticket, Event{Wait: waited, Reason: a.reason}, nil
 }
@@ -165,5 +161,12 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 		for _, l := range s.levels {
 			c.landedAt[l] = l.landed
 		}
+	}
+}
+
+// stopSlow stops the timer of Call.OnSlow, if the attempt started one.
+func (a *attempt) stopSlow() {
+	if a.slow != nil {
+		a.slow.Stop()
 	}
 }

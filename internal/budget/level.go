@@ -133,7 +133,7 @@ type reported struct {
 
 func newLevel(name string) *level {
 	l := &level{name: name, share: 1, split: 1, pace: newPace()}
-	l.gate.name, l.gate.level = name, l
+	l.gate.level = l
 	return l
 }
 

@@ -11,7 +11,6 @@ import (
 // have opened, and it wakes the next when it moves on, so admitting a call
 // costs O(log n) in the number of waiting calls.
 type gate struct {
-	name  string
 	level *level // the level it guards, if any
 	q     seqHeap
 

@@ -71,7 +71,5 @@ func New() *State {
 	for _, name := range []string{Key, Write, Principal, Org, Delete, DeleteDay, Egress} {
 		s.order = append(s.order, s.levels[name])
 	}
-	s.pauseGate.name, s.guardGate.name = ReasonServer, ReasonGuard
-	s.paceGate.name, s.slotGate.name, s.storeGate.name = ReasonPace, ReasonInFlight, ReasonStore
 	return s
 }
