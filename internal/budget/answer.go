@@ -249,6 +249,8 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 	}
 }
 
+// addLevelLocked adds l to s's levels as id, counted against the bounds
+// on learned levels.
 func (s *State) addLevelLocked(id string, l *level, now time.Time) {
 	l.usedAt = now
 	s.countLevelLocked(l, 1)
@@ -426,6 +428,7 @@ func (s *State) blockLocked(c *Call, p *Problem, now time.Time, rel *release) {
 	}
 }
 
+// later returns the later of a and b.
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b

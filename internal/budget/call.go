@@ -60,6 +60,7 @@ type Call struct {
 	ticket       Ticket
 }
 
+// take is what one admitted attempt takes from one level.
 type take struct {
 	l      *level
 	amount float64

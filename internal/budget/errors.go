@@ -15,12 +15,14 @@ type HoldError struct {
 	Err    error         // the context's error
 }
 
+// Error says what held the call and why it stopped waiting.
 func (e *HoldError) Error() string { return "held by " + e.Reason + ": " + e.Err.Error() }
 
 // ErrHoldTooLong is the Err of a HoldError whose wait, one the server asked
 // of the key, is longer than the call's MaxHold.
 var ErrHoldTooLong = errors.New("the server's wait is longer than the call waits")
 
+// Unwrap returns the context's error or ErrHoldTooLong.
 func (e *HoldError) Unwrap() error { return e.Err }
 
 // NeverFitsError is a call bigger than a documented level can ever hold.
@@ -29,6 +31,7 @@ type NeverFitsError struct {
 	Amount, Size float64
 }
 
+// Error names the level the call can never fit.
 func (e *NeverFitsError) Error() string { return "the call can never fit the " + e.Level + " level" }
 
 // ExhaustedError is a call that an exhausted quota would refuse.
@@ -37,6 +40,7 @@ type ExhaustedError struct {
 	Until  time.Time
 }
 
+// Error names the exhausted quota.
 func (e *ExhaustedError) Error() string { return "quota " + e.Policy + " exhausted" }
 
 // ctxErr is why ctx ended: ctx.Err(), and its cause as well when that is
