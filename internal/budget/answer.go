@@ -249,6 +249,8 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 	}
 }
 
+// addLevelLocked adds l to s's levels as id, counted against the bounds
+// on learned levels.
 func (s *State) addLevelLocked(id string, l *level, now time.Time) {
 	l.usedAt = now
 	s.countLevelLocked(l, 1)
@@ -426,9 +428,38 @@ func (s *State) blockLocked(c *Call, p *Problem, now time.Time, rel *release) {
 	}
 }
 
+// later returns the later of a and b.
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
 	}
 	return a
+}
+
+// Settle gives back amount of a level that c's answered attempt reserved
+// but did not use (the records a list did not return). When the answer's
+// RateLimit named the level, what is left is the server's word already and
+// only the key's own log is corrected.
+func (s *State) Settle(c *Call, name string, amount float64) {
+	if amount <= 0 {
+		return
+	}
+	s = s.live()
+	s.mu.Lock()
+	now := time.Now()
+	l := s.levels[name]
+	if l == nil {
+		s.mu.Unlock()
+		return
+	}
+	l.refill(now)
+	l.log.refund(amount)
+	if c.reported == l {
+		s.mu.Unlock()
+		return
+	}
+	l.tokens = min(max(l.size(), l.tokens), l.tokens+amount)
+	l.sinceSeen -= amount
+	l.gate.wakeHead()
+	s.refundSharedLocked(c, l, amount, now) // unlocks
 }

@@ -47,3 +47,9 @@ func AddDemand(sum []Demand, d []Demand) []Demand {
 	}
 	return sum
 }
+
+// Demand is what a call takes from one documented level.
+type Demand struct {
+	Level  string
+	Amount float64
+}

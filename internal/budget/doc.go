@@ -1,13 +1,17 @@
 // Package budget is the client's model of one API key's rate limits; package
-// bodo keeps the public surface. A call is admitted with State.Admit, which
-// waits until every gate lets it go, and its attempt is settled with the
-// answer through Ticket.Finish (or Ticket.Unanswered). The gates, in the
-// order a call meets them: the server's waits and the lockout (a wait asked
-// of every call of the key), the refusal guard (RefusalLimit), the levels
-// the call takes from (level.go, each with its own pace), the key's pace
-// (pace.go), the slots in flight, and with a shared store the store
-// (store.go). Calls queue per gate, in arrival order among the calls that
-// wait for the same thing (queue.go).
+// bodo keeps the public surface. A call (call.go) is admitted with
+// State.Admit (admit.go, hold.go), which waits until every gate lets it go
+// (holdLocked, gates.go), and its attempt is settled with the answer
+// through Ticket.Finish or Ticket.Unanswered (answer.go). The gates, in the
+// order a call meets them, each in its file: the server's waits and the
+// lockout, a wait asked of every call of the key (gate_pause.go); the
+// refusal guard, RefusalLimit (gate_guard.go); the levels the call takes
+// from (gate_levels.go; level.go, each with its own pace); the key's pace
+// (gate_pace.go; pace.go); the slots in flight (gate_slots.go); and with a
+// shared store the store (gate_store.go; store.go). Calls queue per gate,
+// in arrival order among the calls that wait for the same thing
+// (queue.go). A key's State (state.go) is shared by the clients of the
+// process through For (states.go).
 //
 // # Rules
 //

@@ -88,5 +88,5 @@ func (t *Ticket) Bound(ctx context.Context) time.Duration {
 			until = later(until, tk.l.holdUntil)
 		}
 	}
-	return max(until.Sub(time.Now()), 0)
+	return max(time.Until(until), 0)
 }

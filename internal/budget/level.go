@@ -34,6 +34,7 @@ const minObservedReset = 5
 
 const forever = time.Duration(math.MaxInt64)
 
+// durationOf is seconds as a Duration, rounded up; forever when too long.
 func durationOf(seconds float64) time.Duration {
 	if seconds >= forever.Seconds() {
 		return forever
@@ -131,9 +132,11 @@ type reported struct {
 	at        time.Time // zero: the server has not named the level
 }
 
+// newLevel returns a level named name, at a share of 1, with the gate
+// that guards it.
 func newLevel(name string) *level {
 	l := &level{name: name, share: 1, split: 1, pace: newPace()}
-	l.gate.name, l.gate.level = name, l
+	l.gate.level = l
 	return l
 }
 
@@ -178,6 +181,8 @@ func (l *level) need(amount float64) float64 {
 // continuous refill.
 func (l *level) refills() bool { return l.bucket || l.shared }
 
+// rate is the level's refill per second: the rate the server showed
+// while it is recent (observedUntil), else its grossRate.
 func (l *level) rate(now time.Time) float64 {
 	if now.Before(l.observedUntil) {
 		return l.observedRate

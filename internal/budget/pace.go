@@ -76,6 +76,7 @@ func (p *pace) now() float64 {
 	return p.share
 }
 
+// newPace returns a pace at its full share.
 func newPace() pace { return pace{share: 1, quiet: quietInterval, step: paceStep} }
 
 // refusalKind is what a refusal that cuts a pace said.

@@ -11,7 +11,6 @@ import (
 // have opened, and it wakes the next when it moves on, so admitting a call
 // costs O(log n) in the number of waiting calls.
 type gate struct {
-	name  string
 	level *level // the level it guards, if any
 	q     seqHeap
 
@@ -38,6 +37,8 @@ type waiter struct {
 	slack      time.Duration
 }
 
+// notify wakes w when it has a wake channel; a wake-up still pending is
+// not doubled.
 func (w *waiter) notify() {
 	if w.wake != nil {
 		select {
@@ -52,6 +53,7 @@ func (g *gate) ahead(w *waiter) bool {
 	return len(g.q.ws) > 0 && g.q.ws[0] != w && g.q.ws[0].seq < w.seq
 }
 
+// head returns the first waiter of g, nil when none waits.
 func (g *gate) head() *waiter {
 	if len(g.q.ws) == 0 {
 		return nil

@@ -101,6 +101,7 @@ func (s *State) UseStore(st budgetstore.Store, key string, logger *slog.Logger) 
 	s.mu.Unlock()
 }
 
+// sharedActiveLocked reports whether s has a shared store it may try now.
 func (s *State) sharedActiveLocked(now time.Time) bool {
 	return s.shared != nil && !now.Before(s.sharedRetryAt)
 }
@@ -113,6 +114,7 @@ type PanicError struct {
 	Value any
 }
 
+// Error says what panicked and with what.
 func (e *PanicError) Error() string { return fmt.Sprintf("the %s panicked: %v", e.Where, e.Value) }
 
 // safely runs f, turning a panic into a *PanicError.
@@ -183,6 +185,8 @@ func (s *State) drainLocked(now time.Time) time.Duration {
 	return max(minDrain, s.longest, s.longestPrev)
 }
 
+// rollLongestLocked starts a new minute of the longest call seen to end
+// once a minute has passed, keeping the last minute's unless two have.
 func (s *State) rollLongestLocked(now time.Time) {
 	if now.Sub(s.longestAt) >= time.Minute {
 		s.longestPrev, s.longest = s.longest, 0

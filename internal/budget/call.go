@@ -1,0 +1,144 @@
+package budget
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Call is one call as the budget sees it. The caller fills the exported
+// fields and passes the same Call to every Admit of the call's attempts.
+type Call struct {
+	Op       string   // operationId: learned policies are tied to operations
+	Cost     float64  // points
+	Demand   []Demand // what it takes from the documented levels
+	Target   string   // method and path: a partitioned policy holds one target
+	Budgeted bool     // false: only the lockout and the guard apply
+	// MaxHold, when positive, is the longest wait the server asked of the
+	// key that the call sits out: a lockout, a wait for every call of the
+	// key, a refusal's wait on a level it takes from, or the shared
+	// store's pause or refusal's wait (budgetstore.Grant.Refusal),
+	// whichever process heard it. A longer one fails the
+	// attempt at once with a HoldError that wraps ErrHoldTooLong.
+	MaxHold time.Duration
+	// PastLevels lets a budgeted call pass the pace and every level whose
+	// word from the server is StaleAfter old (it still takes from them),
+	// but not a level the server spoke of since or one a refusal holds:
+	// the client's own status request, which asks whether a level the
+	// model believes exhausted is, and must not be refused by a level the
+	// server has just said is.
+	PastLevels bool
+	// Status marks a call that asks for the key's status (GET
+	// /v1/rate_limit): ObserveStatus reads its answer against what landed
+	// on each level after it was admitted.
+	Status bool
+	// OnSlow, when set, hears of the call once, when one of its attempts
+	// has waited SlowAfter and is still held: from the waiting goroutine,
+	// without the state's lock held, with the context of Admit.
+	OnSlow func(context.Context, SlowWait)
+	// OnHeld, when set, hears of the call whenever what holds it changes
+	// (a level's name or a Reason constant); s.mu is not held. It returns a channel that closes when what it started to
+	// put the model right (a status request) has ended, or nil: a call
+	// whose deadline the model's wait would pass waits for it and looks
+	// again instead of failing at once.
+	OnHeld   func(reason string) <-chan struct{}
+	heldSaid string // what OnHeld heard of last
+	// landedAt is, for a Status call, what had landed on each level when
+	// its last attempt was admitted.
+	landedAt map[*level]float64
+
+	kindKey      string // see kind
+	attempts     int    // attempts admitted so far
+	w            waiter
+	slowSaid     bool   // OnSlow has heard of the call
+	reported     *level // the egress level, when the last answer's RateLimit named it
+	takes        []take
+	takesBuf     [8]take // where takes live when they fit
+	takesVersion int
+	takesState   *State // the state whose levels takes holds
+	ticket       Ticket
+}
+
+// take is what one admitted attempt takes from one level.
+type take struct {
+	l      *level
+	amount float64
+	mark   float64 // the level's admitted count before this take
+	landed float64 // what had landed on the level when it was taken
+}
+
+// kind is what a learned policy is tied to: the operation and the call's
+// cost, which tells calls of one operation apart where the API charges them
+// differently (a list with a search q and one without).
+func (c *Call) kind() string {
+	if c.kindKey == "" {
+		c.kindKey = c.Op + "@" + strconv.FormatFloat(c.Cost, 'g', -1, 64)
+	}
+	return c.kindKey
+}
+
+// takesLocked returns the levels c takes from and how much: its documented
+// demand, and the learned policies the server tied to its operation. It is
+// worked out once per call, again only when a level was added since.
+func (s *State) takesLocked(c *Call) []take {
+	if c.takes != nil && c.takesVersion == s.version && c.takesState == s {
+		return c.takes
+	}
+	takes := c.takes[:0]
+	if takes == nil || c.takesState != s {
+		takes = c.takesBuf[:0]
+	}
+	for _, d := range c.Demand {
+		if l := s.levels[d.Level]; l != nil && d.Amount > 0 {
+			takes = append(takes, take{l: l, amount: d.Amount})
+		}
+	}
+	for _, l := range s.order {
+		if !l.known && l.applies(c.kind(), c.Target) {
+			if a := l.amountFor(c.Cost); a > 0 {
+				takes = append(takes, take{l: l, amount: a})
+			}
+		}
+	}
+	if takes == nil {
+		takes = []take{}
+	}
+	c.takes, c.takesVersion, c.takesState = takes, s.version, s
+	return takes
+}
+
+// Event says how long an admitted attempt waited and what held it last.
+type Event struct {
+	Wait   time.Duration
+	Reason string
+}
+
+// SlowAfter is how long an attempt waits before Call.OnSlow hears of it.
+const SlowAfter = 5 * time.Second
+
+// SlowWait describes a call that has waited SlowAfter and is still held.
+type SlowWait struct {
+	Op     string
+	Reason string        // what holds it: a level's name, or one of the Reason constants
+	Waited time.Duration // how long the attempt has waited so far
+	// Remaining is how much longer it should wait, for the calls ahead of
+	// it and itself, as far as the model can tell; negative when it cannot
+	// (a call held for a slot in flight waits for answers).
+	Remaining time.Duration
+	Behind    int // calls that wait behind it for the same thing
+}
+
+// Ticket is an admitted attempt; end it with Finish or Unanswered.
+type Ticket struct {
+	s        *State
+	c        *Call
+	taken    []take
+	budgeted bool
+	lease    string
+	ref      leaseRef // the store the lease is in
+	start    time.Time
+	once     sync.Once
+	reading  bool // its answer is a refusal being read (Reading)
+	ended    bool // Finish or Unanswered has run
+}

@@ -1,0 +1,34 @@
+package budget
+
+import (
+	"slices"
+	"time"
+)
+
+// block is an exhausted quota: until when, and for a policy the client has
+// no model of, the one operation it refused.
+type block struct {
+	until time.Time
+	op    string
+	name  string
+}
+
+// blockedLocked returns the local refusal of a call that would hit an
+// exhausted quota.
+func (s *State) blockedLocked(c *Call, now time.Time) error {
+	for id, b := range s.blocks {
+		if !now.Before(b.until) {
+			delete(s.blocks, id)
+			continue
+		}
+		if b.op != "" {
+			if b.op != c.Op {
+				continue
+			}
+		} else if !slices.ContainsFunc(s.takesLocked(c), func(t take) bool { return t.l.name == b.name }) {
+			continue
+		}
+		return &ExhaustedError{Policy: b.name, Until: b.until}
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package budget
+
+import "time"
+
+// levelsLocked holds c at the first level it takes from that holds it: a
+// refusal's wait on the level, the level's tokens, or the level's pace
+// (its spread when it frees in steps); also behind the calls that wait for
+// the level already, unless it may pass the first (level.backfills). A
+// PastLevels call passes the levels whose word is StaleAfter old.
+func (s *State) levelsLocked(c *Call, now time.Time) (*gate, time.Duration, string) {
+	w := &c.w
+	for _, t := range s.takesLocked(c) {
+		l := t.l
+		l.refill(now)
+		d := max(l.holdUntil.Sub(now), 0)
+		if c.PastLevels && d == 0 && now.Sub(l.seenAt) >= StaleAfter {
+			continue
+		}
+		if d == 0 {
+			d = l.wait(l.need(t.amount), now)
+		}
+		why := l.name
+		if d == 0 {
+			if l.pace.adapt(now) {
+				l.gate.wakeHead()
+			}
+			rate := l.rate(now)
+			if l.pace.spread, l.pace.minBurst = l.spreads(), spreadBurst*l.size(); l.pace.spread {
+				rate = l.spreadRate(now)
+			}
+			if d = l.pace.wait(l.need(t.amount), rate, now); d > 0 {
+				why = ReasonPace // the level's pace, not what the level holds: no status would help
+			}
+		}
+		if d > 0 || l.gate.ahead(w) && !l.backfills(l.gate.head(), t.amount, now) {
+			if w.at != &l.gate {
+				w.need = l.need(t.amount)
+			}
+			return &l.gate, d, why
+		}
+	}
+	return nil, 0, ""
+}

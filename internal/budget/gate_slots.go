@@ -1,0 +1,49 @@
+package budget
+
+import "time"
+
+// SlowStartHold is how long the call out alone in slow start (no answer
+// yet) holds the key's other calls: then slow start ends as an answer ends
+// it, and calls go up to the adaptive cap (at most the parallel quota), so
+// that calls that never get an answer hold the others for SlowStartHold at
+// most, however many there are.
+const SlowStartHold = 30 * time.Second
+
+// slowStartDueLocked reports whether slow start holds calls because the
+// call let out alone has not been answered, and how long until it ends.
+func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
+	if s.learned || s.inflight == 0 {
+		return 0, false
+	}
+	d := s.slowStartAt.Add(SlowStartHold).Sub(now)
+	return d, d > 0
+}
+
+// slotLocked holds w while the calls in flight are at the adaptive cap, or
+// at the slots of the fallback share while that applies.
+func (s *State) slotLocked(w *waiter, share fallbackShare, now time.Time) (*gate, time.Duration, string) {
+	limit := s.pace.capOf(s.parallel)
+	if !s.learned {
+		limit = 1 // slow start: one call until an answer has shown the server's policies
+		if _, held := s.slowStartDueLocked(now); !held && s.inflight > 0 {
+			s.learned = true // out SlowStartHold unanswered: it ends as an answer would
+			limit = s.pace.capOf(s.parallel)
+		}
+	}
+	if g, d, why := s.overShareLocked(share, now); g != nil {
+		return g, d, why
+	}
+	if s.inflight >= limit || s.slotGate.ahead(w) {
+		return &s.slotGate, forever, ReasonInFlight
+	}
+	return nil, 0, ""
+}
+
+// overShareLocked holds a call while the calls in flight fill the slots of
+// the fallback share, until the store may be tried again.
+func (s *State) overShareLocked(share fallbackShare, now time.Time) (*gate, time.Duration, string) {
+	if share.on && s.inflight >= share.slots {
+		return &s.slotGate, s.reprobeLocked(now), ReasonInFlight
+	}
+	return nil, 0, ""
+}

@@ -1,0 +1,188 @@
+package budget
+
+import (
+	"context"
+	"time"
+)
+
+// holdLocked waits, the state's lock left meanwhile, while g holds the
+// attempt for d because of why (refusal: the shared store's wait is a
+// refusal's), until what it waits for may have changed; it returns with
+// the lock held again. It fails the attempt with a HoldError when the
+// server's wait is longer than the call's MaxHold or the context's
+// deadline falls before the wait ends.
+func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why string, refusal bool, now time.Time) error {
+	s, c, w := a.s, a.c, &a.c.w
+	a.reason, a.wait, a.waitFrom = why, d, now
+	if asked, ok := s.serverWaitLocked(g, d, why, refusal, now); ok && c.MaxHold > 0 && asked > c.MaxHold {
+		return &HoldError{Reason: why, Wait: asked, Err: ErrHoldTooLong}
+	}
+	var statusDue time.Time // when it asks again for the status, held all along
+	if c.OnHeld != nil && g.level != nil {
+		statusDue = s.reaskDueLocked(g.level)
+	}
+	// It says what holds it when that changes, and again when the
+	// level that holds it is due a status (reaskDueLocked): the
+	// first status may have come too early to show the level
+	// refilling, and the calls that wait all along need the next.
+	sayHeld := c.OnHeld != nil && (c.heldSaid != why || !statusDue.IsZero() && !now.Before(statusDue))
+	c.heldSaid = why
+	if deadline, ok := ctx.Deadline(); ok && a.wait != forever && deadline.Sub(now) < a.wait {
+		if sayHeld {
+			// It waits for the status out of every queue, so that it
+			// holds no one back, the status request least of all.
+			w.leave()
+			s.mu.Unlock()
+			if asked := c.OnHeld(why); asked != nil {
+				select {
+				case <-asked:
+				case <-ctx.Done():
+				}
+				s.mu.Lock()
+				return nil
+			}
+			s.mu.Lock()
+		}
+		return &HoldError{Reason: why, Wait: a.wait, Err: context.DeadlineExceeded}
+	}
+	if w.wake == nil {
+		w.wake = make(chan struct{}, 1)
+	}
+	select {
+	case <-w.wake: // what it said is in the state just read
+	default:
+	}
+	w.enter(g)
+	head := g.head() == w
+	timerWait := a.wait
+	if head && g.level != nil && len(g.q.ws) > 1 {
+		// A cheap call behind may fit before the first does: look
+		// again whenever the level frees something, and let the
+		// waiters behind try to pass (level.backfills).
+		timerWait = min(timerWait, g.level.nextFree(now))
+		if w.promisedBy == g.level {
+			// When its promise runs out, what was held back to keep
+			// it may go: look again then.
+			if d := w.promised.Add(w.slack).Sub(now); d > 0 {
+				timerWait = min(timerWait, d+time.Millisecond)
+			}
+		}
+		g.wakeBehind()
+	}
+	if d, held := s.slowStartDueLocked(now); head && g == &s.slotGate && held {
+		timerWait = min(timerWait, d)
+	}
+	if head && !statusDue.IsZero() {
+		next := statusDue
+		if !next.After(now) {
+			next = now.Add(statusEvery) // it asks now: the next is due then
+		}
+		timerWait = min(timerWait, next.Sub(now))
+	}
+	s.mu.Unlock()
+	if sayHeld {
+		c.OnHeld(why)
+	}
+	if !head {
+		timerWait = 0 // only the first of the queue looks again on its own
+	}
+	a.sleep(ctx, timerWait, now)
+	s.mu.Lock()
+	return nil
+}
+
+// sleep waits, without the state's lock, until the attempt is woken, d
+// passes (none when 0 or forever) or ctx ends; Call.OnSlow hears of the
+// call meanwhile once it has waited SlowAfter.
+func (a *attempt) sleep(ctx context.Context, d time.Duration, now time.Time) {
+	s, c, w := a.s, a.c, &a.c.w
+	var timer *time.Timer
+	var timeout <-chan time.Time
+	if d > 0 && d != forever {
+		timer = time.NewTimer(d)
+		timeout = timer.C
+	}
+	var speak <-chan time.Time
+	if c.OnSlow != nil && !c.slowSaid {
+		if a.slow == nil {
+			a.slow = time.NewTimer(a.start.Add(SlowAfter).Sub(now))
+		}
+		speak = a.slow.C
+	}
+	for {
+		select {
+		case <-w.wake:
+		case <-timeout:
+		case <-ctx.Done():
+		case <-speak:
+			// Still held: say so once, then go on waiting for what
+			// the attempt waited for.
+			speak = nil
+			s.mu.Lock()
+			c.slowSaid = true
+			sw := s.slowLocked(c, a.reason, a.wait, a.waitFrom, a.start)
+			s.mu.Unlock()
+			c.OnSlow(ctx, sw)
+			continue
+		}
+		break
+	}
+	if timer != nil {
+		timer.Stop()
+	}
+}
+
+// slowLocked describes c, held since start: reason and wait are what
+// holdLocked said at waitFrom. Held by a level, c is said to wait for the
+// level of its call it waits for longest, for what the calls ahead of it in
+// its queue and it need of that level; of levels it waits for equally long,
+// the one of its class (write, delete, egress) rather than the points.
+func (s *State) slowLocked(c *Call, reason string, wait time.Duration, waitFrom, start time.Time) SlowWait {
+	now := time.Now()
+	w := &c.w
+	sw := SlowWait{Op: c.Op, Reason: reason, Waited: now.Sub(start), Remaining: -1}
+	g := w.at
+	if g == nil {
+		return sw
+	}
+	for _, o := range g.q.ws {
+		if o.seq > w.seq {
+			sw.Behind++
+		}
+	}
+	if g.level == nil {
+		if wait != forever {
+			sw.Remaining = max(wait-now.Sub(waitFrom), 0)
+		}
+		return sw
+	}
+	longest := time.Duration(0)
+	for _, t := range c.takes {
+		l := t.l
+		need := l.need(t.amount)
+		for _, o := range g.q.ws {
+			if o.seq < w.seq && o.c != nil {
+				for _, ot := range o.c.takes {
+					if ot.l == l {
+						need += l.need(ot.amount)
+					}
+				}
+			}
+		}
+		l.refill(now)
+		d := l.wait(need, now)
+		if d == forever && l.grossRate() > 0 {
+			d = durationOf(max(need-l.available(now), 0) / l.grossRate())
+		}
+		if d != forever {
+			d = max(d, l.holdUntil.Sub(now))
+		}
+		if d > 0 && d >= longest {
+			longest, sw.Reason = d, l.name
+		}
+	}
+	if longest != forever {
+		sw.Remaining = longest // 0: it goes as soon as it looks again
+	}
+	return sw
+}
