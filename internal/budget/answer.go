@@ -236,7 +236,9 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 		}
 		l.usedAt = now
 		l.refill(now)
-		l.endPrior()
+		if float64(p.quota) != l.docQuota || p.window > 0 && time.Duration(p.window)*time.Second != l.window {
+			l.endPrior() // another plan: the contract's capacity is not its
+		}
 		l.quota = float64(p.quota)
 		if !l.known || p.unit != "requests" {
 			l.unit = p.unit // a level of the API keeps its unit unless a header names another than the default
