@@ -38,6 +38,16 @@ func refusal(status int, code, policy string, wait time.Duration) Answer {
 	return Answer{Status: status, Header: http.Header{}, Problem: &Problem{Code: code, Policy: policy, RetryAfter: wait, Hinted: wait > 0}}
 }
 
+// writes gives s the answer of a bucket that holds 600 points, then
+// admits n writes at once, each answered with the RateLimit line limit.
+func writes(t testing.TB, s *State, n int, limit string) {
+	t.Helper()
+	admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+	for range n {
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", limit))
+	}
+}
+
 // admitNow admits c at once or fails t.
 func admitNow(t testing.TB, s *State, c *Call) *Ticket {
 	t.Helper()
@@ -336,12 +346,9 @@ func TestCostlyCallHoldsItsPlace(t *testing.T) {
 func TestLimiterShapes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
-		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
 		// A sliding log or fixed window never says r > q: 60 writes use
 		// the write level up until the first of them leaves the window.
-		for range 59 {
-			admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=30;t=60`))
-		}
+		writes(t, s, 59, `"write";r=30;t=60`)
 		first := time.Now()
 		w := call(ops.CreateContact, "")
 		if why := held(s, w); why != "" {

@@ -35,10 +35,7 @@ func admitAt(t *testing.T, s *State, c *Call) (*Ticket, time.Duration) {
 func TestTheServersWordBindsUntilItsMoment(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
-		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
-		for range 9 {
-			admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=30;t=60`))
-		}
+		writes(t, s, 9, `"write";r=30;t=60`)
 		time.Sleep(10 * time.Second)
 		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=0;t=50`))
 		time.Sleep(49 * time.Second)
