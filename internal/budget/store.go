@@ -253,19 +253,10 @@ func (s *State) reprobeLocked(now time.Time) time.Duration {
 
 // storeLevel is l's model for the store: a bucket that refills at its
 // quota's rate (or the rate the server showed) and holds the documented
-// capacity, or what the server showed it to hold; for a level that is
-// spread, its spread. The store models every
+// capacity, or what the server showed it to hold. The store models every
 // level as a bucket; what is left is capped by the server's r (Left) and
 // by refusals (Owe) as answers come.
 func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
-	if l.spreads() {
-		// The store's bucket is then the level's spread: a tenth of it
-		// at once, then its spread rate (level.spreads), never below
-		// minPace of its quota's: a bucket of the store that does not
-		// refill holds every process's calls for good.
-		rate := max(l.spreadRate(now), minPace*l.grossRate())
-		return budgetstore.Level{Name: l.name, Amount: amount, Rate: rate, Size: max(spreadBurst*l.size(), 1)}
-	}
 	return budgetstore.Level{Name: l.name, Amount: amount, Rate: l.rate(now), Size: l.fitSize()}
 }
 

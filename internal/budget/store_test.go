@@ -1,9 +1,6 @@
 package budget
 
-import (
-	"testing"
-	"time"
-)
+import "testing"
 
 // TestSharesAddUpToTheKeysLimits: however many processes share a key, the
 // parts of a limit that fall to their places add up to the limit, and no
@@ -24,21 +21,3 @@ func TestSharesAddUpToTheKeysLimits(t *testing.T) {
 	}
 }
 
-// TestASpreadLevelRefillsInTheStore: a level spread with nothing left (its
-// spread rate is then zero) is still sent to the shared store with a rate
-// above zero: a bucket of the store that never refills would hold the
-// key's calls in every process for good.
-func TestASpreadLevelRefillsInTheStore(t *testing.T) {
-	now := time.Now()
-	l := documentedLevels()[Write]
-	l.steps = true
-	l.tokens = 0
-	l.log.add(now, l.quota)
-	if !l.spreads() {
-		t.Fatal("the level is not spread")
-	}
-	sl := storeLevel(l, 1, now.Add(time.Second))
-	if sl.Rate <= 0 || sl.Size != spreadBurst*l.quota {
-		t.Errorf("the store's model of an empty spread level: %+v, want a rate above zero and a size of %v", sl, spreadBurst*l.quota)
-	}
-}
