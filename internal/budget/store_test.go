@@ -20,4 +20,3 @@ func TestSharesAddUpToTheKeysLimits(t *testing.T) {
 		}
 	}
 }
-
