@@ -836,11 +836,15 @@ func prepareBatch(cl *call) error {
 }
 
 // newAttempt returns a fresh request for one attempt, with the call's body.
+// It has no GetBody: net/http resends a request it can rewind, with an
+// Idempotency-Key, by itself when the reused connection it went on closes
+// without an answer, and such a resend would pass the budget unseen. Every
+// attempt is the budget's: the call's own retry sends it again.
 func (cl *call) newAttempt(ctx context.Context) *http.Request {
 	r := cl.req.WithContext(ctx) // headers and URL are shared, read-only
+	r.GetBody = nil
 	if cl.body != nil {
 		r.Body = io.NopCloser(bytes.NewReader(cl.body))
-		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(cl.body)), nil }
 		r.ContentLength = int64(len(cl.body))
 	}
 	return r

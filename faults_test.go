@@ -3,6 +3,7 @@ package bodo
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -1499,4 +1500,40 @@ func keepsSending(t *testing.T, header, value string, want int32) {
 		}
 	}
 	t.Errorf("after %s, %d requests in 10 virtual minutes; the key is wedged: %v", value, n.Load(), last)
+}
+
+// TestNoResendPassesTheBudget: a write whose reused connection closes
+// after the request was read, without an answer, is sent again only by the
+// client's own retry, through the budget: net/http resends a request with
+// an Idempotency-Key on such a connection by itself, unseen, when it can
+// rewind the body, and on a key at its limit that resend was refused.
+func TestNoResendPassesTheBudget(t *testing.T) {
+	raw, _ := json.Marshal(sampleContact)
+	srv := newRawServer(t, func(s *rawServer, n int, c *net.TCPConn, req *http.Request) bool {
+		switch n {
+		case 1:
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(meJSON), meJSON)
+			return true
+		case 2:
+			return false // read, then closed without an answer
+		}
+		fmt.Fprintf(c, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(raw), raw)
+		return true
+	})
+	var attempts atomic.Int32
+	c, _ := socketClient(t, srv.url, WithMiddleware(func(r *http.Request, next MiddlewareNext) (*http.Response, error) {
+		attempts.Add(1)
+		return next(r)
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Me(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Contacts.Create(ctx, ContactCreate{Name: "Ada"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, reqs := srv.counts(); int(attempts.Load()) != reqs {
+		t.Errorf("the server read %d requests, the budget let %d attempts out", reqs, attempts.Load())
+	}
 }
