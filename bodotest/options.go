@@ -183,6 +183,11 @@ const (
 	// levels with the documented org level, of which ForeignKey takes 90 %
 	// (45 points/s), leaving the other keys 5 points/s.
 	Foreign90 Profile = "foreign-90"
+	// Foreign90Log is Foreign90 with the org level a sliding log, as a
+	// server that keeps one log of every key's takes has it: what the
+	// others take they take back as it frees, and what frees for a key is
+	// what it took a minute before.
+	Foreign90Log Profile = "foreign-90-log"
 	// NarrowestAll has the documented limits and enforces a policy of its
 	// own, "search": 20 searches (listing or counting contacts with q) per
 	// 60 s, a sliding log; the RateLimit field of every answer but a

@@ -156,8 +156,8 @@ func TestFollowsRateLimitHeaders(t *testing.T) {
 		t.Errorf("org rate = %v, want (3000-100)/300 = 9.67/s (t is when the whole org level is full)", r)
 	}
 	s.observeLocked(c, http.Header{"Ratelimit": {`"org";r=0;t=5`}}, now, nil, true)
-	if r := s.levels["org"].rate(now); r != 25 {
-		t.Errorf("org rate = %v, never above the quota's 25/s", r)
+	if r := s.levels["org"].rate(now); r != 0 {
+		t.Errorf("org rate = %v after a t that implies more than the quota's 25/s: want none until the answers show one", r)
 	}
 }
 
@@ -913,14 +913,14 @@ func TestAnswersOfABurstAreNotTakenTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
 		learn(t, s)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"org";q=3000;w=60`, `"org";r=100;t=60`))
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"org";q=3000;w=60`, `"org";r=1000;t=60`))
 		var burst []*Ticket
 		for range 3 {
 			burst = append(burst, admitNow(t, s, call(ops.CreateContact, "")))
 		}
 		cost := call(ops.CreateContact, "").Cost
 		for i, tk := range burst {
-			tk.Finish(answer("", fmt.Sprintf(`"org";r=%g;t=60`, 100-cost*float64(i+1))))
+			tk.Finish(answer("", fmt.Sprintf(`"org";r=%g;t=60`, 1000-cost*float64(i+1))))
 		}
 		var got float64
 		for _, l := range s.Snapshot().Levels {
@@ -928,7 +928,7 @@ func TestAnswersOfABurstAreNotTakenTwice(t *testing.T) {
 				got = l.Remaining
 			}
 		}
-		if want := 100 - 3*cost; math.Abs(got-want) > 0.5 {
+		if want := 1000 - 3*cost; math.Abs(got-want) > 0.5 {
 			t.Errorf("org level after the burst's answers: %g left, want %g", got, want)
 		}
 	})

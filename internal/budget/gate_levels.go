@@ -25,7 +25,7 @@ func (s *State) levelsLocked(c *Call, now time.Time) (*gate, time.Duration, stri
 				l.gate.wakeHead()
 			}
 			rate := l.rate(now)
-			if l.pace.spread, l.pace.minBurst = l.spreads(), spreadBurst*l.size(); l.pace.spread {
+			if l.pace.spread, l.pace.minBurst = l.spreads(now), l.spreadBurstOf(now); l.pace.spread {
 				rate = l.spreadRate(now)
 			}
 			if d = l.pace.wait(l.need(t.amount), rate, now); d > 0 {

@@ -27,7 +27,7 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 	// refilling, and the calls that wait all along need the next.
 	sayHeld := c.OnHeld != nil && (c.heldSaid != why || !statusDue.IsZero() && !now.Before(statusDue))
 	c.heldSaid = why
-	if deadline, ok := ctx.Deadline(); ok && a.wait != forever && deadline.Sub(now) < a.wait {
+	if deadline, ok := ctx.Deadline(); ok && a.wait != forever && deadline.Sub(now) <= a.wait {
 		if sayHeld {
 			// It waits for the status out of every queue, so that it
 			// holds no one back, the status request least of all.

@@ -87,6 +87,19 @@ type level struct {
 	observedRate  float64
 	observedUntil time.Time
 
+	// A level others take from frees for this key what this key took a
+	// window before (freedSeen: the part of log.freed already in tokens),
+	// and besides refills at what its answers show beyond that: r plus
+	// what the server had counted of this key's takes, less what left
+	// this key's log (gainMark), grows at that rate. t says only when the
+	// level would be full if no one took more, which they do.
+	freedSeen float64
+	gainAt    time.Time // when gainMark was read
+	gainMark  float64
+	netRate   float64   // the refill measured last
+	lastGain  float64   // the measure before
+	netUntil  time.Time // when that measure is too old to bind
+
 	holdUntil time.Time // a refusal's wait: no call that takes from the level goes before
 	pace      pace      // AIMD of the refusals that named the level
 	reported  reported  // the server's last word on the level, as it said it
@@ -95,7 +108,8 @@ type level struct {
 	// moment is when the server's last word said the level frees more
 	// (now + t): then it holds at least one unit more than the word left
 	// it, whatever its shape, and how much more the next answer says.
-	moment time.Time
+	moment      time.Time
+	momentFreed float64 // log.freed when the moment was named
 
 	// Bucket evidence from t: a full moment (now + t) that moves later by
 	// what is taken, at the quota's rate, is a bucket's.
@@ -182,12 +196,50 @@ func (l *level) need(amount float64) float64 {
 func (l *level) refills() bool { return l.bucket || l.shared }
 
 // rate is the level's refill per second: the rate the server showed
-// while it is recent (observedUntil), else its grossRate.
+// while it is recent (observedUntil), else its grossRate; for a level
+// that frees what this key took, at most the refill its answers showed
+// beyond that (learnGain), and for a level of the API none before they
+// showed one.
 func (l *level) rate(now time.Time) float64 {
+	r := l.grossRate()
 	if now.Before(l.observedUntil) {
-		return l.observedRate
+		r = l.observedRate
 	}
-	return l.grossRate()
+	switch {
+	case !l.frees(now):
+	case now.Before(l.netUntil):
+		r = min(r, l.netRate)
+	case l.known && l.named(now):
+		// Before the answers show a refill, none: this key's log holds
+		// every take of a level of the API, and what it frees is all
+		// the server has said will come back. (A learned level's log
+		// misses the takes before it was learned: its hint stands.)
+		r = 0
+	}
+	return r
+}
+
+// frees reports whether the level is one others take from that frees for
+// this key what it took a window before: unless its t implies a refill
+// slower than the quota's, which counts what the others take (a bucket
+// they drain), a t that says when it would be full if no one took more
+// says nothing of that. A level keys of this process split is not: its
+// part of the word is brought forward at its part of the refill
+// (partLeft), and the other keys take what they free back as they go.
+func (l *level) frees(now time.Time) bool {
+	return l.shared && l.split == 1 && l.window > 0 && !(now.Before(l.observedUntil) && l.observedRate < l.grossRate())
+}
+
+// rateChange is the first moment after at when rate changes by itself (a
+// measure expires); zero when none does.
+func (l *level) rateChange(at time.Time) time.Time {
+	next := time.Time{}
+	for _, t := range [...]time.Time{l.observedUntil, l.netUntil} {
+		if t.After(at) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	return next
 }
 
 // grossRate is the refill the quota grants, before what others take.
@@ -204,8 +256,20 @@ func (l *level) refill(now time.Time) {
 	if l.at.IsZero() {
 		l.at = now
 	}
+	if l.shared && l.window > 0 {
+		l.log.prune(now.Add(-l.window))
+		if l.frees(now) {
+			l.tokens = min(max(l.size(), l.tokens), l.tokens+l.log.freed-l.freedSeen)
+		}
+		l.freedSeen = l.log.freed
+	}
 	if !l.moment.IsZero() && !now.Before(l.moment) {
-		l.tokens = min(l.tokens+1, max(l.size(), l.tokens))
+		if !l.frees(now) || l.log.freed == l.momentFreed {
+			// For a level that frees what this key took, the moment
+			// frees the unit unless something of the key's left the
+			// window since: that was what the moment named.
+			l.tokens = min(l.tokens+1, max(l.size(), l.tokens))
+		}
 		l.moment = time.Time{}
 	}
 	if !now.After(l.at) {
@@ -213,15 +277,14 @@ func (l *level) refill(now time.Time) {
 	}
 	if l.refills() {
 		gained := 0.0
-		if l.at.Before(l.observedUntil) {
-			until := l.observedUntil
-			if now.Before(until) {
+		for l.at.Before(now) {
+			until := l.rateChange(l.at)
+			if until.IsZero() || until.After(now) {
 				until = now
 			}
-			gained += l.observedRate * until.Sub(l.at).Seconds()
+			gained += l.rate(l.at) * until.Sub(l.at).Seconds()
 			l.at = until
 		}
-		gained += l.grossRate() * now.Sub(l.at).Seconds()
 		l.tokens = min(max(l.size(), l.tokens), l.tokens+gained)
 	}
 	l.at = now
@@ -331,6 +394,44 @@ func (l *level) learnShape(remaining float64, t int64, pending float64, now time
 	l.shapeAt, l.shapeCounted, l.shapeSeen = at, counted, now
 }
 
+// Shortest span, and part of its window, over which the net refill of a
+// level others take from is measured: long enough that the takes of the
+// others, which come in bursts, average out.
+const (
+	minGainSpan    = time.Second
+	gainSpanWindow = 2
+)
+
+// learnGain reads the net refill of a level others take from off r of a
+// RateLimit member naming it (pending: what the server had not counted
+// yet). A full level shows none: what it would have gained beyond full is
+// lost to the measure, so it starts again. The measure binds, below the
+// refill t implies, for a window after it was taken.
+func (l *level) learnGain(remaining, pending float64, now time.Time) {
+	if !l.shared || l.window <= 0 {
+		return
+	}
+	l.log.prune(now.Add(-l.window))
+	mark := remaining + l.admitted - pending - l.log.freed
+	if remaining >= l.size() || l.gainAt.IsZero() || now.Before(l.gainAt) {
+		l.gainAt, l.gainMark = now, mark
+		return
+	}
+	span := now.Sub(l.gainAt)
+	if span < max(minGainSpan, l.window/gainSpanWindow) {
+		return
+	}
+	rate := min(max(0, (mark-l.gainMark)/span.Seconds()), l.grossRate())
+	if now.After(l.netUntil) {
+		l.lastGain = rate
+	}
+	// The lesser of the last two measures: each is off by what the
+	// server had counted of the calls in flight at its ends.
+	l.netRate, l.lastGain = min(rate, l.lastGain), rate
+	l.netUntil = now.Add(max(l.window, ObservedRateTTL))
+	l.gainAt, l.gainMark = now, mark
+}
+
 // learnSteps reads r and t of a RateLimit member naming the level for a
 // level that frees in steps: a bucket refilling at the quota's rate is full
 // again (size-r)/rate from now, and a t well past that is a sliding log's
@@ -356,9 +457,30 @@ const spreadBurst = 0.1
 // steps and was taken whole at once frees nothing for up to a window, and
 // every caller waiting on it stalls; spread, it frees as it is taken. A
 // level with a longer window (a quota per hour or day) is not spread: its
-// calls would wait for minutes.
-func (l *level) spreads() bool {
-	return l.steps && !l.bucket && l.window > 0 && l.window <= spreadWindow
+// calls would wait for minutes. A level others take from that the server
+// named lately is spread too: what frees for this key is what
+// it took a window before, so a burst comes back as a burst a window later,
+// with nothing between.
+func (l *level) spreads(now time.Time) bool {
+	if l.window <= 0 || l.window > spreadWindow {
+		return false
+	}
+	return l.steps && !l.bucket || l.shared && l.named(now)
+}
+
+// named reports whether the server named the level within its window.
+func (l *level) named(now time.Time) bool {
+	return !l.reported.at.IsZero() && now.Sub(l.reported.at) < l.window
+}
+
+// spreadBurstOf is what a spread level's calls may take at once:
+// spreadBurst of its size, or for a level others take from, of what this
+// key has of it (what it took within the window and what is left).
+func (l *level) spreadBurstOf(now time.Time) float64 {
+	if l.shared {
+		return spreadBurst * min(l.size(), l.log.sum+max(l.available(now), 0))
+	}
+	return spreadBurst * l.size()
 }
 
 // spreadRate is the rate a spread level's calls go at: its quota's, or
@@ -366,6 +488,12 @@ func (l *level) spreads() bool {
 // oldest take (a burst took much of the window): what is left over the
 // time until then.
 func (l *level) spreadRate(now time.Time) float64 {
+	if l.shared {
+		// What this key has of it, over the window (a hole in its takes
+		// would come back a window later as a hole in what frees), and
+		// the refill beyond that.
+		return min(l.grossRate(), (l.log.sum+max(l.available(now), 0))/l.window.Seconds()+l.rate(now))
+	}
 	r := l.grossRate()
 	if secs := l.oldestFree(now); secs > 0 {
 		r = min(r, max(l.available(now), 0)/secs)
@@ -420,8 +548,8 @@ func (l *level) refillWait(missing, part float64, now time.Time) time.Duration {
 		if r := l.rate(now) * part; r > 0 {
 			d = durationOf(missing / r)
 		}
-		if now.Before(l.observedUntil) {
-			d = min(d, l.observedUntil.Sub(now))
+		if next := l.rateChange(now); !next.IsZero() {
+			d = min(d, next.Sub(now))
 		}
 	}
 	return d
@@ -450,6 +578,9 @@ func (l *level) boundsWait(n float64, now time.Time) time.Duration {
 		if missing := n - l.logAvailable(now); missing > 1e-9 {
 			d = min(d, l.logFrees(missing, now))
 		}
+	}
+	if l.frees(now) {
+		d = min(d, l.logFrees(n-l.tokens, now)) // what this key took frees for it (refill)
 	}
 	return d
 }
@@ -586,6 +717,7 @@ type takeLog struct {
 	entries []logEntry
 	head    int
 	sum     float64
+	freed   float64 // what has left the window so far
 }
 
 type logEntry struct {
@@ -605,6 +737,7 @@ func (g *takeLog) add(at time.Time, amount float64) {
 func (g *takeLog) prune(cut time.Time) {
 	for g.head < len(g.entries) && !g.entries[g.head].at.After(cut) {
 		g.sum -= g.entries[g.head].amount
+		g.freed += g.entries[g.head].amount
 		g.head++
 	}
 	if g.head == len(g.entries) {

@@ -243,3 +243,51 @@ func TestALevelThatFreesInStepsIsSpread(t *testing.T) {
 		})
 	}
 }
+
+// TestASharedLevelFreesWhatTheAnswersShow (rules 1 and 2 for a level others
+// take from): its t says when it would be full if no one took more, and
+// the refill that implies is a hint the answers contradict. Others keep
+// the org nearly full; what frees for this key is what it took a window
+// before, plus the refill the answers show beyond that. After a create
+// took the last 5 of the org, nothing is left 30 s later (the quota's
+// rate would have given 750) and 5 once the create has left the window;
+// once the answers show the org refilling by 5 points/s, 5 are there 1 s
+// after r=0.
+func TestASharedLevelFreesWhatTheAnswersShow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		left := func() float64 {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			l := s.levels[Org]
+			l.refill(time.Now())
+			return l.available(time.Now())
+		}
+		cost := call(ops.CreateContact, "").Cost
+		org := func(r float64) Answer { return answer(`"org";q=3000;w=60`, fmt.Sprintf(`"org";r=%g;t=60`, r)) }
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(org(cost))
+		time.Sleep(30 * time.Second)
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(org(0))
+		time.Sleep(29 * time.Second)
+		if got := left(); got != 0 {
+			t.Errorf("%v left of the org 29 s after it said r=0, want 0", got)
+		}
+		time.Sleep(time.Second)
+		if want := cost + call(ops.GetMe, "").Cost; left() != want { // learn's call left the window too
+			t.Errorf("%v left of the org once the first create left the window, want %v", left(), want)
+		}
+
+		s = New()
+		learn(t, s)
+		for r := 100.0; r <= 250; r += 50 {
+			admitNow(t, s, call(ops.GetContact, "")).Finish(org(r))
+			time.Sleep(10 * time.Second)
+		}
+		admitNow(t, s, call(ops.GetContact, "")).Finish(org(0))
+		time.Sleep(time.Second)
+		if got := left(); got < 0.95*cost || got > 1.05*cost {
+			t.Errorf("%v left 1 s after r=0 of an org whose answers showed it refilling by %v points/s, want about %v", got, cost, cost)
+		}
+	})
+}

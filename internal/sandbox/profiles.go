@@ -66,6 +66,9 @@ func bigPlan() Limits {
 //	foreign-90     the big plan's key, write, principal, delete and egress levels with the
 //	               documented org (3000/min); ForeignKey takes 90 % of the org (45 points/s),
 //	               leaving 5 points/s
+//	foreign-90-log the same with the org a sliding log, as a server that counts each key's
+//	               takes in one log would have it: the org frees for a key what it took a
+//	               minute before
 //	narrowest-all  documented limits and the enforced "search": 20 requests per 60 s, a sliding
 //	               log, over listContacts and countContacts when q is given; the RateLimit of
 //	               every answer but a refusal names the narrowest of all the key's levels,
@@ -87,6 +90,8 @@ func Profiles() []Profile {
 	}
 	foreign := bigPlan()
 	foreign.OrgQuota = def.OrgQuota
+	foreignLog := foreign
+	foreignLog.Shapes = map[string]Shape{policyOrg: SlidingLog}
 	return []Profile{
 		{Name: "documented", Summary: "the limits of bodo-api.md", Limits: def},
 		{Name: "small-plan", Summary: "a smaller plan: key 150 points/min, capacity 300, the other quotas halved",
@@ -113,6 +118,8 @@ func Profiles() []Profile {
 			Limits: def, Options: []Option{randomOverload(0.05, 300*time.Millisecond, 3*time.Second, overloadSeed)}},
 		{Name: "foreign-90", Summary: "another key of the org takes 90 % of the org's quota",
 			Limits: foreign, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds()},
+		{Name: "foreign-90-log", Summary: "another key of the org takes 90 % of the org's quota, which is a sliding log",
+			Limits: foreignLog, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds()},
 		{Name: "narrowest-all", Summary: `an enforced "search" policy (20 searches per 60 s), and RateLimit names the narrowest of all the key's levels`,
 			Limits: def, Options: []Option{WithNarrowestOfAll(), WithExtraPolicies(ExtraPolicy{
 				Name: "search", Quota: 20, Window: time.Minute, Unit: unitRequests, Shape: SlidingLog, Enforced: true,
