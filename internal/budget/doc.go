@@ -32,7 +32,13 @@
 //     contradict themselves (nothing left yet full now: r=0;t=0) are
 //     ignored; malformed fields are ignored (observeLocked,
 //     applyPoliciesLocked). RateLimit-Policy is informative
-//     (TestOutcomesBeatHints).
+//     (TestOutcomesBeatHints). The t of a level others take from says
+//     when it would be full if no one took more, which they do: unless it
+//     implies a refill slower than the quota's, such a level gives back
+//     what this key's own takes free a window later, plus the refill its
+//     answers show beyond that, and none before they show one
+//     (level.frees, level.learnGain,
+//     TestASharedLevelFreesWhatTheAnswersShow).
 //  3. A policy holds what it is seen to take from. A policy the contract
 //     does not document binds the kind of call (an operation at a cost) that
 //     a refusal named it for, or whose answers show it going down two more
@@ -71,7 +77,9 @@
 // spread over its window, a tenth of it at once and then at its quota's
 // rate, so that a burst never leaves it freeing nothing for a window while
 // every caller waits on it (level.spreads,
-// TestALevelThatFreesInStepsIsSpread); a call bigger than a level the server
+// TestALevelThatFreesInStepsIsSpread), and so is a level others take from
+// that the server named within its window, at what this key has of it per
+// window; a call bigger than a level the server
 // announced waits for the level to be full and then goes (an odd header
 // never wedges a key); a wait the server asks is held at most MaxLockout for
 // a lockout and MaxServerWait otherwise; an answer that is not the API's own

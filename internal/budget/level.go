@@ -93,12 +93,17 @@ type level struct {
 	// what the server had counted of this key's takes, less what left
 	// this key's log (gainMark), grows at that rate. t says only when the
 	// level would be full if no one took more, which they do.
-	freedSeen float64
-	gainAt    time.Time // when gainMark was read
-	gainMark  float64
-	netRate   float64   // the refill measured last
-	lastGain  float64   // the measure before
-	netUntil  time.Time // when that measure is too old to bind
+	freedSeen   float64
+	lastMark    float64   // the mark of the last answer
+	lastPending float64   // what the server had not counted then
+	markAt      time.Time // when it came
+	drop        float64   // the most others took between two answers lately (reserve)
+	dropAt      time.Time
+	gainAt      time.Time // when gainMark was read
+	gainMark    float64
+	netRate     float64   // the refill measured last
+	lastGain    float64   // the measure before
+	netUntil    time.Time // when that measure is too old to bind
 
 	holdUntil time.Time // a refusal's wait: no call that takes from the level goes before
 	pace      pace      // AIMD of the refusals that named the level
@@ -209,12 +214,8 @@ func (l *level) rate(now time.Time) float64 {
 	case !l.frees(now):
 	case now.Before(l.netUntil):
 		r = min(r, l.netRate)
-	case l.known && l.named(now):
-		// Before the answers show a refill, none: this key's log holds
-		// every take of a level of the API, and what it frees is all
-		// the server has said will come back. (A learned level's log
-		// misses the takes before it was learned: its hint stands.)
-		r = 0
+	case l.named(now):
+		r = 0 // before the answers show a refill, none: what this key's log frees is all the server said will come back
 	}
 	return r
 }
@@ -223,11 +224,14 @@ func (l *level) rate(now time.Time) float64 {
 // this key what it took a window before: unless its t implies a refill
 // slower than the quota's, which counts what the others take (a bucket
 // they drain), a t that says when it would be full if no one took more
-// says nothing of that. A level keys of this process split is not: its
+// says nothing of that. Only a level of the API is: its log holds every
+// take of this key (a learned level's misses those before it was
+// learned), and its t keeps binding as a hint. A level keys of this
+// process split is not either: its
 // part of the word is brought forward at its part of the refill
 // (partLeft), and the other keys take what they free back as they go.
 func (l *level) frees(now time.Time) bool {
-	return l.shared && l.split == 1 && l.window > 0 && !(now.Before(l.observedUntil) && l.observedRate < l.grossRate())
+	return l.shared && l.known && l.split == 1 && l.window > 0 && !(now.Before(l.observedUntil) && l.observedRate < l.grossRate())
 }
 
 // rateChange is the first moment after at when rate changes by itself (a
@@ -258,7 +262,10 @@ func (l *level) refill(now time.Time) {
 	}
 	if l.shared && l.window > 0 {
 		l.log.prune(now.Add(-l.window))
-		if l.frees(now) {
+		if l.frees(now) && !now.Before(l.holdUntil) {
+			// (While a refusal holds it, the others take what frees:
+			// the refusal said so, and what is left then the next
+			// answer says.)
 			l.tokens = min(max(l.size(), l.tokens), l.tokens+l.log.freed-l.freedSeen)
 		}
 		l.freedSeen = l.log.freed
@@ -402,6 +409,22 @@ const (
 	gainSpanWindow = 2
 )
 
+// reserve is what a level others take from keeps back: what the others
+// took at once between two of its answers, less as it ages, nothing half
+// a window after. They take in bursts (of what frees for them, a window
+// after their last), and a call sent on the last r would meet the next.
+func (l *level) reserve(now time.Time) float64 {
+	age, span := now.Sub(l.dropAt), l.window/reserveSpan
+	if !l.frees(now) || age >= span {
+		return 0
+	}
+	return l.drop * (1 - float64(age)/float64(span))
+}
+
+// reserveSpan is the part of a level's window over which its reserve
+// shrinks to nothing.
+const reserveSpan = 2
+
 // learnGain reads the net refill of a level others take from off r of a
 // RateLimit member naming it (pending: what the server had not counted
 // yet). A full level shows none: what it would have gained beyond full is
@@ -413,6 +436,12 @@ func (l *level) learnGain(remaining, pending float64, now time.Time) {
 	}
 	l.log.prune(now.Add(-l.window))
 	mark := remaining + l.admitted - pending - l.log.freed
+	// A drop of the mark beyond what the server may not have counted at
+	// either answer is what others took between them.
+	if drop := l.lastMark - mark - max(l.lastPending, pending); !l.markAt.IsZero() && drop > 0 && drop > l.reserve(now) {
+		l.drop, l.dropAt = drop, now
+	}
+	l.lastMark, l.lastPending, l.markAt = mark, pending, now
 	if remaining >= l.size() || l.gainAt.IsZero() || now.Before(l.gainAt) {
 		l.gainAt, l.gainMark = now, mark
 		return
@@ -457,15 +486,15 @@ const spreadBurst = 0.1
 // steps and was taken whole at once frees nothing for up to a window, and
 // every caller waiting on it stalls; spread, it frees as it is taken. A
 // level with a longer window (a quota per hour or day) is not spread: its
-// calls would wait for minutes. A level others take from that the server
-// named lately is spread too: what frees for this key is what
+// calls would wait for minutes. A level that frees what this key took
+// (frees) and that the server named lately is spread too: what frees for this key is what
 // it took a window before, so a burst comes back as a burst a window later,
 // with nothing between.
 func (l *level) spreads(now time.Time) bool {
 	if l.window <= 0 || l.window > spreadWindow {
 		return false
 	}
-	return l.steps && !l.bucket || l.shared && l.named(now)
+	return l.steps && !l.bucket || l.frees(now) && l.named(now)
 }
 
 // named reports whether the server named the level within its window.
@@ -474,10 +503,10 @@ func (l *level) named(now time.Time) bool {
 }
 
 // spreadBurstOf is what a spread level's calls may take at once:
-// spreadBurst of its size, or for a level others take from, of what this
-// key has of it (what it took within the window and what is left).
+// spreadBurst of its size, or for a level that frees what this key took,
+// of what this key has of it (what it took within the window and what is left).
 func (l *level) spreadBurstOf(now time.Time) float64 {
-	if l.shared {
+	if l.frees(now) {
 		return spreadBurst * min(l.size(), l.log.sum+max(l.available(now), 0))
 	}
 	return spreadBurst * l.size()
@@ -488,7 +517,7 @@ func (l *level) spreadBurstOf(now time.Time) float64 {
 // oldest take (a burst took much of the window): what is left over the
 // time until then.
 func (l *level) spreadRate(now time.Time) float64 {
-	if l.shared {
+	if l.frees(now) {
 		// What this key has of it, over the window (a hole in its takes
 		// would come back a window later as a hole in what frees), and
 		// the refill beyond that.
@@ -528,8 +557,14 @@ func (l *level) oldestFree(now time.Time) float64 {
 // only an answer or a release can help.
 func (l *level) wait(n float64, now time.Time) time.Duration {
 	d := time.Duration(0)
-	if l.believed(now) < n-1e-9 {
-		d = l.boundsWait(n, now)
+	if reserve := l.reserve(now); l.believed(now)-reserve < n-1e-9 {
+		d = l.boundsWait(n+reserve, now)
+		if reserve > 0 {
+			// The reserve shrinks as its drop ages: n fits once it is
+			// down to what is left over n.
+			until := l.dropAt.Add(time.Duration(float64(l.window/reserveSpan) * (1 - max(l.believed(now)-n, 0)/l.drop)))
+			d = min(d, max(until.Sub(now), time.Millisecond))
+		}
 	}
 	if l.split < 1 {
 		if missing := n - l.partLeft(); missing > 1e-9 {
