@@ -206,6 +206,16 @@ func TestAIMDSteps(t *testing.T) {
 	})
 }
 
+// availableOf is what s believes is left now of the level named name,
+// brought up to date.
+func availableOf(s *State, name string) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.levels[name]
+	l.refill(time.Now())
+	return l.available(time.Now())
+}
+
 // learn gives s its first answer, so that slow start ends.
 func learn(t *testing.T, s *State) {
 	t.Helper()
@@ -675,11 +685,7 @@ func TestFailedReadGivesEgressBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
 		learn(t, s)
-		egress := func() float64 {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return s.levels[Egress].available(time.Now())
-		}
+		egress := func() float64 { return availableOf(s, Egress) }
 		before := egress()
 		for range 102 {
 			admitNow(t, s, call(ops.ListContacts, "limit=100")).Finish(Answer{Status: http.StatusBadRequest, Header: http.Header{}, Problem: &Problem{Code: "BAD_REQUEST"}})

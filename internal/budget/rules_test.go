@@ -257,13 +257,7 @@ func TestASharedLevelFreesWhatTheAnswersShow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
 		learn(t, s)
-		left := func() float64 {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			l := s.levels[Org]
-			l.refill(time.Now())
-			return l.available(time.Now())
-		}
+		left := func() float64 { return availableOf(s, Org) }
 		cost := call(ops.CreateContact, "").Cost
 		org := func(r float64) Answer { return answer(`"org";q=3000;w=60`, fmt.Sprintf(`"org";r=%g;t=60`, r)) }
 		admitNow(t, s, call(ops.CreateContact, "")).Finish(org(cost))
