@@ -156,8 +156,8 @@ func TestFollowsRateLimitHeaders(t *testing.T) {
 		t.Errorf("org rate = %v, want (3000-100)/300 = 9.67/s (t is when the whole org level is full)", r)
 	}
 	s.observeLocked(c, http.Header{"Ratelimit": {`"org";r=0;t=5`}}, now, nil, true)
-	if r := s.levels["org"].rate(now); r != 0 {
-		t.Errorf("org rate = %v after a t that implies more than the quota's 25/s: want none until the answers show one", r)
+	if r := s.levels["org"].rate(now); r != 25 {
+		t.Errorf("org rate = %v, never above the quota's 25/s", r)
 	}
 }
 

@@ -36,8 +36,7 @@
 //     when it would be full if no one took more, which they do: unless it
 //     implies a refill slower than the quota's, such a level gives back
 //     what this key's own takes free a window later, plus the refill its
-//     answers show beyond that, and none before they show one
-//     (level.frees, level.learnGain,
+//     answers show beyond that (level.frees, level.learnGain,
 //     TestASharedLevelFreesWhatTheAnswersShow).
 //  3. A policy holds what it is seen to take from. A policy the contract
 //     does not document binds the kind of call (an operation at a cost) that

@@ -203,19 +203,15 @@ func (l *level) refills() bool { return l.bucket || l.shared }
 // rate is the level's refill per second: the rate the server showed
 // while it is recent (observedUntil), else its grossRate; for a level
 // that frees what this key took, at most the refill its answers showed
-// beyond that (learnGain), and for a level of the API none before they
-// showed one.
+// beyond that (learnGain). Before they showed one, the hint stands: a
+// bucket this key alone drains looks like a log others keep full.
 func (l *level) rate(now time.Time) float64 {
 	r := l.grossRate()
 	if now.Before(l.observedUntil) {
 		r = l.observedRate
 	}
-	switch {
-	case !l.frees(now):
-	case now.Before(l.netUntil):
+	if l.frees(now) && now.Before(l.netUntil) {
 		r = min(r, l.netRate)
-	case l.named(now):
-		r = 0 // before the answers show a refill, none: what this key's log frees is all the server said will come back
 	}
 	return r
 }
