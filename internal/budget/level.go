@@ -217,15 +217,14 @@ func (l *level) rate(now time.Time) float64 {
 }
 
 // frees reports whether the level is one others take from that frees for
-// this key what it took a window before: unless its t implies a refill
-// slower than the quota's, which counts what the others take (a bucket
-// they drain), a t that says when it would be full if no one took more
-// says nothing of that. Only a level of the API is: its log holds every
-// take of this key (a learned level's misses those before it was
-// learned), and its t keeps binding as a hint. A level keys of this
-// process split is not either: its
-// part of the word is brought forward at its part of the refill
-// (partLeft), and the other keys take what they free back as they go.
+// this key what it took a window before. A t that says when it would be
+// full if no one took more says nothing of what the others take; one that
+// implies a refill slower than the quota's counts it (a bucket they
+// drain), and then binds as before. Only a level of the API frees so: its
+// log holds every take of this key, where a learned level's misses those
+// before it was learned. A level keys of this process split does not
+// either: its part of the word is brought forward at its part of the
+// refill (partLeft).
 func (l *level) frees(now time.Time) bool {
 	return l.shared && l.known && l.split == 1 && l.window > 0 && !(now.Before(l.observedUntil) && l.observedRate < l.grossRate())
 }
