@@ -20,16 +20,12 @@ func TestOneModelLocalOrShared(t *testing.T) {
 	t.Parallel()
 	rs := startRedis(t)
 	store := New(rs.Client(t))
-	call := func(op *ops.Operation) *budget.Call {
-		q := url.Values{}
-		return &budget.Call{Op: op.ID, Cost: float64(op.CostFor(q.Get)), Demand: budget.DemandOf(op, q), Target: op.Method + " " + op.Path, Budgeted: true}
-	}
 	admit := func(s *budget.State, op *ops.Operation) (*budget.Ticket, time.Duration) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		start := time.Now()
-		tk, _, err := s.Admit(ctx, call(op))
+		tk, _, err := s.Admit(ctx, callOf(op))
 		if err != nil {
 			t.Fatalf("%s: %v", op.ID, err)
 		}
@@ -68,4 +64,64 @@ func TestOneModelLocalOrShared(t *testing.T) {
 	if waited < wait*9/10 {
 		t.Errorf("a read of the other process went %v into an OVERLOADED's wait of %v", waited, wait)
 	}
+}
+
+// TestAWriteTheStoreHoldsHoldsNoRead is rule 4 of the budget's model
+// through the store: while the store holds a process's write at the write
+// level, for the wait of a refusal another process heard, the same
+// process's reads go.
+func TestAWriteTheStoreHoldsHoldsNoRead(t *testing.T) {
+	t.Parallel()
+	rs := startRedis(t)
+	store := New(rs.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ok := budget.Answer{Status: http.StatusOK, Header: http.Header{}}
+	a, b := budget.New(), budget.New()
+	a.UseStore(store, "rule4", nil)
+	b.UseStore(store, "rule4", nil)
+	for _, s := range []*budget.State{a, b} {
+		tk, _, err := s.Admit(ctx, callOf(ops.GetMe))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Finish(ok)
+	}
+	const wait = 2 * time.Second
+	tk, _, err := a.Admit(ctx, callOf(ops.CreateContact))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Finish(budget.Answer{Status: http.StatusTooManyRequests, Header: http.Header{},
+		Problem: &budget.Problem{Code: "RATE_LIMITED", Policy: budget.Write, RetryAfter: wait, Hinted: true}})
+
+	written := make(chan time.Time, 1)
+	go func() {
+		tk, _, err := b.Admit(ctx, callOf(ops.CreateContact))
+		if err == nil {
+			tk.Finish(ok)
+		}
+		written <- time.Now()
+	}()
+	time.Sleep(100 * time.Millisecond) // the write waits at the store
+	start := time.Now()
+	for i := range 5 {
+		tk, _, err := b.Admit(ctx, callOf(ops.GetContact))
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		tk.Finish(ok)
+	}
+	if took := time.Since(start); took > wait/4 {
+		t.Errorf("5 reads took %v while the process's write waited for the write level", took)
+	}
+	if at := <-written; at.Sub(start) < wait*3/4 {
+		t.Errorf("the write went %v into the write level's wait of %v", at.Sub(start), wait)
+	}
+}
+
+// callOf is a budgeted call of op with no query.
+func callOf(op *ops.Operation) *budget.Call {
+	q := url.Values{}
+	return &budget.Call{Op: op.ID, Cost: float64(op.CostFor(q.Get)), Demand: budget.DemandOf(op, q), Target: op.Method + " " + op.Path, Budgeted: true}
 }

@@ -50,7 +50,7 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 				continue // the store failed: the local budget decides
 			}
 			if why != "" {
-				g = &s.storeGate
+				g = s.storeGateLocked(c, why)
 			}
 		}
 		if g == nil {

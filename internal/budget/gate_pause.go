@@ -24,7 +24,7 @@ func (s *State) pauseLocked(c *Call, now time.Time) (*gate, time.Duration, strin
 // guard).
 func (s *State) serverWaitLocked(g *gate, d time.Duration, why string, refusal bool, now time.Time) (time.Duration, bool) {
 	switch {
-	case g == &s.pauseGate, g == &s.storeGate && (why == ReasonLockout || refusal):
+	case g == &s.pauseGate, refusal, g == &s.storeGate && why == ReasonLockout:
 		return d, true
 	case g.level != nil && now.Before(g.level.holdUntil):
 		return g.level.holdUntil.Sub(now), true

@@ -31,7 +31,7 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		return nil, 0, ""
 	}
 	if s.sharedActiveLocked(now) {
-		return s.sharedLocked(w, share, now)
+		return s.sharedLocked(c, share, now)
 	}
 	if g, d, why := s.drainingLocked(share, now); g != nil {
 		return g, d, why

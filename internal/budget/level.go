@@ -140,7 +140,8 @@ type level struct {
 	partition string         // pk, base64
 	target    string
 
-	gate gate
+	gate      gate
+	storeGate gate // the calls the shared store holds at this level
 }
 
 // reported is what the server last said of a level: r and t of a RateLimit
