@@ -60,6 +60,14 @@ type Level struct {
 	Amount float64
 	Rate   float64 // refill per second
 	Size   float64 // what the level holds when full
+
+	// Pace, when positive, is the rate per second at which the calls
+	// that take from the level may go, over all processes: the client
+	// spreads a level that frees in steps over its window, and slows one
+	// that refused. Burst is what the pace lets go at once; a call
+	// bigger than Burst goes when the pace has Burst, into debt.
+	Pace  float64
+	Burst float64
 }
 
 // Acquire is one attempt asking to be admitted.

@@ -195,3 +195,38 @@ func TestACallBiggerThanALevelGoesOnAFullOne(t *testing.T) {
 		t.Fatalf("right after it, with the level 10 in debt: %+v %v", g, err)
 	}
 }
+
+// TestAPacedLevelSpreadsTheCallsOfAllProcesses: a level the client paces
+// (Level.Pace, Burst) lets its calls go at the pace over all processes,
+// whatever the level holds, and names the level as what holds them; the
+// levels a call does not take from are not paced.
+func TestAPacedLevelSpreadsTheCallsOfAllProcesses(t *testing.T) {
+	srv := startRedis(t)
+	a, b := New(srv.Client(t)), New(srv.Client(t))
+	ctx, k := context.Background(), testKey()
+	write := func() budgetstore.Level {
+		return budgetstore.Level{Name: "write", Amount: 1, Rate: 1, Size: 60, Pace: 4, Burst: 1}
+	}
+	release := func(bud *Budget, lease string) {
+		t.Helper()
+		if err := bud.Release(ctx, k, budgetstore.Release{Lease: lease, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g, err := a.Acquire(ctx, k, acquire("w1", time.Minute, key(1), write())); err != nil || !g.Admitted {
+		t.Fatalf("the first write: %+v %v", g, err)
+	}
+	release(a, "w1")
+	g, err := b.Acquire(ctx, k, acquire("w2", time.Minute, key(1), write()))
+	if err != nil || g.Admitted || g.Reason != "write" || g.Wait <= 100*time.Millisecond || g.Wait > 250*time.Millisecond {
+		t.Fatalf("a second write of another process at once: %+v %v, want held by write for about 250 ms", g, err)
+	}
+	if g, err := b.Acquire(ctx, k, acquire("r1", time.Minute, key(1))); err != nil || !g.Admitted {
+		t.Fatalf("a read meanwhile: %+v %v", g, err)
+	}
+	release(b, "r1")
+	time.Sleep(g.Wait)
+	if g, err := b.Acquire(ctx, k, acquire("w2", time.Minute, key(1), write())); err != nil || !g.Admitted {
+		t.Fatalf("the second write after its wait: %+v %v", g, err)
+	}
+}

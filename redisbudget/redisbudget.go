@@ -67,7 +67,7 @@ func ms(d time.Duration) int64 { return d.Milliseconds() }
 func levelArgs(args []any, levels []budgetstore.Level) []any {
 	args = append(args, len(levels))
 	for _, l := range levels {
-		args = append(args, l.Name, num(l.Amount), num(l.Rate), num(l.Size))
+		args = append(args, l.Name, num(l.Amount), num(l.Rate), num(l.Size), num(l.Pace), num(l.Burst))
 	}
 	return args
 }

@@ -40,11 +40,21 @@ local function save(name, tokens)
   touch(k)
 end
 
+-- paced_of is what the pace of a level lets go now ('pt' at 'pa'), at
+-- its rate, up to its burst.
+local function paced_of(name, pace, burst)
+  local h = redis.call('HMGET', p .. ':lv:' .. name, 'pt', 'pa')
+  local tokens = tonumber(h[1]) or burst
+  local at = math.min(tonumber(h[2]) or now, now)
+  return math.min(burst, tokens + pace * (now - at) / 1000)
+end
+
 local function levels_from(first, n)
   local out = {}
   for i = 0, n - 1 do
-    local b = first + i * 4
-    out[#out + 1] = {name = ARGV[b], amount = tonumber(ARGV[b + 1]), rate = tonumber(ARGV[b + 2]), size = tonumber(ARGV[b + 3])}
+    local b = first + i * 6
+    out[#out + 1] = {name = ARGV[b], amount = tonumber(ARGV[b + 1]), rate = tonumber(ARGV[b + 2]), size = tonumber(ARGV[b + 3]),
+      pace = tonumber(ARGV[b + 4]), burst = tonumber(ARGV[b + 5])}
   end
   return out
 end
@@ -115,9 +125,10 @@ end
 // acquireScript admits one attempt or says why not.
 // ARGV: lease, ttl ms, cost, key rate, max in flight, refusal limit,
 // refusal window ms, unbudgeted (0/1), process, process ttl ms, number of
-// levels, then per level name, amount, rate, size. It answers {admitted
-// (0/1), wait ms, reason, policy, ms until reset, ttl ms, processes,
-// rank, refusal (0/1)}: a reason when not admitted, a policy for an
+// levels, then per level name, amount, rate, size, pace, burst. It
+// answers {admitted (0/1), wait ms, reason, policy, ms until reset, ttl
+// ms, processes, rank, refusal (0/1)}: a reason when not admitted (a
+// level's name also when its pace holds the call), a policy for an
 // exhausted quota, refusal when the level that holds it owes what a
 // refusal asked (its 'ru', set by an owe, is still to come). A
 // lease already admitted is admitted again without taking anything; a
@@ -193,6 +204,16 @@ if not unbudgeted then
         refusal = (tonumber(redis.call('HGET', p .. ':lv:' .. l.name, 'ru')) or 0) > now
       end
     end
+    -- A paced level holds a call until its pace has the call's amount
+    -- (at most its burst).
+    if l.pace > 0 and l.burst > 0 then
+      l.paced = paced_of(l.name, l.pace, l.burst)
+      local need = math.min(l.amount, l.burst)
+      if l.paced < need - 1e-9 then
+        local w = math.min(3600000, math.ceil((need - l.paced) / l.pace * 1000))
+        if w > wait then wait, reason, refusal = w, l.name, false end
+      end
+    end
   end
   local pt, pa
   if pace < 1 then
@@ -218,6 +239,9 @@ if not unbudgeted then
   end
   for _, l in ipairs(levels) do
     save(l.name, l.tokens - l.amount)
+    if l.paced then
+      redis.call('HSET', p .. ':lv:' .. l.name, 'pt', tostring(l.paced - l.amount), 'pa', now)
+    end
     redis.call('HINCRBYFLOAT', p .. ':inflight', l.name, l.amount)
     redis.call('HSET', p .. ':lease:' .. lease, l.name, tostring(l.amount))
   end
@@ -238,7 +262,7 @@ return {1, 0, '', '', 0, ttl, n, rank, 0}
 // does nothing. ARGV: lease, refused (0/1), cut (0/1), refusal window ms,
 // max in flight, pause ms, block policy, block ms, cut factor, ms since
 // the refusal, then three lists, each a count followed by name, amount,
-// rate, size per level: refund, left, owe.
+// rate, size, pace, burst per level: refund, left, owe.
 var releaseScript = redis.NewScript(luaPrelude + `
 local lease = ARGV[1]
 local refused = ARGV[2] == '1'
@@ -251,8 +275,8 @@ local blockms = tonumber(ARGV[8])
 local factor = tonumber(ARGV[9])
 local ago = tonumber(ARGV[10])
 local i = 11
-local nref = tonumber(ARGV[i]); local refund = levels_from(i + 1, nref); i = i + 1 + nref * 4
-local nleft = tonumber(ARGV[i]); local left = levels_from(i + 1, nleft); i = i + 1 + nleft * 4
+local nref = tonumber(ARGV[i]); local refund = levels_from(i + 1, nref); i = i + 1 + nref * 6
+local nleft = tonumber(ARGV[i]); local left = levels_from(i + 1, nleft); i = i + 1 + nleft * 6
 local nowe = tonumber(ARGV[i]); local owe = levels_from(i + 1, nowe)
 
 if gone(lease) then
@@ -306,7 +330,7 @@ return 1
 `)
 
 // refundScript gives amounts back. ARGV: count, then name, amount, rate,
-// size per level.
+// size, pace, burst, reset ms per level.
 var refundScript = redis.NewScript(luaPrelude + `
 for _, l in ipairs(levels_from(2, tonumber(ARGV[1]))) do
   save(l.name, math.min(l.size, tokens_of(l.name, l.rate, l.size) + l.amount))

@@ -189,11 +189,11 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		pending := l.inflight + landedSince // what the server may not have counted yet
 		l.heard(remaining, remaining, landedSince, now)
 		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now}
-		rel.left(l, remaining, now)
 		l.moment, l.momentFreed = now.Add(l.reported.reset), l.log.freed
 		l.learnShape(remaining, r.reset, pending, now)
 		l.learnSteps(remaining, r.reset)
 		l.learnGain(remaining, pending, now)
+		rel.left(l, remaining, now)
 		if r.reset >= minObservedReset && remaining < l.size() && l.refills() {
 			// What others take shows as a slower refill than the quota's:
 			// never assume a faster one. t is whole seconds, rounded up,

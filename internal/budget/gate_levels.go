@@ -24,11 +24,7 @@ func (s *State) levelsLocked(c *Call, now time.Time) (*gate, time.Duration, stri
 			if l.pace.adapt(now) {
 				l.gate.wakeHead()
 			}
-			rate := l.rate(now)
-			if l.pace.spread, l.pace.minBurst = l.spreads(now), l.spreadBurstOf(now); l.pace.spread {
-				rate = l.spreadRate(now)
-			}
-			if d = l.pace.wait(l.need(t.amount), rate, now); d > 0 {
+			if d = l.pace.wait(l.need(t.amount), l.paceRate(now), now); d > 0 {
 				why = ReasonPace // the level's pace, not what the level holds: no status would help
 			}
 		}

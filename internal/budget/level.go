@@ -493,6 +493,16 @@ func (l *level) spreads(now time.Time) bool {
 	return l.steps && !l.bucket || l.frees(now) && l.named(now)
 }
 
+// paceRate is the rate of the level's pace at a share of 1: its spread's
+// when it spreads (spreads), else its own; it brings the pace's spread
+// up to date.
+func (l *level) paceRate(now time.Time) float64 {
+	if l.pace.spread, l.pace.minBurst = l.spreads(now), l.spreadBurstOf(now); l.pace.spread {
+		return l.spreadRate(now)
+	}
+	return l.rate(now)
+}
+
 // named reports whether the server named the level within its window.
 func (l *level) named(now time.Time) bool {
 	return !l.reported.at.IsZero() && now.Sub(l.reported.at) < l.window
