@@ -9,8 +9,11 @@
 //	for i in 1 2 3 4; do /tmp/agents -redis localhost:6379 -seed $i & done; wait
 //
 // Each agent onboards customers, one after another: it creates a contact,
-// reads it, searches for it, updates it, creates an open invoice for it,
-// pays the invoice and counts the contacts. At the end each process prints
+// reads it, searches for it, counts the contacts, reads the contact again,
+// updates it, lists the contacts, creates an open invoice for it, reads the
+// contact once more and pays the invoice: 4 writes in 10 calls and about 4
+// points a call, the mix of the SDK's examples/agents, so that the key's
+// points bind before its write level. At the end each process prints
 // what it saw: its calls and their errors, the 429s, its waits (those for
 // the shared budget are "shared-store") and latency, and the points the
 // server accepted of it against what the key allows all processes
@@ -149,9 +152,10 @@ func newLogger(level string) (*slog.Logger, error) {
 }
 
 // agent onboards customers: each turn makes the next call of its round
-// (create a contact, get it, search for it, update it, invoice it, pay the
-// invoice, count the contacts) and starts a new round after the last call
-// or when it has no contact to work on.
+// (create a contact, get it, search for it, count the contacts, get it,
+// update it, list the contacts, invoice it, get it, pay the invoice) and
+// starts a new round after the last call or when it has no contact to work
+// on.
 type agent struct {
 	id      int
 	seed    uint64 // the process's -seed: names stay distinct across processes
@@ -193,7 +197,7 @@ func (a *agent) call(ctx context.Context) (points int, err error) {
 		a.turn = 0
 	}
 	turn := a.turn
-	a.turn = (a.turn + 1) % 7
+	a.turn = (a.turn + 1) % 10
 	c := a.client
 	switch turn {
 	case 0:
@@ -207,31 +211,34 @@ func (a *agent) call(ctx context.Context) (points int, err error) {
 			a.contact = ct.ID
 		}
 		return 5, err
-	case 1:
+	case 1, 4, 8:
 		_, err = c.Contacts.Get(ctx, a.contact)
 		return 1, err
 	case 2: // a list with q: 2 points, and 5 for the search
 		_, err = c.Contacts.List(ctx, &bodo.ListContactsParams{Q: bodo.String(fmt.Sprintf("customer-%d-%02d-%06d", a.seed, a.id, a.seq)), Limit: bodo.Int(5)})
 		return 7, err
 	case 3:
+		_, err = c.Contacts.Count(ctx, nil)
+		return 2, err
+	case 5:
 		_, err = c.Contacts.Update(ctx, a.contact, bodo.ContactUpdate{Phone: bodo.String(fmt.Sprintf("+49 30 %06d", a.rng.IntN(1e6)))})
 		return 5, err
-	case 4:
+	case 6:
+		_, err = c.Contacts.List(ctx, &bodo.ListContactsParams{Limit: bodo.Int(5)})
+		return 2, err
+	case 7:
 		inv, err := c.Invoices.Create(ctx, bodo.InvoiceCreate{ContactID: a.contact, Amount: int64(100 + a.rng.IntN(100000)),
 			Currency: "EUR", Status: bodo.Value(bodo.InvoiceStatusOpen)})
 		if err == nil {
 			a.invoice = inv.ID
 		}
 		return 5, err
-	case 5:
+	default:
 		if a.invoice == "" {
 			return a.call(ctx) // the invoice failed: nothing to pay
 		}
 		_, err = c.Invoices.Pay(ctx, a.invoice)
 		return 10, err
-	default:
-		_, err = c.Contacts.Count(ctx, nil)
-		return 2, err
 	}
 }
 
