@@ -18,11 +18,21 @@ func Spread[T cmp.Ordered](values []T, format func(T) string) string {
 		return "–"
 	}
 	s := slices.Sorted(slices.Values(values))
-	med, lo, hi := format(s[(len(s)-1)/2]), format(s[0]), format(s[len(s)-1])
+	med, lo, hi := format(Median(values)), format(s[0]), format(s[len(s)-1])
 	if lo == hi {
 		return med
 	}
 	return fmt.Sprintf("%s (%s–%s)", med, lo, hi)
+}
+
+// Median is the middle of values, the lower of the two middle ones for an
+// even number; the zero value for none.
+func Median[T cmp.Ordered](values []T) T {
+	if len(values) == 0 {
+		var zero T
+		return zero
+	}
+	return slices.Sorted(slices.Values(values))[(len(values)-1)/2]
 }
 
 // Int formats a count for Spread.
