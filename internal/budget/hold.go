@@ -67,7 +67,13 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 				timerWait = min(timerWait, d+time.Millisecond)
 			}
 		}
-		g.wakeBehind()
+		if !w.wokeBehind.Equal(now) {
+			// Once per moment: a waiter behind that looks again and
+			// wakes it (passing it, or moving) changes nothing more
+			// until time moves or an answer comes, which wakes it anyway.
+			w.wokeBehind = now
+			g.wakeBehind()
+		}
 	}
 	if d, held := s.slowStartDueLocked(now); head && g == &s.slotGate && held {
 		timerWait = min(timerWait, d)

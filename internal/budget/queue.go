@@ -35,6 +35,7 @@ type waiter struct {
 	promisedBy *level
 	promised   time.Time
 	slack      time.Duration
+	wokeBehind time.Time // when it last woke the waiters behind it as the first of a level
 }
 
 // notify wakes w when it has a wake channel; a wake-up still pending is
