@@ -14,16 +14,22 @@ import (
 // floor and the share of 429s, in Targets and in the guarantees.
 func TestProfileTargetsOfItsOwn(t *testing.T) {
 	r := ProfileResult{Profile: "p", Duration: time.Hour, Requests: 1000, Points: 920, Allowance: 1000, Refused: 40, MaxFlight: 6}
-	if len(r.Targets()) != 2 || guarantees(r) == "" {
-		t.Errorf("with the issue's targets: misses %q, guarantees %q", r.Targets(), guarantees(r))
+	if len(r.Targets()) != 2 || rowGuarantees([]ProfileResult{r}) == "" {
+		t.Errorf("with the issue's targets: misses %q, guarantees %q", r.Targets(), rowGuarantees([]ProfileResult{r}))
 	}
 	r.TargetGoodput, r.TargetRefused = 0.90, 0.05
-	if len(r.Targets()) != 0 || guarantees(r) != "" {
-		t.Errorf("with 90 %% and 5 %%: misses %q, guarantees %q", r.Targets(), guarantees(r))
+	if len(r.Targets()) != 0 || rowGuarantees([]ProfileResult{r}) != "" || guarantees(r) != "" {
+		t.Errorf("with 90 %% and 5 %%: misses %q, guarantees %q", r.Targets(), rowGuarantees([]ProfileResult{r}))
 	}
 	r.Refused = 60
-	if len(r.Targets()) != 1 || guarantees(r) == "" {
-		t.Errorf("6 %% refused with 5 %% allowed: misses %q, guarantees %q", r.Targets(), guarantees(r))
+	if len(r.Targets()) != 1 || rowGuarantees([]ProfileResult{r}) == "" {
+		t.Errorf("6 %% refused with 5 %% allowed: misses %q, guarantees %q", r.Targets(), rowGuarantees([]ProfileResult{r}))
+	}
+	if row := []ProfileResult{r, {Profile: "p", Duration: time.Hour, Requests: 1000, Points: 920, Allowance: 1000, TargetGoodput: 0.90, TargetRefused: 0.05}, r}; rowGuarantees(row) == "" {
+		t.Errorf("two of three runs 6 %% refused: the median misses too, guarantees %q", rowGuarantees(row))
+	}
+	if row := []ProfileResult{r, {Profile: "p", Duration: time.Hour, Requests: 1000, Points: 920, Allowance: 1000, TargetGoodput: 0.90, TargetRefused: 0.05}, {Profile: "p", Duration: time.Hour, Requests: 1000, Points: 950, Allowance: 1000, TargetGoodput: 0.90, TargetRefused: 0.05}}; rowGuarantees(row) != "" {
+		t.Errorf("one of three runs 6 %% refused: %q, want the median to keep them", rowGuarantees(row))
 	}
 }
 
