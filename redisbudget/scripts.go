@@ -330,7 +330,7 @@ return 1
 `)
 
 // refundScript gives amounts back. ARGV: count, then name, amount, rate,
-// size, pace, burst, reset ms per level.
+// size, pace, burst per level.
 var refundScript = redis.NewScript(luaPrelude + `
 for _, l in ipairs(levels_from(2, tonumber(ARGV[1]))) do
   save(l.name, math.min(l.size, tokens_of(l.name, l.rate, l.size) + l.amount))

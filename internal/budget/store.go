@@ -254,13 +254,18 @@ func (s *State) reprobeLocked(now time.Time) time.Duration {
 
 // storeLevel is l's model for the store: a bucket that refills at its
 // quota's rate (or the rate the server showed) and holds the documented
-// capacity, or what the server showed it to hold, and the level's pace
-// while it paces calls (it spreads them, or a refusal cut its share), as
-// the local budget has it. The store models every level as a bucket; what
-// is left is capped by the server's r (Left) and by refusals (Owe) as
-// answers come.
+// capacity, or what the server showed it to hold. The store models every
+// level as a bucket; what is left is capped by the server's r (Left) and
+// by refusals (Owe) as answers come.
 func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
-	sl := budgetstore.Level{Name: l.name, Amount: amount, Rate: l.rate(now), Size: l.fitSize()}
+	return budgetstore.Level{Name: l.name, Amount: amount, Rate: l.rate(now), Size: l.fitSize()}
+}
+
+// pacedLevel is storeLevel with the level's pace while it paces calls (it
+// spreads them, or a refusal cut its share), as the local budget has it:
+// what an Acquire takes.
+func pacedLevel(l *level, amount float64, now time.Time) budgetstore.Level {
+	sl := storeLevel(l, amount, now)
 	l.pace.adapt(now)
 	if rate := l.paceRate(now); l.pace.paces(now) && rate > 0 && !math.IsInf(rate, 0) {
 		sl.Pace, sl.Burst = l.pace.now()*rate, l.pace.burst(rate)
@@ -280,7 +285,7 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 	takes := s.takesLocked(c)
 	levels := make([]budgetstore.Level, 0, len(takes))
 	for _, t := range takes {
-		levels = append(levels, storeLevel(t.l, t.amount, now))
+		levels = append(levels, pacedLevel(t.l, t.amount, now))
 	}
 	req := budgetstore.Acquire{
 		Lease:         leaseID(),
