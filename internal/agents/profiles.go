@@ -311,16 +311,3 @@ func (c *refusalCounter) snapshot() map[string]int {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// ProfileTable renders results as a markdown table.
-func ProfileTable(results []ProfileResult) string {
-	var b strings.Builder
-	b.WriteString("| profile | client | agents | run | goodput | 429s | lockouts | early | stalls | max in flight | gave up |\n")
-	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, r := range results {
-		fmt.Fprintf(&b, "| %s | %s | %d | %v | %.1f %% | %d (%.2f %%) | %d | %d | %d | %d | %d |\n",
-			r.Profile, r.Client, r.Agents, r.Duration, 100*r.Goodput(), r.Refused, 100*r.Rate429(),
-			r.Lockouts, r.Early, r.Stalls, r.MaxFlight, r.GaveUp)
-	}
-	return b.String()
-}

@@ -50,7 +50,6 @@ func TestProfiles(t *testing.T) {
 		}
 		runs = n
 	}
-	var results []ProfileResult
 	var rows [][]ProfileResult
 	var misses []string
 	for _, p := range sandbox.Profiles() {
@@ -75,7 +74,6 @@ func TestProfiles(t *testing.T) {
 							if err != nil {
 								t.Fatal(err)
 							}
-							results = append(results, r)
 							row = append(row, r)
 							if broken := guarantees(r); broken != "" {
 								if provisional[p.Name] && !strict {
