@@ -839,7 +839,8 @@ func prepareBatch(cl *call) error {
 // It has no GetBody: net/http resends a request it can rewind, with an
 // Idempotency-Key, by itself when the reused connection it went on closes
 // without an answer, and such a resend would pass the budget unseen. Every
-// attempt is the budget's: the call's own retry sends it again.
+// attempt is the budget's: the call's own retry sends it again. A request
+// without a body needs no rewinding; sendTrace.gotConn holds back its resend.
 func (cl *call) newAttempt(ctx context.Context) *http.Request {
 	r := cl.req.WithContext(ctx) // headers and URL are shared, read-only
 	r.GetBody = nil

@@ -1504,36 +1504,61 @@ func keepsSending(t *testing.T, header, value string, want int32) {
 
 // TestNoResendPassesTheBudget: a write whose reused connection closes
 // after the request was read, without an answer, is sent again only by the
-// client's own retry, through the budget: net/http resends a request with
-// an Idempotency-Key on such a connection by itself, unseen, when it can
-// rewind the body, and on a key at its limit that resend was refused.
+// client's own retry, through the budget. net/http resends a request with
+// an Idempotency-Key on such a connection by itself, unseen, when it has no
+// body or can rewind it; on a key at its limit that resend was refused, and
+// the budget gave back the cost of an attempt the server had charged.
 func TestNoResendPassesTheBudget(t *testing.T) {
-	raw, _ := json.Marshal(sampleContact)
-	srv := newRawServer(t, func(s *rawServer, n int, c *net.TCPConn, req *http.Request) bool {
-		switch n {
-		case 1:
-			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(meJSON), meJSON)
-			return true
-		case 2:
-			return false // read, then closed without an answer
-		}
-		fmt.Fprintf(c, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(raw), raw)
-		return true
+	contact, _ := json.Marshal(sampleContact)
+	invoice, _ := json.Marshal(map[string]any{
+		"id": "inv_1", "contactId": "con_1", "amount": 100, "currency": "EUR", "status": "paid", "amountRefunded": 0,
+		"createdAt": "2026-11-30T10:00:00Z", "updatedAt": "2026-11-30T10:00:00Z",
 	})
-	var attempts atomic.Int32
-	c, _ := socketClient(t, srv.url, WithMiddleware(func(r *http.Request, next MiddlewareNext) (*http.Response, error) {
-		attempts.Add(1)
-		return next(r)
-	}))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.Me(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Contacts.Create(ctx, ContactCreate{Name: "Ada"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, reqs := srv.counts(); int(attempts.Load()) != reqs {
-		t.Errorf("the server read %d requests, the budget let %d attempts out", reqs, attempts.Load())
+	for _, tc := range []struct {
+		name   string
+		answer []byte
+		call   func(context.Context, *Client) error
+	}{
+		{"with a body", contact, func(ctx context.Context, c *Client) error {
+			_, err := c.Contacts.Create(ctx, ContactCreate{Name: "Ada"})
+			return err
+		}},
+		{"without a body", invoice, func(ctx context.Context, c *Client) error {
+			_, err := c.Invoices.Pay(ctx, "inv_1")
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newRawServer(t, func(s *rawServer, n int, c *net.TCPConn, req *http.Request) bool {
+				switch n {
+				case 1:
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(meJSON), meJSON)
+					return true
+				case 2:
+					return false // read, then closed without an answer
+				}
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(tc.answer), tc.answer)
+				return true
+			})
+			var attempts atomic.Int32
+			c, _ := socketClient(t, srv.url, WithMiddleware(func(r *http.Request, next MiddlewareNext) (*http.Response, error) {
+				attempts.Add(1)
+				return next(r)
+			}))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := c.Me(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.call(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			if _, reqs := srv.counts(); int(attempts.Load()) != reqs || reqs != 3 {
+				t.Errorf("the server read %d requests, the budget let %d attempts out; want 3 of each", reqs, attempts.Load())
+			}
+			if keys := srv.idempotencyKeys(); keys[1] == "" || keys[1] != keys[2] {
+				t.Errorf("the write's attempts carried the keys %q; want one key, reused", keys[1:])
+			}
+		})
 	}
 }

@@ -241,10 +241,15 @@ func (c *Client) attempt(ctx context.Context, cl *call, at Attempt, t *budget.Ti
 		defer cancel()
 	}
 	trace := cl.sendTrace(ctx, t)
+	if trace.cancel != nil {
+		defer trace.cancel(nil)
+	}
 	resp, err := c.roundTrip(cl, cl.newAttempt(trace.ctx()), at)
 	trace.ticket.Store(nil) // the request's context holds the trace, and an error may hold the request
 	if err != nil {
 		switch {
+		case trace.resent.Load():
+			err = resendHeldError{}
 		case trace.deferred.Load():
 			err = &deferredError{err}
 		case trace.unsent():

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"net"
+	"net/http"
 	"net/http/httptrace"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,8 @@ type sendTrace struct {
 	ticket       atomic.Pointer[budget.Ticket] // the attempt's admission while it is sent, asked again at its last moment (gotConn)
 	hold         time.Duration                 // the longest server's wait the call sits out (MaxRetryWait)
 	deferred     atomic.Bool                   // gotConn closed the connection: a wait longer than hold was announced
+	cancel       context.CancelCauseFunc       // ends the attempt; set for a request net/http resends only for its Idempotency-Key
+	resent       atomic.Bool                   // gotConn held back net/http's resend of the written request
 }
 
 // sendTrace returns the trace of the call's next attempt, made with ctx:
@@ -42,7 +45,12 @@ func (cl *call) sendTrace(ctx context.Context, t *budget.Ticket) *sendTrace {
 		st = new(sendTrace)
 	}
 	cl.traced = true
-	st.Context, st.hold = ctx, cl.bc.MaxHold
+	st.Context, st.hold, st.cancel = ctx, cl.bc.MaxHold, nil
+	switch cl.req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+	default:
+		st.Context, st.cancel = context.WithCancelCause(ctx)
+	}
 	st.ticket.Store(t)
 	st.trace.GetConn = st.getConn
 	st.trace.GotConn = st.gotConn
@@ -60,9 +68,26 @@ func (st *sendTrace) wroteHeaders()  { st.wrote.Store(true) }
 // closes an HTTP/1 connection instead, so that nothing is written and the
 // call is admitted anew (deferred); an HTTP/2 connection carries other
 // calls, so there the attempt waits at most hold.
+//
+// A connection asked for after the headers were written is net/http's own
+// resend: it sends a request without a body again by itself, unseen by the
+// budget, when the reused connection it went on closes without an answer
+// and the request is a read or carries an Idempotency-Key (see
+// http.Transport). The first request may have been charged and the resend
+// may be refused, so a write's resend is held back: the attempt ends, and
+// the call's own retry sends the request again through the budget. A read's
+// resend goes, as it does for a server that closed an idle connection: it
+// costs the read's points once more, which the next answer's RateLimit
+// shows.
 func (st *sendTrace) gotConn(info httptrace.GotConnInfo) {
 	t := st.ticket.Load()
 	if t == nil {
+		return
+	}
+	if st.wrote.Load() && st.cancel != nil && !multiplexed(info.Conn) {
+		st.resent.Store(true)
+		st.cancel(errResendHeld) // stops the transport's next try
+		_ = info.Conn.Close()    // and this one, before anything is written
 		return
 	}
 	d := t.Bound(st.Context)
@@ -87,6 +112,19 @@ func (st *sendTrace) gotConn(info httptrace.GotConnInfo) {
 func multiplexed(conn net.Conn) bool {
 	tc, ok := conn.(*tls.Conn)
 	return ok && tc.ConnectionState().NegotiatedProtocol == "h2"
+}
+
+// errResendHeld is the cause that ends an attempt whose resend gotConn held
+// back.
+var errResendHeld = errors.New("bodo: net/http's resend of a written request held back")
+
+// resendHeldError is an attempt written once whose connection closed
+// without an answer, net/http's resend of it held back (gotConn). It wraps
+// nothing: what the transport returns is the end of that resend.
+type resendHeldError struct{}
+
+func (resendHeldError) Error() string {
+	return "the connection closed without an answer after the request was written"
 }
 
 // deferredError is an attempt held back at its last moment by a wait longer

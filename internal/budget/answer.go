@@ -105,10 +105,10 @@ const replayPoints = 1
 
 // replayedLocked counts what the server charged for the first attempt of a
 // call whose answer is a replay: something sent the request before, unseen
-// (a RoundTripper of the caller's that resends; package bodo gives net/http
-// no way to rewind a request, so net/http does not), and the server
-// charged that request in full and the replay besides. The attempt took the call's
-// cost; the replay's point is taken now from the levels it counts points on.
+// (a RoundTripper of the caller's that resends; package bodo holds back
+// net/http's own resends), and the server charged that request in full and
+// the replay besides. The attempt took the call's cost; the replay's point
+// is taken now from the levels it counts points on.
 func (s *State) replayedLocked(t *Ticket, now time.Time) {
 	for _, tk := range t.taken {
 		if l := tk.l; l.unit == "points" {
