@@ -66,17 +66,26 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 			// An error answer returns no records: what a read reserved of
 			// egress is given back (a 304 is settled by the caller).
 			noRecords := a != nil && a.Status >= http.StatusBadRequest
+			replay := a != nil && a.Status < http.StatusMultipleChoices && c.attempts > 1 && a.Header.Get("Idempotent-Replayed") == "true"
 			for _, tk := range t.taken {
 				l := tk.l
 				l.inflight -= tk.amount
-				if uncharged || noRecords && l.name == Egress {
-					l.tokens += tk.amount
-					l.sinceSeen -= tk.amount
-					l.admitted -= tk.amount
-					rel.refund(l, tk.amount, now)
-				} else {
-					l.log.add(now, tk.amount)
-					l.landed += tk.amount
+				back := 0.0
+				switch {
+				case uncharged || noRecords && l.name == Egress:
+					back = tk.amount
+				case replay:
+					back = replayBack(l, tk.amount)
+				}
+				if back > 0 {
+					l.tokens += back
+					l.sinceSeen -= back
+					l.admitted -= back
+					rel.refund(l, back, now)
+				}
+				if charged := tk.amount - back; charged > 0 {
+					l.log.add(now, charged)
+					l.landed += charged
 				}
 				l.gate.wakeHead()
 			}
@@ -102,6 +111,21 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 
 // replayPoints is what the API charges for an idempotent replay.
 const replayPoints = 1
+
+// replayBack is what a retry answered by an idempotent replay gives back of
+// amount, its take from l: the replay costs replayPoints and is no write,
+// so it keeps replayPoints of a level that counts points and nothing of
+// one that counts requests (write, delete). The attempt whose answer was
+// lost did the call, and keeps its take.
+func replayBack(l *level, amount float64) float64 {
+	switch l.unit {
+	case "points":
+		return max(0, amount-replayPoints)
+	case "requests":
+		return amount
+	}
+	return 0
+}
 
 // replayedLocked counts what the server charged for the first attempt of a
 // call whose answer is a replay: something sent the request before, unseen

@@ -978,7 +978,8 @@ func TestALongHeldCallAsksAgain(t *testing.T) {
 // request with an Idempotency-Key on a connection closed without an
 // answer): the server charged that request and the replay's point, so the
 // key level holds one point less than the write's cost alone would leave.
-// A replay answering a retry took its attempt's cost already.
+// A replay answering a retry costs its point and is no write: the retry
+// gives back the rest of what it took.
 func TestAnUnseenResendIsCharged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
@@ -991,12 +992,16 @@ func TestAnUnseenResendIsCharged(t *testing.T) {
 		if got := before - key.available(time.Now()); got != 5+replayPoints {
 			t.Errorf("a first attempt answered by a replay took %v points, want %v", got, 5+replayPoints)
 		}
+		write := s.levels[Write]
 		c := call(ops.CreateContact, "")
 		admitNow(t, s, c).Unanswered(true)
-		before = key.available(time.Now())
+		before, writes := key.available(time.Now()), write.available(time.Now())
 		admitNow(t, s, c).Finish(replay)
-		if got := before - key.available(time.Now()); got != 5 {
-			t.Errorf("a retry answered by a replay took %v points, want its cost, 5", got)
+		if got := before - key.available(time.Now()); got != replayPoints {
+			t.Errorf("a retry answered by a replay took %v points, want the replay's %v", got, replayPoints)
+		}
+		if got := writes - write.available(time.Now()); got != 0 {
+			t.Errorf("a retry answered by a replay took %v of the write level, want none", got)
 		}
 	})
 }
