@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"time"
 )
 
@@ -16,6 +17,7 @@ type stats struct {
 		Quotas      struct {
 			Key             float64 `json:"key"`
 			KeyCapacity     float64 `json:"keyCapacity"`
+			Write           float64 `json:"write"`
 			Parallel        int     `json:"parallel"`
 			Org             float64 `json:"org"`
 			OrgSharePercent float64 `json:"orgSharePercent"`
@@ -78,19 +80,24 @@ type result struct {
 	Secs         float64 // contract seconds from the key's first request to the end of the run
 	Goodput      float64 // points accepted against allowance over the run
 	GoodputStart float64 // the same over the first firstMinutes (the run's length when shorter)
-	Requests     int
-	Refused      int // refusals the client caused: all but the injected OVERLOADED
-	Lockouts     int
-	Early        int
-	FirstEarly   string
-	Stalls       int
-	StallsAt     []int // contract seconds from the first request to where each stall began
-	MaxInFlight  int
-	Parallel     int
-	Duplicates   int
-	Errors       int // calls the agents saw fail
-	Processes    int
-	Agents       int // in each process
+	// WritesStart is how many writes the server answered with a 2xx in
+	// those minutes (-1: not known), of WritesAllowed: while the write
+	// level binds, an agent's reads wait behind its next write.
+	WritesStart   int
+	WritesAllowed float64
+	Requests      int
+	Refused       int // refusals the client caused: all but the injected OVERLOADED
+	Lockouts      int
+	Early         int
+	FirstEarly    string
+	Stalls        int
+	StallsAt      []int // contract seconds from the first request to where each stall began
+	MaxInFlight   int
+	Parallel      int
+	Duplicates    int
+	Errors        int // calls the agents saw fail
+	Processes     int
+	Agents        int // in each process
 }
 
 // allowance is what the key may use in secs contract seconds: the key
@@ -106,13 +113,21 @@ func (s *stats) allowance(secs, foreign float64) float64 {
 	return min(key, q.Org+q.Org*secs/60-foreign)
 }
 
-// resultOf measures key's run, which ended when the stats were read.
-func (s *stats) resultOf(key string) (result, error) {
+// writesAllowed is what the write level allows in secs contract seconds:
+// q a minute is at most q in any minute, so q for each minute the time
+// begins (on every shape but a bucket that holds more than q).
+func (s *stats) writesAllowed(secs float64) float64 {
+	return s.Config.Quotas.Write * math.Ceil(secs/60)
+}
+
+// resultOf measures key's run, which ended when the stats were read, with
+// the key's writes from log (nil: not known).
+func (s *stats) resultOf(key string, log *writeLog) (result, error) {
 	k, ok := s.Keys[key]
 	if !ok || k.Requests == 0 {
 		return result{}, fmt.Errorf("stats: no request of key %s", key)
 	}
-	r := result{Requests: k.Requests, Refused: k.Refused - k.Overloaded, Lockouts: k.Lockouts, Early: k.Early,
+	r := result{WritesStart: -1, Requests: k.Requests, Refused: k.Refused - k.Overloaded, Lockouts: k.Lockouts, Early: k.Early,
 		MaxInFlight: k.MaxInFlight, Parallel: s.Config.Quotas.Parallel,
 		Duplicates: k.DuplicateContactNames + k.DuplicateInvoicePairs + k.MoneyRepeatedWithKey}
 	if len(k.EarlyEvents) > 0 {
@@ -146,5 +161,8 @@ func (s *stats) resultOf(key string) (result, error) {
 	}
 	short := min(firstMinutes, r.Secs)
 	r.GoodputStart = startPoints / s.allowance(short, s.Foreign.TakenFromOrgs*short/max(r.Secs, 1))
+	if log != nil {
+		r.WritesStart, r.WritesAllowed = log.before(short), s.writesAllowed(short)
+	}
 	return r, nil
 }

@@ -17,7 +17,7 @@ func TestResultOfStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := st.resultOf(apiKey)
+	r, err := st.resultOf(apiKey, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,5 +55,38 @@ func TestAllowanceUnderForeignLoad(t *testing.T) {
 	}
 	if got := st.allowance(600, 44*600); got != 3000+6*600 {
 		t.Errorf("allowance over 10 minutes with 44 points/s taken of 45 asked %v, want the org's 3000 + 6 × 600", got)
+	}
+}
+
+// TestWritesOfTheLog: a key's writes are its 2xx answers to POST, PATCH and
+// DELETE, in contract seconds from its first request (here at scale 6: one
+// real second is six); a dropped write counts at its replay.
+func TestWritesOfTheLog(t *testing.T) {
+	log := newWriteLog(apiKey, 6)
+	log.read(strings.NewReader(strings.Join([]string{
+		"bodo-staging 23:59:59.000000 req_1 bodo_test_a GET /v1/contacts 200",
+		"bodo-staging 23:59:59.500000 req_2 bodo_test_b POST /v1/contacts 201",
+		"bodo-staging 23:59:59.500000 req_3 bodo_test_a POST /v1/contacts 201",
+		"bodo-staging 23:59:59.600000 req_4 bodo_test_a POST /v1/invoices/inv_1/pay dropped",
+		"bodo-staging 23:59:59.700000 req_5 bodo_test_a POST /v1/invoices/inv_1/pay 200",
+		"bodo-staging 00:00:19.000000 req_6 bodo_test_a DELETE /v1/contacts/con_1 204",
+		"bodo-staging 00:00:20.000000 req_7 bodo_test_a PATCH /v1/contacts/con_2 429 RATE_LIMITED write",
+		"bodo-staging 00:00:21.000000 req_8 bodo_test_a PATCH /v1/contacts/con_2 200",
+		"not a request line",
+	}, "\n")))
+	<-log.done
+	if got := log.before(120); got != 2 {
+		t.Errorf("%d writes in the first 2 contract minutes, want 2 (the create and the pay's replay; the delete at 120 s is not)", got)
+	}
+	if got := log.before(200); got != 4 {
+		t.Errorf("%d writes in 200 contract seconds, want 4", got)
+	}
+	var st stats
+	st.Config.Quotas.Write = 60
+	if got := st.writesAllowed(120); got != 120 {
+		t.Errorf("the write level allows %v writes in 2 minutes, want 120", got)
+	}
+	if got := st.writesAllowed(121); got != 180 {
+		t.Errorf("the write level allows %v writes in 2 minutes and a second, want 180", got)
 	}
 }

@@ -57,11 +57,11 @@ func (r result) refusedShare() float64 { return float64(r.Refused) / float64(max
 
 // writeTable writes one Markdown row a run, in the order of the jobs.
 func writeTable(w io.Writer, c config, jobs []job) {
-	fmt.Fprintf(w, "| variation | seed | agents | run | goodput | first 2 min | refused | lockouts | early | stalls | max in flight | errors | duplicates | targets |\n")
-	fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(w, "| variation | seed | agents | run | goodput | first 2 min | writes in 2 min | refused | lockouts | early | stalls | max in flight | errors | duplicates | targets |\n")
+	fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, j := range jobs {
 		if j.err != nil {
-			fmt.Fprintf(w, "| %s | %d | | | | | | | | | | | | run failed: %s |\n", j.v.name, j.seed, strings.ReplaceAll(firstLine(j.err.Error()), "|", "/"))
+			fmt.Fprintf(w, "| %s | %d | | | | | | | | | | | | | run failed: %s |\n", j.v.name, j.seed, strings.ReplaceAll(firstLine(j.err.Error()), "|", "/"))
 			continue
 		}
 		r := j.res
@@ -69,8 +69,12 @@ func writeTable(w io.Writer, c config, jobs []job) {
 		if r.Processes > 1 {
 			agents = fmt.Sprintf("%d×%d", r.Processes, r.Agents)
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %.0f min | %.3f | %.3f | %d of %d (%.2f %%) | %d | %d | %d | %d of %d | %d | %d | %s |\n",
-			j.v.name, j.seed, agents, r.Secs/60, r.Goodput, r.GoodputStart, r.Refused, r.Requests, 100*r.refusedShare(),
+		writes := "–"
+		if r.WritesStart >= 0 {
+			writes = fmt.Sprintf("%d of %.0f", r.WritesStart, r.WritesAllowed)
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %.0f min | %.3f | %.3f | %s | %d of %d (%.2f %%) | %d | %d | %d | %d of %d | %d | %d | %s |\n",
+			j.v.name, j.seed, agents, r.Secs/60, r.Goodput, r.GoodputStart, writes, r.Refused, r.Requests, 100*r.refusedShare(),
 			r.Lockouts, r.Early, r.Stalls, r.MaxInFlight, r.Parallel, r.Errors, r.Duplicates,
 			strings.ReplaceAll(r.misses(j.v.outage), "|", "/"))
 	}

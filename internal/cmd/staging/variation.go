@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -61,14 +62,19 @@ func variations() []variation {
 // run starts a server, runs the agents against it for c.duration and
 // measures the run from the server's stats, read as the agents end.
 func (v variation) run(ctx context.Context, c config, seed uint64) (result, error) {
-	srv, url, err := startStaging(ctx, c, v, seed)
+	srv, url, log, err := startStaging(ctx, c, v, seed)
 	if err != nil {
 		return result{}, err
 	}
-	defer func() {
-		srv.Process.Signal(syscall.SIGTERM)
-		srv.Wait()
-	}()
+	var stop sync.Once
+	stopServer := func() {
+		stop.Do(func() {
+			srv.Process.Signal(syscall.SIGTERM)
+			<-log.done // the log is read to its end before Wait closes it
+			srv.Wait()
+		})
+	}
+	defer stopServer()
 	env := append(os.Environ(), "BODO_BASE_URL="+url, "BODO_API_KEY="+apiKey)
 
 	var errs int
@@ -98,24 +104,32 @@ func (v variation) run(ctx context.Context, c config, seed uint64) (result, erro
 	if err != nil {
 		return result{}, err
 	}
-	r, err := st.resultOf(apiKey)
+	stopServer()
+	r, err := st.resultOf(apiKey, log)
 	r.Errors = errs
 	r.Processes, r.Agents = v.processes, v.agents
 	return r, err
 }
 
-// startStaging starts bodo-staging and returns it with its URL.
-func startStaging(ctx context.Context, c config, v variation, seed uint64) (*exec.Cmd, string, error) {
+// startStaging starts bodo-staging and returns it with its URL and the log
+// of the key's writes.
+func startStaging(ctx context.Context, c config, v variation, seed uint64) (*exec.Cmd, string, *writeLog, error) {
 	args := append([]string{"-addr", "127.0.0.1:0", "-scale", strconv.FormatFloat(c.scale, 'f', -1, 64),
-		"-seed", strconv.FormatUint(seed, 10)}, v.flags...)
+		"-seed", strconv.FormatUint(seed, 10), "-v"}, v.flags...)
 	cmd := exec.CommandContext(ctx, c.staging, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, "", nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
+	log := newWriteLog(apiKey, c.scale)
+	go log.read(stderr)
 	line := make(chan string, 1)
 	go func() {
 		s := bufio.NewScanner(stdout)
@@ -127,15 +141,16 @@ func startStaging(ctx context.Context, c config, v variation, seed uint64) (*exe
 	select {
 	case l := <-line:
 		if url, ok := strings.CutPrefix(l, "listening "); ok {
-			return cmd, url, nil
+			return cmd, url, log, nil
 		}
 		err = fmt.Errorf("bodo-staging said %q", l)
 	case <-time.After(10 * time.Second):
 		err = errors.New("bodo-staging did not say where it listens within 10 s")
 	}
 	cmd.Process.Kill()
+	<-log.done
 	cmd.Wait()
-	return nil, "", err
+	return nil, "", nil, err
 }
 
 var failedLine = regexp.MustCompile(`(?m)^\s+errors\s+(\d+)`)
