@@ -167,7 +167,10 @@ func WithInsecureHTTP() Option {
 // first call) hung calls hold the key's other calls for
 // DefaultResponseHeaderTimeout at most: then slow start ends, and calls go
 // up to the adaptive cap, never more than the parallel quota; past it, each
-// hung call keeps its slot.
+// hung call keeps its slot. An *http.Transport resends by itself a request
+// without a body whose reused connection closed without an answer; the
+// client lets it resend a read, and holds back the resend of a write (a
+// payment) and retries it through the budget.
 func WithHTTPClient(hc *http.Client) Option {
 	return clientOption(func(s *clientSettings) error {
 		if hc == nil {
