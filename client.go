@@ -169,8 +169,9 @@ func WithInsecureHTTP() Option {
 // up to the adaptive cap, never more than the parallel quota; past it, each
 // hung call keeps its slot. An *http.Transport resends by itself a request
 // without a body whose reused connection closed without an answer; the
-// client lets it resend a read, and holds back the resend of a write (a
-// payment) and retries it through the budget.
+// client lets it resend a read, and holds back the resend of a keyed write
+// (a payment) and retries it through the budget, as one of the call's
+// retries (WithMaxRetries).
 func WithHTTPClient(hc *http.Client) Option {
 	return clientOption(func(s *clientSettings) error {
 		if hc == nil {

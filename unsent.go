@@ -46,9 +46,7 @@ func (cl *call) sendTrace(ctx context.Context, t *budget.Ticket) *sendTrace {
 	}
 	cl.traced = true
 	st.Context, st.hold, st.cancel = ctx, cl.bc.MaxHold, nil
-	switch cl.req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-	default:
+	if resentForItsKey(cl.req) {
 		st.Context, st.cancel = context.WithCancelCause(ctx)
 	}
 	st.ticket.Store(t)
@@ -56,6 +54,19 @@ func (cl *call) sendTrace(ctx context.Context, t *budget.Ticket) *sendTrace {
 	st.trace.GotConn = st.gotConn
 	st.trace.WroteHeaders = st.wroteHeaders
 	return st
+}
+
+// resentForItsKey reports whether net/http resends r, after writing it,
+// only because its Header map holds an idempotency key (see
+// http.Transport): the methods it resends anyway are reads.
+func resentForItsKey(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return false
+	}
+	_, key := r.Header["Idempotency-Key"]
+	_, xkey := r.Header["X-Idempotency-Key"]
+	return key || xkey
 }
 
 func (st *sendTrace) getConn(string) { st.began.Store(true) }
@@ -74,11 +85,15 @@ func (st *sendTrace) wroteHeaders()  { st.wrote.Store(true) }
 // budget, when the reused connection it went on closes without an answer
 // and the request is a read or carries an Idempotency-Key (see
 // http.Transport). The first request may have been charged and the resend
-// may be refused, so a write's resend is held back: the attempt ends, and
-// the call's own retry sends the request again through the budget. A read's
-// resend goes, as it does for a server that closed an idle connection: it
-// costs the read's points once more, which the next answer's RateLimit
-// shows.
+// may be refused, so a keyed write's resend is held back: the attempt ends,
+// and the call's own retry sends the request again through the budget, with
+// its key (WithMaxRetries(0) leaves it unanswered). net/http also resends a
+// request whose headers it buffered but could not write; a keyed write
+// held back then is retried as one that may have arrived, which its key
+// makes safe. A read's resend goes, as it does for a server that closed an
+// idle connection: it costs the read's points once more, which the next
+// answer's RateLimit shows. So does a write without a key, which net/http
+// resends only when nothing was written.
 func (st *sendTrace) gotConn(info httptrace.GotConnInfo) {
 	t := st.ticket.Load()
 	if t == nil {

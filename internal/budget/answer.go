@@ -66,7 +66,12 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 			// An error answer returns no records: what a read reserved of
 			// egress is given back (a 304 is settled by the caller).
 			noRecords := a != nil && a.Status >= http.StatusBadRequest
-			replay := a != nil && a.Status < http.StatusMultipleChoices && c.attempts > 1 && a.Header.Get("Idempotent-Replayed") == "true"
+			replayed := a != nil && a.Status < http.StatusMultipleChoices && a.Header.Get("Idempotent-Replayed") == "true"
+			replay := replayed && c.kept // the attempt that did the call is charged already
+			if replayed && !c.kept {
+				s.replayedLocked(t, now)
+			}
+			c.kept = c.kept || unknown || a != nil && !uncharged
 			for _, tk := range t.taken {
 				l := tk.l
 				l.inflight -= tk.amount
@@ -93,9 +98,6 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 		}
 		s.guardGate.wakeHead()
 		if a != nil {
-			if t.budgeted && c.attempts == 1 && a.Header.Get("Idempotent-Replayed") == "true" {
-				s.replayedLocked(t, now)
-			}
 			s.observeLocked(c, a.Header, now, rel, !(refused || a.Status == http.StatusServiceUnavailable))
 			if a.Problem != nil {
 				s.refusedLocked(c, t.start, a.Status, a.Problem, now, rel)
@@ -115,20 +117,22 @@ const replayPoints = 1
 // replayBack is what a retry answered by an idempotent replay gives back of
 // amount, its take from l: the replay costs replayPoints and is no write,
 // so it keeps replayPoints of a level that counts points and nothing of
-// one that counts requests (write, delete). The attempt whose answer was
-// lost did the call, and keeps its take.
+// the levels that count writes and deletes. The attempt whose answer was
+// lost did the call, and keeps its take. A policy the client learned keeps
+// what it took: what it counts of a replay is the server's.
 func replayBack(l *level, amount float64) float64 {
-	switch l.unit {
-	case "points":
+	switch {
+	case l.unit == "points":
 		return max(0, amount-replayPoints)
-	case "requests":
+	case l.name == Write || l.name == Delete || l.name == DeleteDay:
 		return amount
 	}
 	return 0
 }
 
-// replayedLocked counts what the server charged for the first attempt of a
-// call whose answer is a replay: something sent the request before, unseen
+// replayedLocked counts what the server charged for the attempt of a call
+// whose answer is a replay when no earlier attempt that may have reached
+// the server kept its take: something sent the request before, unseen
 // (a RoundTripper of the caller's that resends; package bodo holds back
 // net/http's own resends), and the server charged that request in full and
 // the replay besides. The attempt took the call's cost; the replay's point

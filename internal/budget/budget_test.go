@@ -1003,5 +1003,14 @@ func TestAnUnseenResendIsCharged(t *testing.T) {
 		if got := writes - write.available(time.Now()); got != 0 {
 			t.Errorf("a retry answered by a replay took %v of the write level, want none", got)
 		}
+		// An attempt answered 503 was given back: the replay that answers
+		// its retry stands for an unseen send, as on a first attempt.
+		c = call(ops.CreateContact, "")
+		admitNow(t, s, c).Finish(Answer{Status: http.StatusServiceUnavailable, Header: http.Header{}})
+		before = key.available(time.Now())
+		admitNow(t, s, c).Finish(replay)
+		if got := before - key.available(time.Now()); got != 5+replayPoints {
+			t.Errorf("a retry after a 503 answered by a replay took %v points, want %v", got, 5+replayPoints)
+		}
 	})
 }

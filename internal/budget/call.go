@@ -50,6 +50,7 @@ type Call struct {
 
 	kindKey      string // see kind
 	attempts     int    // attempts admitted so far
+	kept         bool   // an earlier attempt that may have reached the server kept its take
 	w            waiter
 	slowSaid     bool   // OnSlow has heard of the call
 	reported     *level // the egress level, when the last answer's RateLimit named it
