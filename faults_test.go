@@ -1562,3 +1562,27 @@ func TestNoResendPassesTheBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyAKeyedWriteIsHeldBack: net/http resends a written request for
+// its key only when it is no read; a DELETE without a key it resends only
+// when nothing was written, and that resend goes.
+func TestOnlyAKeyedWriteIsHeldBack(t *testing.T) {
+	for _, tc := range []struct {
+		method, key string
+		want        bool
+	}{
+		{http.MethodPost, "Idempotency-Key", true},
+		{http.MethodPatch, "X-Idempotency-Key", true},
+		{http.MethodPost, "", false},
+		{http.MethodDelete, "", false},
+		{http.MethodGet, "Idempotency-Key", false},
+	} {
+		r, _ := http.NewRequest(tc.method, "http://127.0.0.1/v1/contacts", nil)
+		if tc.key != "" {
+			r.Header.Set(tc.key, "k")
+		}
+		if got := resentForItsKey(r); got != tc.want {
+			t.Errorf("%s with key header %q: held back %v, want %v", tc.method, tc.key, got, tc.want)
+		}
+	}
+}
