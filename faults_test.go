@@ -3,6 +3,7 @@ package bodo
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1584,5 +1585,28 @@ func TestOnlyAKeyedWriteIsHeldBack(t *testing.T) {
 		if got := resentForItsKey(r); got != tc.want {
 			t.Errorf("%s with key header %q: held back %v, want %v", tc.method, tc.key, got, tc.want)
 		}
+	}
+}
+
+// h2Conn is a connection that wraps TLS and says its state.
+type h2Conn struct {
+	net.Conn
+	proto string
+}
+
+func (c h2Conn) ConnectionState() tls.ConnectionState {
+	return tls.ConnectionState{NegotiatedProtocol: c.proto}
+}
+
+// TestAWrappedHTTP2ConnectionIsNotClosed: a connection that carries HTTP/2
+// is shared by other calls' streams, so the last moment never closes it,
+// also when it wraps the TLS connection.
+func TestAWrappedHTTP2ConnectionIsNotClosed(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if multiplexed(a) || multiplexed(h2Conn{a, "http/1.1"}) || !multiplexed(h2Conn{a, "h2"}) {
+		t.Errorf("multiplexed: plain %v, wrapped HTTP/1.1 %v, wrapped h2 %v; want false, false, true",
+			multiplexed(a), multiplexed(h2Conn{a, "http/1.1"}), multiplexed(h2Conn{a, "h2"}))
 	}
 }

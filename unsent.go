@@ -123,9 +123,11 @@ func (st *sendTrace) gotConn(info httptrace.GotConnInfo) {
 }
 
 // multiplexed reports whether conn carries HTTP/2, whose streams other
-// calls share.
+// calls share: a TLS connection, or one that wraps it and says its state
+// as *tls.Conn does, that negotiated h2. HTTP/2 without TLS (h2c) it
+// cannot tell.
 func multiplexed(conn net.Conn) bool {
-	tc, ok := conn.(*tls.Conn)
+	tc, ok := conn.(interface{ ConnectionState() tls.ConnectionState })
 	return ok && tc.ConnectionState().NegotiatedProtocol == "h2"
 }
 
