@@ -134,16 +134,17 @@ func guarantees(r ProfileResult) string {
 }
 
 // rowGuarantees says how a row of runs breaks what its median must keep:
-// goodput at least goodputFloor, refusals at most refusalBound.
+// goodput at least ProfileResult.goodputFloor, refusals at most
+// refusalBound.
 func rowGuarantees(row []ProfileResult) string {
 	if len(row) == 0 {
 		return ""
 	}
 	goodput := Field(row, ProfileResult.Goodput)
 	over := Field(row, func(r ProfileResult) int { return r.Refused - refusalBound(r) })
-	if Median(goodput) < goodputFloor(row[0]) || Median(over) > 0 {
+	if Median(goodput) < row[0].goodputFloor() || Median(over) > 0 {
 		return fmt.Sprintf("median goodput %.1f %% (floor %.0f %%) of %.3f, 429s over their bound by %v (median at most 0)",
-			100*Median(goodput), 100*goodputFloor(row[0]), goodput, over)
+			100*Median(goodput), 100*row[0].goodputFloor(), goodput, over)
 	}
 	return ""
 }
@@ -157,15 +158,4 @@ func refusalBound(r ProfileResult) int {
 		return r.Requests / 200
 	}
 	return max(3, r.Requests/50)
-}
-
-// goodputFloor is the least median goodput of a row of runs like r.
-func goodputFloor(r ProfileResult) float64 {
-	switch {
-	case r.TargetGoodput > 0:
-		return r.TargetGoodput
-	case r.Duration >= time.Hour:
-		return 0.97
-	}
-	return 0.90
 }
