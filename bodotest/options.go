@@ -188,6 +188,11 @@ const (
 	// others take they take back as it frees, and what frees for a key is
 	// what it took a minute before.
 	Foreign90Log Profile = "foreign-90-log"
+	// Foreign90Greedy has Foreign90Log's levels, but ForeignKey takes 45
+	// org points at once, once a second, whenever they fit, as a busy key
+	// of the organisation would: it competes for what the org frees,
+	// including what frees for the other keys.
+	Foreign90Greedy Profile = "foreign-90-greedy"
 	// NarrowestAll has the documented limits and enforces a policy of its
 	// own, "search": 20 searches (listing or counting contacts with q) per
 	// 60 s, a sliding log; the RateLimit field of every answer but a

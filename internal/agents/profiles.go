@@ -31,7 +31,7 @@ type ProfileResult struct {
 	Duration       time.Duration
 	Requests       int
 	Points         int            // points the server accepted
-	Allowance      int            // points the profile allows the key over the run (sandbox.Profile.AllowanceAt)
+	Allowance      int            // points the profile allows the key over the run (sandbox.Profile.AllowanceAt, AllowanceLeft)
 	Refused        int            // 429 answers, the gateway's included
 	GatewayRefused int            // 429 answers of the profile's gateway, which never reached the server
 	RefusedBy      map[string]int // 429 answers by code and policy
@@ -138,10 +138,14 @@ func RunProfile(p sandbox.Profile, client string, newAPI NewAPI, n int, d time.D
 	RunAPI(ctx, n, tracked, stats, seed)
 	st := srv.Stats(sandbox.TestKey)
 	counts := stats.Snapshot()
+	allowance := p.AllowanceAt(d, float64(st.PointsAccepted)/float64(max(st.Accepted, 1)))
+	if p.Greedy {
+		allowance = p.AllowanceLeft(d, srv.ForeignTaken())
+	}
 	r := ProfileResult{
 		Profile: p.Name, Client: client, Agents: n, Duration: d,
 		Requests: st.Requests + st.GatewayRefused, Points: st.PointsAccepted,
-		Allowance: p.AllowanceAt(d, float64(st.PointsAccepted)/float64(max(st.Accepted, 1))),
+		Allowance: allowance,
 		Refused:   counts.Status429, GatewayRefused: st.GatewayRefused, RefusedBy: refusals.snapshot(),
 		Lockouts: st.Lockouts, Early: st.EarlyRequests, EarlyBy: maps.Clone(st.EarlyByPolicy), FirstEarly: st.FirstEarly,
 		MaxFlight: st.MaxInFlight, GaveUp: counts.GaveUp, Errors: counts.Errors,

@@ -15,6 +15,7 @@ type Profile struct {
 	Limits  Limits   // given to WithLimits
 	Options []Option // applied after WithLimits
 	Foreign float64  // WithForeignLoad's rate in points per second; 0 for none
+	Greedy  bool     // the foreign load is WithGreedyForeignLoad's
 	Gateway Gateway  // WithGateway's limiter in front; a zero Rate for none
 	// TargetGoodput and TargetRefused, when positive, are what a client
 	// should reach on this profile in place of the issue's targets (97 %
@@ -69,6 +70,10 @@ func bigPlan() Limits {
 //	foreign-90-log the same with the org a sliding log, as a server that counts each key's
 //	               takes in one log would have it: the org frees for a key what it took a
 //	               minute before
+//	foreign-90-greedy
+//	               the org of foreign-90-log; ForeignKey takes 45 points at once, once a
+//	               second, whenever they fit (WithGreedyForeignLoad), as a busy key would:
+//	               it takes what frees for this key too, unless this key takes it first
 //	narrowest-all  documented limits and the enforced "search": 20 requests per 60 s, a sliding
 //	               log, over listContacts and countContacts when q is given; the RateLimit of
 //	               every answer but a refusal names the narrowest of all the key's levels,
@@ -120,6 +125,8 @@ func Profiles() []Profile {
 			Limits: foreign, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds()},
 		{Name: "foreign-90-log", Summary: "another key of the org takes 90 % of the org's quota, which is a sliding log",
 			Limits: foreignLog, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds()},
+		{Name: "foreign-90-greedy", Summary: "another key of the org takes 45 points a second at once whenever they fit in the org, a sliding log",
+			Limits: foreignLog, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds(), Greedy: true},
 		{Name: "narrowest-all", Summary: `an enforced "search" policy (20 searches per 60 s), and RateLimit names the narrowest of all the key's levels`,
 			Limits: def, Options: []Option{WithNarrowestOfAll(), WithExtraPolicies(ExtraPolicy{
 				Name: "search", Quota: 20, Window: time.Minute, Unit: unitRequests, Shape: SlidingLog, Enforced: true,
@@ -148,7 +155,10 @@ func (p Profile) New(extra ...Option) *Server {
 	opts := make([]Option, 0, 2+len(p.Options)+len(extra))
 	opts = append(opts, WithLimits(p.Limits))
 	opts = append(opts, p.Options...)
-	if p.Foreign > 0 {
+	switch {
+	case p.Foreign > 0 && p.Greedy:
+		opts = append(opts, WithGreedyForeignLoad(p.Foreign))
+	case p.Foreign > 0:
 		opts = append(opts, WithForeignLoad(p.Foreign))
 	}
 	if p.Gateway.Rate > 0 {
@@ -180,6 +190,19 @@ func (p Profile) Allowance(d time.Duration) int {
 		key = min(key, max(org, 0))
 	}
 	return int(math.Floor(key + 1e-6))
+}
+
+// AllowanceLeft is what one key may have accepted over a run of d against
+// a greedy foreign load (Greedy), which takes what the key leaves and
+// leaves what the key takes, so that Allowance, which counts it at its full
+// rate, only estimates the run: the lesser of what the key level allows
+// over d and what the org let through over d less foreignTaken, the points
+// the foreign key took (Server.ForeignTaken).
+func (p Profile) AllowanceLeft(d time.Duration, foreignTaken float64) int {
+	lim := p.Limits.withDefaults()
+	key := levelAllowance(lim.shapeOf(policyKey), float64(lim.KeyQuota), float64(lim.KeyCapacity), lim.Window, d)
+	org := levelAllowance(lim.shapeOf(policyOrg), float64(lim.OrgQuota), float64(lim.OrgQuota), lim.Window, d) - foreignTaken
+	return int(math.Floor(max(min(key, org), 0) + 1e-6))
 }
 
 // AllowanceAt is the points one key may have accepted over a run of d that

@@ -83,7 +83,14 @@ func TestProfileAllowance(t *testing.T) {
 			t.Errorf("%s.Allowance(%v) = %d, want %d", tc.profile, tc.d, got, tc.want)
 		}
 	}
-	p := Profile{Limits: Limits{Shape: SlidingLog}, Foreign: 25}
+	p, _ := ProfileByName("foreign-90-greedy")
+	if got := p.AllowanceLeft(2*time.Minute, 5000); got != 1000 {
+		t.Errorf("foreign-90-greedy with 5000 points foreign in 2 minutes: %d, want 3000×2-5000", got)
+	}
+	if got := p.AllowanceLeft(2*time.Minute, 1000); got != 2400 {
+		t.Errorf("foreign-90-greedy with 1000 points foreign in 2 minutes: %d, want the key's 1200+600×2", got)
+	}
+	p = Profile{Limits: Limits{Shape: SlidingLog}, Foreign: 25}
 	if got := p.Allowance(2 * time.Minute); got != 600 {
 		t.Errorf("a sliding-log org with half its quota foreign: %d, want min(600, 1500×2)", got)
 	}
@@ -94,7 +101,8 @@ func TestProfileAllowance(t *testing.T) {
 }
 
 // TestProfilesAllowanceIsWhatAGreedyKeyGets: a key that calls whenever
-// WouldAccept says yes gets its AllowanceAt one point a request, never more.
+// WouldAccept says yes gets its AllowanceAt one point a request (against a
+// greedy foreign load its AllowanceLeft), never more.
 func TestProfilesAllowanceIsWhatAGreedyKeyGets(t *testing.T) {
 	const d = 20 * time.Minute
 	for _, p := range Profiles() {
@@ -113,6 +121,9 @@ func TestProfilesAllowanceIsWhatAGreedyKeyGets(t *testing.T) {
 					time.Sleep(time.Second)
 				}
 				got, want := s.Stats(TestKey).PointsAccepted, p.AllowanceAt(d, 1)
+				if p.Greedy {
+					want = p.AllowanceLeft(d, s.ForeignTaken())
+				}
 				if got > want || float64(got) < 0.99*float64(want) {
 					t.Errorf("a greedy key got %d points in %v, Allowance says %d", got, d, want)
 				}

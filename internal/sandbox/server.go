@@ -145,6 +145,7 @@ type config struct {
 	faults    func(*http.Request) Fault
 	overload  func() Fault // consulted when faults injects no OVERLOADED answer
 	foreign   float64
+	greedy    bool // WithGreedyForeignLoad: foreign is taken once a second, when it fits
 	latency   time.Duration
 	extras    []ExtraPolicy
 	noisy     bool
@@ -177,6 +178,15 @@ func WithFaults(f func(r *http.Request) Fault) Option { return func(c *config) {
 // quota − rate × window.
 func WithForeignLoad(pointsPerSecond float64) Option {
 	return func(c *config) { c.foreign = max(pointsPerSecond, 0) }
+}
+
+// WithGreedyForeignLoad makes ForeignKey take pointsPerSecond org points
+// at once, once a second, whenever they fit, as a busy key of the same
+// organisation would: it competes for what the org frees, where
+// WithForeignLoad's load is set aside in advance. What does not fit in its
+// second is not taken later.
+func WithGreedyForeignLoad(pointsPerSecond float64) Option {
+	return func(c *config) { c.foreign, c.greedy = max(pointsPerSecond, 0), true }
 }
 
 // MaxLimitFactor is the largest factor WithLimitFactor takes.
@@ -342,7 +352,11 @@ func New(opts ...Option) *Server {
 	level := func(policy string, quota, capacity float64, foreign float64) limiter {
 		return newLimiter(lim.shapeOf(policy), quota, capacity, lim.Window, s.origin, now, foreign)
 	}
-	s.org = level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), cfg.foreign)
+	if cfg.greedy {
+		s.org = &greedy{limiter: level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), 0), chunk: cfg.foreign, next: now}
+	} else {
+		s.org = level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), cfg.foreign)
+	}
 	newPrincipal := func(kind, name string) *principal {
 		return &principal{id: "prn_" + s.ids.next(now), kind: kind, name: name,
 			lim: level(policyPrincipal, float64(lim.PrincipalQuota), float64(lim.PrincipalQuota), 0)}
@@ -389,6 +403,19 @@ func (s *Server) Stats(key string) KeyStats {
 	st.EarlyByPolicy = maps.Clone(k.stats.EarlyByPolicy)
 	st.FirstEarly = slices.Clone(k.stats.FirstEarly)
 	return st
+}
+
+// ForeignTaken is what WithGreedyForeignLoad's key took of the org so far;
+// 0 without it.
+func (s *Server) ForeignTaken() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.org.(*greedy)
+	if !ok {
+		return 0
+	}
+	g.advance(time.Now())
+	return g.taken
 }
 
 // call is one operation being served: a top-level request or a batch part.

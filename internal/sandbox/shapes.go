@@ -91,6 +91,28 @@ func newLimiter(shape Shape, quota, capacity float64, window time.Duration, orig
 	panic(fmt.Sprintf("sandbox: unknown limiter shape %q", shape))
 }
 
+// greedy is a level another key takes chunk units from at once, once a
+// second, whenever they fit (WithGreedyForeignLoad): it competes for what
+// the level frees.
+type greedy struct {
+	limiter
+	chunk float64
+	next  time.Time // its next second
+	taken float64   // what it took so far
+}
+
+func (g *greedy) advance(now time.Time) {
+	for g.chunk > 0 && !g.next.After(now) {
+		g.limiter.advance(g.next)
+		if g.limiter.has(g.chunk) {
+			g.limiter.take(g.chunk)
+			g.taken += g.chunk
+		}
+		g.next = g.next.Add(time.Second)
+	}
+	g.limiter.advance(now)
+}
+
 // bucket is a token bucket evaluated lazily: level is brought up to date
 // from the time elapsed whenever it is looked at. drain is a constant
 // consumption by someone else (the foreign load on the org bucket); it takes

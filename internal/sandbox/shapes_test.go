@@ -185,6 +185,33 @@ func TestForeignLoadOnWindowShapes(t *testing.T) {
 	}
 }
 
+// TestGreedyForeignLoadCompetesForWhatFrees: a greedy foreign load takes its
+// chunk once a second when it fits, leaves what does not fit to the others,
+// and takes back what frees when it is there first.
+func TestGreedyForeignLoadCompetesForWhatFrees(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := New(WithLimits(Limits{OrgQuota: 60, OrgKeyShare: 1, Shape: SlidingLog}), WithGreedyForeignLoad(25))
+		c := newTester(t, srv)
+		time.Sleep(2500 * time.Millisecond) // chunks at 0 s and 1 s; at 2 s 10 are left, too few
+		for range 10 {
+			c.do("GET", "/v1/me", nil).want(t, http.StatusOK)
+		}
+		c.do("GET", "/v1/me", nil).wantRefusal(t, codeRateLimited, "org")
+		if got := srv.ForeignTaken(); got != 50 {
+			t.Errorf("foreign took %v by 2.5 s, want 50", got)
+		}
+		time.Sleep(58 * time.Second) // its own chunks free at 60 s and 61 s, and it takes them back
+		c.do("GET", "/v1/me", nil).wantRefusal(t, codeRateLimited, "org")
+		time.Sleep(2 * time.Second) // what this key took at 2.5 s frees at 62.5 s, fewer than a chunk
+		for range 10 {
+			c.do("GET", "/v1/me", nil).want(t, http.StatusOK)
+		}
+		if got := srv.ForeignTaken(); got != 100 {
+			t.Errorf("foreign took %v by 62.5 s, want 100", got)
+		}
+	})
+}
+
 func TestKeyCapacityAndBigQuotas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lim := Limits{KeyQuota: 600, KeyCapacity: 900, PrincipalQuota: 500_000, OrgQuota: 1_000_000, EgressQuota: 1_000_000,
