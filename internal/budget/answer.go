@@ -363,6 +363,9 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 		}
 	case !overload && p.Policy != "" && p.Policy != Parallel:
 		l = s.refusingLevelLocked(c, p.Policy, now)
+		if l != nil && c.Status && l == s.statusLevel {
+			l.statusRefusedLocked()
+		}
 		if l != nil && p.Hinted {
 			l.refill(now)
 			l.holdUntil = later(l.holdUntil, now.Add(wait))

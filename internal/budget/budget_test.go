@@ -908,6 +908,59 @@ func TestNoStatusWhileARefusalHolds(t *testing.T) {
 	})
 }
 
+// TestARefusedStatusWaitsLongerForTheNext: a status request that the level
+// it asks about refuses shows that the model held that level's calls
+// rightly; the next status about it waits twice as long as the last (a
+// server whose only true word on a level comes with its refusals had 1 %
+// of its requests refused, most of them the client's own status requests),
+// until a status finds more left than the model believed.
+func TestARefusedStatusWaitsLongerForTheNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		status := func() *Call {
+			c := call(ops.GetRateLimit, "")
+			c.Status, c.PastLevels = true, true
+			return c
+		}
+		refused := func() {
+			t.Helper()
+			if _, start := s.StatusFor(Key, time.Now()); !start {
+				t.Fatal("no status about the stale key")
+			}
+			admitNow(t, s, status()).Finish(refusal(http.StatusTooManyRequests, "RATE_LIMITED", Key, time.Second))
+			s.StatusDone(true)
+		}
+		refusedAfter := func(gap time.Duration) {
+			t.Helper()
+			time.Sleep(gap - time.Second)
+			if _, start := s.StatusFor(Key, time.Now()); start {
+				t.Fatalf("a status about the key %v after one it refused", gap-time.Second)
+			}
+			time.Sleep(time.Second)
+			refused()
+		}
+		refused() // the server has not named the key yet: its word is stale
+		refusedAfter(2 * statusEvery)
+		refusedAfter(4 * statusEvery)
+		time.Sleep(8 * statusEvery)
+		if _, start := s.StatusFor(Key, time.Now()); !start {
+			t.Fatal("no status about the stale key after twice the last gap")
+		}
+		c := status()
+		admitNow(t, s, c).Finish(answer("", ""))
+		s.mu.Lock()
+		s.levels[Key].tokens = -1000 // the model believes the key drained: its log bound alone holds
+		s.mu.Unlock()
+		s.ObserveStatus(c, []LevelStatus{{Name: Key, Remaining: 600, Capacity: 600}})
+		s.StatusDone(true)
+		time.Sleep(StaleAfter)
+		if _, start := s.StatusFor(Key, time.Now()); !start {
+			t.Error("a status that found the key fuller than believed did not reset the gap")
+		}
+	})
+}
+
 // TestAnswersOfABurstAreNotTakenTwice: three calls sent at once are
 // answered in the order the server counted them. Each later answer may not
 // have counted the calls that landed before it (so the careful reading

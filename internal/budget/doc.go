@@ -84,7 +84,11 @@
 // that the server named within its window, at what this key has of it per
 // window; a call bigger than a level the server
 // announced waits for the level to be full and then goes (an odd header
-// never wedges a key); a wait the server asks is held at most MaxLockout for
+// never wedges a key); a status request about a stale level that the level
+// refuses makes the next one about it wait twice as long, up to
+// maxStatusGap, until one finds more left than the model believed
+// (level.statusRefusedLocked, TestARefusedStatusWaitsLongerForTheNext); a
+// wait the server asks is held at most MaxLockout for
 // a lockout and MaxServerWait otherwise; an answer that is not the API's own
 // binds only the call that got it with its wait (rule 6 still slows the
 // key); a level this key shares with keys of the same principal or org in

@@ -105,10 +105,12 @@ type level struct {
 	lastGain    float64   // the measure before
 	netUntil    time.Time // when that measure is too old to bind
 
-	holdUntil time.Time // a refusal's wait: no call that takes from the level goes before
-	pace      pace      // AIMD of the refusals that named the level
-	reported  reported  // the server's last word on the level, as it said it
-	usedAt    time.Time // when a call last took from it or the server last named it (LevelIdleTTL)
+	holdUntil time.Time     // a refusal's wait: no call that takes from the level goes before
+	statusAt  time.Time     // when the last status request about the level left
+	statusGap time.Duration // no status about it before statusAt+statusGap (statusRefusedLocked)
+	pace      pace          // AIMD of the refusals that named the level
+	reported  reported      // the server's last word on the level, as it said it
+	usedAt    time.Time     // when a call last took from it or the server last named it (LevelIdleTTL)
 
 	// moment is when the server's last word said the level frees more
 	// (now + t): then it holds at least one unit more than the word left

@@ -56,6 +56,7 @@ type State struct {
 	slowStartAt                 time.Time     // when slow start let its call out alone (SlowStartHold)
 	statusAt                    time.Time     // when StatusFor last started a status request
 	statusDone                  chan struct{} // closes when that request ends; nil when none is on its way
+	statusLevel                 *level        // the level that request was about
 
 	store
 }

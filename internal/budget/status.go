@@ -17,6 +17,9 @@ const (
 	// requests to be asked about: a status costs a point, which a level
 	// that refills less (a tiny quota) cannot spare.
 	minStatusRefill = 20
+	// maxStatusGap bounds the time between two status requests about a
+	// level that refused each (statusRefusedLocked).
+	maxStatusGap = 16 * statusEvery
 )
 
 // LevelStatus is one level of the key's rate-limit status as the server
@@ -37,7 +40,16 @@ func (s *State) statusDueLocked(l *level) time.Time {
 	if l == nil || l.grossRate()*statusEvery.Seconds() < minStatusRefill {
 		return time.Time{}
 	}
-	return later(l.seenAt.Add(StaleAfter), later(l.holdUntil, s.statusAt.Add(statusEvery)))
+	return later(later(l.seenAt.Add(StaleAfter), l.statusAt.Add(l.statusGap)), later(l.holdUntil, s.statusAt.Add(statusEvery)))
+}
+
+// statusRefusedLocked hears that the level refused the status request
+// about it: the model held its calls rightly, and the next status about
+// it, which would be refused as well while the level stays empty, waits
+// twice as long as the last, up to maxStatusGap. A status that finds more
+// left than the model believed resets the gap (ObserveStatus).
+func (l *level) statusRefusedLocked() {
+	l.statusGap = min(max(2*l.statusGap, 2*statusEvery), maxStatusGap)
 }
 
 // reaskDueLocked is when a call that l has held all along asks again
@@ -74,7 +86,7 @@ func (s *State) StatusFor(name string, now time.Time) (done <-chan struct{}, sta
 	if now.Before(due) {
 		return nil, false
 	}
-	s.statusAt = now
+	s.statusAt, l.statusAt, s.statusLevel = now, now, l
 	s.statusDone = make(chan struct{})
 	return s.statusDone, true
 }
@@ -115,6 +127,9 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 		landedSince := 0.0
 		if c != nil {
 			landedSince = c.landedSince(l, true)
+		}
+		if l == s.statusLevel && st.Remaining-l.inflight-landedSince > l.available(now)+1 {
+			l.statusGap = 0 // the model held calls the level had room for
 		}
 		l.heard(st.Remaining, max(st.Remaining, st.Capacity), landedSince, now)
 		l.reported = reported{remaining: st.Remaining, reset: st.Reset, at: now}
