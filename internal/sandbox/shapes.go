@@ -25,6 +25,11 @@ const (
 	// seconds until the oldest counted unit leaves the window, when more
 	// becomes available (0 when nothing is counted).
 	SlidingLog Shape = "sliding-log"
+	// SlidingLogUntilFull counts as SlidingLog does, but t is the seconds
+	// until the newest counted unit leaves the window: until the level is
+	// full again, as bodo-api.md words t (and as bodo-staging has it). Every
+	// take then moves t to a whole window.
+	SlidingLogUntilFull Shape = "sliding-log-until-full"
 	// SlidingWindow is a sliding-window counter: it estimates the count as
 	// the previous fixed window's count weighted by the part of it still
 	// inside the sliding window, plus the current window's count. r is
@@ -39,7 +44,7 @@ const (
 
 func (sh Shape) valid() bool {
 	switch sh {
-	case TokenBucket, SlidingLog, SlidingWindow, FixedWindow:
+	case TokenBucket, SlidingLog, SlidingLogUntilFull, SlidingWindow, FixedWindow:
 		return true
 	}
 	return false
@@ -77,8 +82,8 @@ type limiter interface {
 func newLimiter(shape Shape, quota, capacity float64, window time.Duration, origin, now time.Time, foreign float64) limiter {
 	reserved := foreign * window.Seconds()
 	switch shape {
-	case SlidingLog:
-		return &slidingLog{quota: quota, reserved: reserved, length: window, at: now}
+	case SlidingLog, SlidingLogUntilFull:
+		return &slidingLog{quota: quota, reserved: reserved, length: window, at: now, untilFull: shape == SlidingLogUntilFull}
 	case SlidingWindow:
 		w := &slidingCounter{quota: quota, reserved: reserved, length: window, origin: origin, idx: math.MinInt64, at: now}
 		w.advance(now)
@@ -222,12 +227,13 @@ func (w *fixedWindow) reset(time.Duration) time.Duration {
 // slidingLog remembers when every unit was taken. reserved units (a
 // foreign load) are counted in every window.
 type slidingLog struct {
-	quota    float64
-	reserved float64
-	length   time.Duration
-	log      []logEntry // oldest first
-	used     float64    // the units in log
-	at       time.Time
+	quota     float64
+	reserved  float64
+	length    time.Duration
+	log       []logEntry // oldest first
+	used      float64    // the units in log
+	at        time.Time
+	untilFull bool // t is until the newest unit leaves (SlidingLogUntilFull)
 }
 
 type logEntry struct {
@@ -289,6 +295,9 @@ func (l *slidingLog) wait(n float64, never time.Duration) time.Duration {
 func (l *slidingLog) reset(time.Duration) time.Duration {
 	if len(l.log) == 0 {
 		return 0
+	}
+	if l.untilFull {
+		return l.log[len(l.log)-1].at.Add(l.length).Sub(l.at)
 	}
 	return l.log[0].at.Add(l.length).Sub(l.at)
 }

@@ -95,6 +95,26 @@ func TestShapeSlidingLog(t *testing.T) {
 	})
 }
 
+// TestShapeSlidingLogUntilFull: the same log, but t says when the newest
+// counted unit leaves, so every take moves it to a whole window, and a
+// refusal still waits for the oldest.
+func TestShapeSlidingLogUntilFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTester(t, New(WithLimits(Limits{KeyQuota: 10, KeyCapacity: 1000, Shapes: map[string]Shape{policyKey: SlidingLogUntilFull}})))
+		wantRL(t, c.do("GET", "/v1/me", nil).want(t, http.StatusOK), "key", 9, 60) // 1 unit at 0s
+		time.Sleep(10 * time.Second)
+		var last *reply
+		for range 9 { // 9 units at 10s
+			last = c.do("GET", "/v1/me", nil).want(t, http.StatusOK)
+		}
+		wantRL(t, last, "key", 0, 60) // full again when the units of 10s leave, at 70s
+		time.Sleep(20 * time.Second)
+		r := c.do("GET", "/v1/me", nil)
+		wantWait(t, r, "key", 30000) // the unit of 0s leaves at 60s
+		wantRL(t, r, "key", 0, 40)
+	})
+}
+
 func TestShapeSlidingWindowCounter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTester(t, New(WithLimits(Limits{KeyQuota: 10, Shape: SlidingWindow})))
