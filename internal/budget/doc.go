@@ -37,9 +37,7 @@
 //     implies a refill slower than the quota's, such a level gives back
 //     what this key's own takes free a window later, plus the refill its
 //     answers show beyond that (level.frees, level.learnGain,
-//     TestASharedLevelFreesWhatTheAnswersShow); what they have shown
-//     after firstGainSpan binds until the first measure over half a
-//     window (TestTheFirstAnswersOfASharedLevelBindItsRefill).
+//     TestASharedLevelFreesWhatTheAnswersShow).
 //  3. A policy holds what it is seen to take from. A policy the contract
 //     does not document binds the kind of call (an operation at a cost) that
 //     a refusal named it for, or whose answers show it going down two more

@@ -93,18 +93,17 @@ type level struct {
 	// what the server had counted of this key's takes, less what left
 	// this key's log (gainMark), grows at that rate. t says only when the
 	// level would be full if no one took more, which they do.
-	freedSeen    float64
-	lastMark     float64   // the mark of the last answer
-	lastPending  float64   // what the server had not counted then
-	markAt       time.Time // when it came
-	drop         float64   // the most others took between two answers lately (reserve)
-	dropAt       time.Time
-	gainAt       time.Time // when gainMark was read
-	gainMark     float64
-	netRate      float64   // the refill measured last
-	lastGain     float64   // the measure before
-	netUntil     time.Time // when that measure is too old to bind
-	gainMeasured bool      // a measure spanned gainSpanWindow of the window
+	freedSeen   float64
+	lastMark    float64   // the mark of the last answer
+	lastPending float64   // what the server had not counted then
+	markAt      time.Time // when it came
+	drop        float64   // the most others took between two answers lately (reserve)
+	dropAt      time.Time
+	gainAt      time.Time // when gainMark was read
+	gainMark    float64
+	netRate     float64   // the refill measured last
+	lastGain    float64   // the measure before
+	netUntil    time.Time // when that measure is too old to bind
 
 	holdUntil time.Time     // a refusal's wait: no call that takes from the level goes before
 	statusAt  time.Time     // when the last status request about the level left
@@ -406,10 +405,6 @@ func (l *level) learnShape(remaining float64, t int64, pending float64, now time
 const (
 	minGainSpan    = time.Second
 	gainSpanWindow = 2
-	// firstGainSpan is how long the answers are read before the first
-	// measure binds, provisionally: until then the refill that t implies
-	// stands, which a level that frees in steps does not have.
-	firstGainSpan = 5 * time.Second
 )
 
 // reserve is what a level others take from keeps back: what the others
@@ -432,9 +427,7 @@ const reserveSpan = 2
 // RateLimit member naming it (pending: what the server had not counted
 // yet). A full level shows none: what it would have gained beyond full is
 // lost to the measure, so it starts again. The measure binds, below the
-// refill t implies, for a window after it was taken; before the first
-// measure over half a window, what the answers showed over firstGainSpan
-// or more binds as one.
+// refill t implies, for a window after it was taken.
 func (l *level) learnGain(remaining, pending float64, now time.Time) {
 	if !l.shared || l.window <= 0 {
 		return
@@ -453,15 +446,8 @@ func (l *level) learnGain(remaining, pending float64, now time.Time) {
 	}
 	span := now.Sub(l.gainAt)
 	if span < max(minGainSpan, l.window/gainSpanWindow) {
-		if !l.gainMeasured && span >= firstGainSpan {
-			// Until the first measure, what the answers show so far
-			// binds, from the same anchor.
-			l.netRate = min(max(0, (mark-l.gainMark)/span.Seconds()), l.grossRate())
-			l.lastGain, l.netUntil = l.netRate, now.Add(max(l.window, ObservedRateTTL))
-		}
 		return
 	}
-	l.gainMeasured = true
 	rate := min(max(0, (mark-l.gainMark)/span.Seconds()), l.grossRate())
 	if now.After(l.netUntil) {
 		l.lastGain = rate

@@ -244,30 +244,6 @@ func TestALevelThatFreesInStepsIsSpread(t *testing.T) {
 	}
 }
 
-// TestTheFirstAnswersOfASharedLevelBindItsRefill (rule 2 before the first
-// measure of a level others take from): its t says when it would be full
-// if no one took more, and until the answers had shown its refill over
-// half a window, the refill that t implies stood. An org that a sliding
-// log and the others kept 90 % full, whose answers showed it freeing
-// nothing for 10 s (r fell by this key's takes alone), was believed to
-// refill at its quota's rate, and a write went on r=2 and was refused.
-// From firstGainSpan on, what the answers show so far binds.
-func TestTheFirstAnswersOfASharedLevelBindItsRefill(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
-		r := 300.0
-		for range 11 {
-			r -= call(ops.GetContact, "").Cost
-			admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"org";q=3000;w=60`, fmt.Sprintf(`"org";r=%g;t=55`, r)))
-			time.Sleep(time.Second)
-		}
-		if got := availableOf(s, Org); got > r+0.5 {
-			t.Errorf("%v left of the org 1 s after it said r=%v, having shown no refill for 10 s", got, r)
-		}
-	})
-}
-
 // TestASharedLevelFreesWhatTheAnswersShow (rules 1 and 2 for a level others
 // take from): its t says when it would be full if no one took more, and
 // the refill that implies is a hint the answers contradict. Others keep
