@@ -947,6 +947,10 @@ func TestARefusedStatusWaitsLongerForTheNext(t *testing.T) {
 		if _, start := s.StatusFor(Key, time.Now()); !start {
 			t.Fatal("no status about the stale key after twice the last gap")
 		}
+		s.StatusDone(false)
+		if _, start := s.StatusFor(Key, time.Now()); !start {
+			t.Fatal("a status that was not sent took the key's turn")
+		}
 		c := status()
 		admitNow(t, s, c).Finish(answer("", ""))
 		s.mu.Lock()

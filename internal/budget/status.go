@@ -101,6 +101,9 @@ func (s *State) StatusDone(sent bool) {
 	defer s.mu.Unlock()
 	if !sent {
 		s.statusAt = time.Time{}
+		if s.statusLevel != nil {
+			s.statusLevel.statusAt = time.Time{}
+		}
 	}
 	if s.statusDone != nil {
 		close(s.statusDone)
