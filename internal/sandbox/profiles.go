@@ -179,7 +179,7 @@ func (p Profile) New(extra ...Option) *Server {
 // less the foreign load of a window, times the windows.
 func (p Profile) Allowance(d time.Duration) int {
 	lim := p.Limits.withDefaults()
-	key := levelAllowance(lim.shapeOf(policyKey), float64(lim.KeyQuota), float64(lim.KeyCapacity), lim.Window, d)
+	key := lim.keyAllowance(d)
 	if p.Foreign > 0 {
 		org := float64(lim.OrgQuota)
 		if lim.shapeOf(policyOrg) == TokenBucket {
@@ -200,7 +200,7 @@ func (p Profile) Allowance(d time.Duration) int {
 // the foreign key took (Server.ForeignTaken).
 func (p Profile) AllowanceLeft(d time.Duration, foreignTaken float64) int {
 	lim := p.Limits.withDefaults()
-	key := levelAllowance(lim.shapeOf(policyKey), float64(lim.KeyQuota), float64(lim.KeyCapacity), lim.Window, d)
+	key := lim.keyAllowance(d)
 	org := levelAllowance(lim.shapeOf(policyOrg), float64(lim.OrgQuota), float64(lim.OrgQuota), lim.Window, d) - foreignTaken
 	return int(math.Floor(max(min(key, org), 0) + 1e-6))
 }
@@ -219,6 +219,12 @@ func (p Profile) AllowanceAt(d time.Duration, pointsPerRequest float64) int {
 		return a
 	}
 	return min(a, int(math.Floor(float64(p.Gateway.Allowance(d))*pointsPerRequest+1e-6)))
+}
+
+// keyAllowance is what the key level of l lets through over a run of d
+// that starts with it.
+func (l Limits) keyAllowance(d time.Duration) float64 {
+	return levelAllowance(l.shapeOf(policyKey), float64(l.KeyQuota), float64(l.KeyCapacity), l.Window, d)
 }
 
 // levelAllowance is what a level of the shape lets through over a run of
