@@ -42,7 +42,8 @@ type Store interface {
 	// lease it does not know (released already, or not acquired yet) is
 	// never admitted afterwards.
 	Release(ctx context.Context, key string, rel Release) error
-	// Refund gives back amounts a call reserved but did not use.
+	// Refund gives back amounts a call reserved but did not use, to
+	// what each level holds and off the newest takes of its log.
 	Refund(ctx context.Context, key string, levels []Level) error
 	// Renew extends the leases of attempts still in flight by their lease
 	// time from now (a lease it does not hold stays gone), and counts
@@ -58,8 +59,26 @@ type Store interface {
 type Level struct {
 	Name   string
 	Amount float64
-	Rate   float64 // refill per second
-	Size   float64 // what the level holds when full
+	// Rate is the level's continuous refill per second; zero for a level
+	// that frees only in steps (a sliding log or a window), which frees
+	// what its log (Quota, Window) frees, one unit at its Reset, and what
+	// the answers say.
+	Rate float64
+	Size float64 // what the level holds when full
+
+	// Quota and Window, when both positive, bound a level of this key
+	// alone from below, as every shape of limiter grants: it holds at
+	// least Quota less what was taken within the last Window (the takes
+	// of released attempts, logged at their release, less what the
+	// release gave back) and less what is in flight.
+	Quota  float64
+	Window time.Duration
+	// Reset, in Left, is when the level frees more (RateLimit t, from
+	// now): then it holds one unit more than Left left it.
+	Reset time.Duration
+	// Hold, in Owe, is the refusal's wait: no call that takes from the
+	// level is admitted for that long from now.
+	Hold time.Duration
 
 	// Pace, when positive, is the rate per second at which the calls
 	// that take from the level may go, over all processes: the client
@@ -141,13 +160,14 @@ type Release struct {
 	CutFactor float64
 	// Refund is given back: the server did not charge a refused call.
 	Refund []Level
-	// Left caps each level at what the server said is left (RateLimit r),
-	// less what is still in flight.
+	// Left is what the server said is left of each level (RateLimit r).
+	// Less what is still in flight, it caps what the level holds; less
+	// what landed after the attempt was admitted as well (the server may
+	// or may not have counted that), it is the least the level holds.
 	Left []Level
-	// Owe caps each level at Amount, which may be negative: after a
-	// RATE_LIMITED the level owes what the call lacked until its retry.
-	// Until it has refilled to zero at its Rate, a wait it causes is a
-	// Refusal.
+	// Owe caps each level at Amount, which may be negative, and holds it
+	// for Hold: after a RATE_LIMITED the level owes what the call lacked
+	// until its retry. A wait it causes meanwhile is a Refusal.
 	Owe           []Level
 	PausedUntil   time.Time // a lockout: nothing is admitted before
 	RefusalLimit  int

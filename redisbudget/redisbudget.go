@@ -5,10 +5,11 @@
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 //	client, err := bodo.NewClient(bodo.WithSharedBudget(redisbudget.New(rdb)))
 //
-// Each level's bucket, the calls in flight (as leases that expire when a
-// process dies), the lockout guard's refusals, the adaptive cap and pace,
-// exhausted quotas and lockouts live in Redis and change only inside Lua
-// scripts that use Redis TIME as their clock. Keys are namespaced per host
+// Each level (what it holds, its pace, and for a level of the key alone
+// the log of every process's takes), the calls in flight (as leases that
+// expire when a process dies), the lockout guard's refusals, the adaptive
+// cap and pace, exhausted quotas and lockouts live in Redis and change only
+// inside Lua scripts that use Redis TIME as their clock. Keys are namespaced per host
 // and a hash of the API key, never the key itself. When Redis cannot be
 // reached each process falls back to its share of the key (by the number
 // of processes Redis counted) and rejoins when Redis is back; what Redis
@@ -67,7 +68,8 @@ func ms(d time.Duration) int64 { return d.Milliseconds() }
 func levelArgs(args []any, levels []budgetstore.Level) []any {
 	args = append(args, len(levels))
 	for _, l := range levels {
-		args = append(args, l.Name, num(l.Amount), num(l.Rate), num(l.Size), num(l.Pace), num(l.Burst))
+		args = append(args, l.Name, num(l.Amount), num(l.Rate), num(l.Size), num(l.Pace), num(l.Burst),
+			num(l.Quota), ms(l.Window), ms(l.Reset), ms(l.Hold))
 	}
 	return args
 }

@@ -28,7 +28,7 @@ func (r *keyRecorder) Acquire(ctx context.Context, key string, req budgetstore.A
 
 // TestAnotherProcessesRefusalIsNotSatOutPastMaxRetryWait: another process
 // hears a RATE_LIMITED on the key level that asks an hour, and its release
-// leaves the level owing what its call lacked. The store says the wait it
+// leaves the level owing what its call lacked for the hour. The store says the wait it
 // then answers is a refusal's, so a call of this process whose
 // MaxRetryWait is a second fails at once with the local *Error whose
 // RetryAfter says how long, although its context would wait three hours;
@@ -55,6 +55,7 @@ func TestAnotherProcessesRefusalIsNotSatOutPastMaxRetryWait(t *testing.T) {
 		t.Fatalf("a wait for the level's own tokens: %+v %v, want no refusal", g, err)
 	}
 	owed := key(1 - 5*time.Hour.Seconds()) // an hour's refill short of one point
+	owed.Hold = time.Hour
 	if err := bud.Release(ctx, k, budgetstore.Release{Lease: "other", Refused: true, Cut: true, Owe: []budgetstore.Level{owed},
 		RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
 		t.Fatal(err)

@@ -22,22 +22,96 @@ local function touch(k)
   redis.call('PEXPIRE', k, keep)
 end
 
+-- tokens_of is what level name holds now: its tokens ('t' at 'a')
+-- refilled at rate up to size, and one unit more once its moment ('m',
+-- when the server said it frees more) has come.
 local function tokens_of(name, rate, size)
-  local h = redis.call('HMGET', p .. ':lv:' .. name, 't', 'a')
+  local k = p .. ':lv:' .. name
+  local h = redis.call('HMGET', k, 't', 'a', 'm')
   local tokens = tonumber(h[1]) or size
   local at = tonumber(h[2]) or now
   if at > now then
     at = now
-    redis.call('HSET', p .. ':lv:' .. name, 'a', now)
+    redis.call('HSET', k, 'a', now)
   end
   if now > at then tokens = tokens + rate * (now - at) / 1000 end
-  return math.min(size, tokens)
+  tokens = math.min(size, tokens)
+  local m = tonumber(h[3])
+  if m and m <= now then
+    tokens = math.min(tokens + 1, math.max(size, tokens))
+    redis.call('HSET', k, 't', tostring(tokens), 'a', now)
+    redis.call('HDEL', k, 'm')
+  end
+  return tokens
 end
 
 local function save(name, tokens)
   local k = p .. ':lv:' .. name
   redis.call('HSET', k, 't', tostring(tokens), 'a', now)
   touch(k)
+end
+
+-- A level of this key alone keeps a log of the takes of released
+-- attempts (members "id:amount", scored by when they were logged) and
+-- their sum ('ls'); its level has the window ('w') while it does.
+local function log_entry(member)
+  local id, amount = string.match(member, '^(%d+):(.+)$')
+  return id, tonumber(amount) or 0
+end
+
+-- log_sum drops the takes that left the window (ms) and sums the rest.
+local function log_sum(name, window)
+  local k, lk = p .. ':lv:' .. name, p .. ':log:' .. name
+  local sum = tonumber(redis.call('HGET', k, 'ls')) or 0
+  local old = redis.call('ZRANGEBYSCORE', lk, '-inf', now - window)
+  if #old > 0 then
+    for _, e in ipairs(old) do
+      local _, amount = log_entry(e)
+      sum = sum - amount
+    end
+    redis.call('ZREMRANGEBYSCORE', lk, '-inf', now - window)
+    if redis.call('ZCARD', lk) == 0 then sum = 0 end
+    redis.call('HSET', k, 'ls', tostring(sum))
+  end
+  return math.max(sum, 0)
+end
+
+local function log_add(name, amount)
+  if amount <= 1e-9 then return end
+  local id = redis.call('INCR', p .. ':seq')
+  touch(p .. ':seq')
+  local k, lk = p .. ':lv:' .. name, p .. ':log:' .. name
+  redis.call('ZADD', lk, now, id .. ':' .. tostring(amount))
+  redis.call('HINCRBYFLOAT', k, 'ls', amount)
+  touch(lk)
+  touch(k)
+end
+
+-- log_refund takes amount off the newest takes.
+local function log_refund(name, amount)
+  local k, lk = p .. ':lv:' .. name, p .. ':log:' .. name
+  local e = redis.call('ZREVRANGE', lk, 0, -1, 'WITHSCORES')
+  for i = 1, #e, 2 do
+    if amount <= 1e-9 then break end
+    local id, a = log_entry(e[i])
+    local d = math.min(amount, a)
+    redis.call('ZREM', lk, e[i])
+    if a - d > 1e-9 then redis.call('ZADD', lk, e[i + 1], id .. ':' .. tostring(a - d)) end
+    redis.call('HINCRBYFLOAT', k, 'ls', -d)
+    amount = amount - d
+  end
+end
+
+-- log_frees is how long (ms) until the oldest takes that add up to
+-- missing have left the window; nil when the log holds less.
+local function log_frees(name, window, missing)
+  local e = redis.call('ZRANGE', p .. ':log:' .. name, 0, -1, 'WITHSCORES')
+  for i = 1, #e, 2 do
+    local _, amount = log_entry(e[i])
+    missing = missing - amount
+    if missing <= 1e-9 then return tonumber(e[i + 1]) + window - now end
+  end
+  return nil
 end
 
 -- paced_of is what the pace of a level lets go now ('pt' at 'pa'), at
@@ -49,12 +123,15 @@ local function paced_of(name, pace, burst)
   return math.min(burst, tokens + pace * (now - at) / 1000)
 end
 
+local level_args = 10
+
 local function levels_from(first, n)
   local out = {}
   for i = 0, n - 1 do
-    local b = first + i * 6
+    local b = first + i * level_args
     out[#out + 1] = {name = ARGV[b], amount = tonumber(ARGV[b + 1]), rate = tonumber(ARGV[b + 2]), size = tonumber(ARGV[b + 3]),
-      pace = tonumber(ARGV[b + 4]), burst = tonumber(ARGV[b + 5])}
+      pace = tonumber(ARGV[b + 4]), burst = tonumber(ARGV[b + 5]), quota = tonumber(ARGV[b + 6]), window = tonumber(ARGV[b + 7]),
+      reset = tonumber(ARGV[b + 8]), hold = tonumber(ARGV[b + 9])}
   end
   return out
 end
@@ -90,13 +167,30 @@ local function gone(id)
   return redis.call('ZSCORE', p .. ':gone', id)
 end
 
-local function drop_lease(id)
+-- drop_lease ends a lease: what it took is no longer in flight, and what
+-- the server charged of it (less back, per level, when given) has landed
+-- ('ld' counts what landed on a level) and is logged on a level that
+-- keeps a log. It returns, per level, what was charged and what had
+-- landed when the lease was admitted.
+local function drop_lease(id, back)
   local d = redis.call('HGETALL', p .. ':lease:' .. id)
+  local marks = redis.call('HGETALL', p .. ':leaseld:' .. id)
+  local charged, landed = {}, {}
+  for i = 1, #marks, 2 do landed[marks[i]] = tonumber(marks[i + 1]) end
   for i = 1, #d, 2 do
-    redis.call('HINCRBYFLOAT', p .. ':inflight', d[i], -tonumber(d[i + 1]))
+    local name, amount = d[i], tonumber(d[i + 1])
+    redis.call('HINCRBYFLOAT', p .. ':inflight', name, -amount)
+    local c = amount - ((back and back[name]) or 0)
+    if c > 1e-9 then
+      local k = p .. ':lv:' .. name
+      redis.call('HINCRBYFLOAT', k, 'ld', c)
+      if (tonumber(redis.call('HGET', k, 'w')) or 0) > 0 then log_add(name, c) end
+      charged[name] = c
+    end
   end
-  redis.call('DEL', p .. ':lease:' .. id)
+  redis.call('DEL', p .. ':lease:' .. id, p .. ':leaseld:' .. id)
   redis.call('ZREM', p .. ':leases', id)
+  return charged, landed
 end
 
 -- the AIMD state, raised by one step per quiet interval since its last change;
@@ -125,12 +219,12 @@ end
 // acquireScript admits one attempt or says why not.
 // ARGV: lease, ttl ms, cost, key rate, max in flight, refusal limit,
 // refusal window ms, unbudgeted (0/1), process, process ttl ms, number of
-// levels, then per level name, amount, rate, size, pace, burst. It
-// answers {admitted (0/1), wait ms, reason, policy, ms until reset, ttl
-// ms, processes, rank, refusal (0/1)}: a reason when not admitted (a
-// level's name also when its pace holds the call), a policy for an
-// exhausted quota, refusal when the level that holds it owes what a
-// refusal asked (its 'ru', set by an owe, is still to come). A
+// levels, then per level name, amount, rate, size, pace, burst, quota,
+// window ms, reset ms, hold ms. It answers {admitted (0/1), wait ms,
+// reason, policy, ms until reset, ttl ms, processes, rank, refusal
+// (0/1)}: a reason when not admitted (a level's name also when its pace
+// holds the call), a policy for an exhausted quota, refusal when a
+// refusal's wait holds the level (its 'ru', set by an owe). A
 // lease already admitted is admitted again without taking anything; a
 // lease already released is not.
 var acquireScript = redis.NewScript(luaPrelude + `
@@ -149,7 +243,7 @@ local function no(wait, reason, policy, untilms, refusal)
 end
 
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', p .. ':leases', '-inf', now)) do
-  drop_lease(id)
+  drop_lease(id, nil)
 end
 redis.call('ZREMRANGEBYSCORE', p .. ':refusals', '-inf', now - rwindow)
 if gone(lease) then
@@ -193,15 +287,49 @@ if not unbudgeted then
   end
   local wait, reason, refusal = 0, '', false
   for _, l in ipairs(levels) do
+    local k = p .. ':lv:' .. l.name
     l.tokens = tokens_of(l.name, l.rate, l.size)
+    local h = redis.call('HMGET', k, 'ru', 'w', 'm')
+    local ru, logw, m = tonumber(h[1]) or 0, tonumber(h[2]) or 0, tonumber(h[3])
+    local logged = l.quota > 0 and l.window > 0
+    if logged and logw ~= l.window then
+      redis.call('HSET', k, 'w', l.window)
+    elseif not logged and logw > 0 then
+      redis.call('HDEL', k, 'w')
+    end
+    -- What is left is the larger of the server's word (tokens) and,
+    -- unless a refusal holds the level, the bound of its log.
+    local have, bound = l.tokens, nil
+    if logged and ru <= now then
+      bound = l.quota - log_sum(l.name, l.window) - (tonumber(redis.call('HGET', p .. ':inflight', l.name)) or 0)
+      have = math.max(have, bound)
+    end
     -- A call bigger than the level goes when it is full, into debt.
     local need = math.min(l.amount, l.size)
-    if l.tokens < need - 1e-9 then
-      local w = 3600000
-      if l.rate > 0 then w = math.min(3600000, math.ceil((need - l.tokens) / l.rate * 1000)) end
-      if w > wait then
-        wait, reason = w, l.name
-        refusal = (tonumber(redis.call('HGET', p .. ':lv:' .. l.name, 'ru')) or 0) > now
+    if ru > now then
+      if ru - now > wait then wait, reason, refusal = ru - now, l.name, true end
+    elseif have < need - 1e-9 then
+      local w
+      if l.rate > 0 then w = math.ceil((need - l.tokens) / l.rate * 1000) end
+      if m and m > now and l.tokens + 1 >= need - 1e-9 and (not w or m - now < w) then w = m - now end
+      if bound then
+        local f = log_frees(l.name, l.window, need - bound)
+        if f and (not w or f < w) then w = f end
+      end
+      -- Else only an answer, or a call in flight that lands and leaves
+      -- the window, frees it: look again in a second.
+      w = math.min(w or 1000, 3600000)
+      if w > wait then wait, reason, refusal = w, l.name, false end
+    end
+    -- A level that frees in steps spreads what is left of it over the
+    -- time until its oldest take leaves the log, as one process does
+    -- with its own log: a burst never leaves it freeing nothing for the
+    -- rest of a window.
+    if l.pace > 0 and bound and l.rate == 0 then
+      local oldest = redis.call('ZRANGE', p .. ':log:' .. l.name, 0, 0, 'WITHSCORES')
+      if #oldest > 0 then
+        local secs = (tonumber(oldest[2]) + l.window - now) / 1000
+        if secs > 0 then l.pace = math.min(l.pace, math.max(have, 0) / secs) end
       end
     end
     -- A paced level holds a call until its pace has the call's amount
@@ -244,7 +372,9 @@ if not unbudgeted then
     end
     redis.call('HINCRBYFLOAT', p .. ':inflight', l.name, l.amount)
     redis.call('HSET', p .. ':lease:' .. lease, l.name, tostring(l.amount))
+    redis.call('HSET', p .. ':leaseld:' .. lease, l.name, redis.call('HGET', p .. ':lv:' .. l.name, 'ld') or '0')
   end
+  touch(p .. ':leaseld:' .. lease)
   touch(p .. ':inflight')
   if pace < 1 then
     redis.call('HSET', p .. ':state', 'pt', tostring(pt - cost), 'pa', now)
@@ -262,7 +392,8 @@ return {1, 0, '', '', 0, ttl, n, rank, 0}
 // does nothing. ARGV: lease, refused (0/1), cut (0/1), refusal window ms,
 // max in flight, pause ms, block policy, block ms, cut factor, ms since
 // the refusal, then three lists, each a count followed by name, amount,
-// rate, size, pace, burst per level: refund, left, owe.
+// rate, size, pace, burst, quota, window ms, reset ms, hold ms per level:
+// refund, left, owe.
 var releaseScript = redis.NewScript(luaPrelude + `
 local lease = ARGV[1]
 local refused = ARGV[2] == '1'
@@ -275,14 +406,16 @@ local blockms = tonumber(ARGV[8])
 local factor = tonumber(ARGV[9])
 local ago = tonumber(ARGV[10])
 local i = 11
-local nref = tonumber(ARGV[i]); local refund = levels_from(i + 1, nref); i = i + 1 + nref * 6
-local nleft = tonumber(ARGV[i]); local left = levels_from(i + 1, nleft); i = i + 1 + nleft * 6
+local nref = tonumber(ARGV[i]); local refund = levels_from(i + 1, nref); i = i + 1 + nref * level_args
+local nleft = tonumber(ARGV[i]); local left = levels_from(i + 1, nleft); i = i + 1 + nleft * level_args
 local nowe = tonumber(ARGV[i]); local owe = levels_from(i + 1, nowe)
 
 if gone(lease) then
   return 0
 end
-drop_lease(lease)
+local back = {}
+for _, l in ipairs(refund) do back[l.name] = (back[l.name] or 0) + l.amount end
+local charged, landed = drop_lease(lease, back)
 redis.call('ZADD', p .. ':gone', now + 120000, lease)
 touch(p .. ':gone')
 if refused and ago < rwindow then
@@ -293,18 +426,34 @@ end
 for _, l in ipairs(refund) do
   save(l.name, math.min(l.size, tokens_of(l.name, l.rate, l.size) + l.amount))
 end
+-- The server's word, less what is in flight, caps what is left; and
+-- what is left is at least that less what landed after the attempt was
+-- admitted (the server may have counted it or not). A log that says more
+-- than the server did holds the rest as taken now: others took it.
 for _, l in ipairs(left) do
+  local k = p .. ':lv:' .. l.name
   local inflight = tonumber(redis.call('HGET', p .. ':inflight', l.name)) or 0
-  save(l.name, math.min(tokens_of(l.name, l.rate, l.size), l.amount - inflight))
+  local upper = l.amount - inflight
+  local lower = upper
+  if landed[l.name] then
+    local ld = tonumber(redis.call('HGET', k, 'ld')) or 0
+    lower = upper - math.max(0, ld - landed[l.name] - (charged[l.name] or 0))
+  end
+  local tokens = tokens_of(l.name, l.rate, l.size)
+  tokens = math.max(math.min(tokens, upper), lower)
+  save(l.name, tokens)
+  redis.call('HSET', k, 'm', now + l.reset)
+  if l.quota > 0 and l.window > 0 then
+    log_add(l.name, l.quota - log_sum(l.name, l.window) - inflight - l.amount)
+  end
 end
--- a level owing what a refused call lacked: until it has refilled to
--- zero, its wait is the refusal's ('ru')
+-- a level owing what a refused call lacked holds every call for the
+-- refusal's wait ('ru')
 for _, l in ipairs(owe) do
   save(l.name, math.min(tokens_of(l.name, l.rate, l.size), l.amount))
-  if l.amount < 0 and l.rate > 0 then
+  if l.hold > 0 then
     local k = p .. ':lv:' .. l.name
-    local ru = now + math.ceil(-l.amount / l.rate * 1000)
-    redis.call('HSET', k, 'ru', math.max(tonumber(redis.call('HGET', k, 'ru')) or 0, ru))
+    redis.call('HSET', k, 'ru', math.max(tonumber(redis.call('HGET', k, 'ru')) or 0, now + l.hold))
   end
 end
 if cut then
@@ -329,11 +478,12 @@ end
 return 1
 `)
 
-// refundScript gives amounts back. ARGV: count, then name, amount, rate,
-// size, pace, burst per level.
+// refundScript gives amounts back. ARGV: count, then the levels as in
+// releaseScript.
 var refundScript = redis.NewScript(luaPrelude + `
 for _, l in ipairs(levels_from(2, tonumber(ARGV[1]))) do
   save(l.name, math.min(l.size, tokens_of(l.name, l.rate, l.size) + l.amount))
+  log_refund(l.name, l.amount)
 end
 return 1
 `)

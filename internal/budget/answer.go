@@ -221,7 +221,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		l.learnShape(remaining, r.reset, pending, now)
 		l.learnSteps(remaining, r.reset)
 		l.learnGain(remaining, pending, now)
-		rel.left(l, remaining, now)
+		rel.left(l, remaining, l.reported.reset, now)
 		if r.reset >= minObservedReset && remaining < l.size() && l.refills() {
 			// What others take shows as a slower refill than the quota's:
 			// never assume a faster one. t is whole seconds, rounded up,
@@ -375,16 +375,15 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 					amount = t.amount
 				}
 			}
-			// The level holds the call's need when the wait ends: the
-			// store, which models every level as a bucket at its rate,
-			// owes the rest of the wait's refill too.
-			owe, stored := l.need(amount), l.need(amount)-l.rate(now)*wait.Seconds()
+			// The level holds the call's need when the wait ends: one
+			// that refills owes the rest of the wait's refill too.
+			owe := l.need(amount)
 			if l.refills() {
-				owe = stored
+				owe -= l.rate(now) * wait.Seconds()
 			}
 			l.tokens = min(l.tokens, owe)
 			l.seenAt = now
-			rel.owe(l, stored, now)
+			rel.owe(l, owe, wait, now)
 		}
 	default:
 		if p.Hinted {

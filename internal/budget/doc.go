@@ -61,15 +61,19 @@
 //     limit: the key's pace then counts requests, drains a burst's time,
 //     climbs fast to near the share it was refused at and probes slowly
 //     above (pace.go, TestWithoutAnyHintConvergeJustBelowTheLimiter).
-//  7. One model, local or shared. With a shared store the levels, their
-//     paces (a spread, a refusal's cut), the waits a refusal asked for, the
-//     lockout, exhausted quotas and the key's cuts are kept in the store, so
-//     what one process hears binds all; a call the store holds at a level
-//     holds only the process's calls that take from it (rule 4); while the
-//     store is unreachable each process keeps to its share of the key
-//     (store.go, gate_store.go; redisbudget's TestOneModelLocalOrShared,
+//  7. One model, local or shared. With a shared store the levels (as
+//     the process models them: refilled continuously or only by their
+//     moments and answers, a level of this key alone bounded by the log of
+//     every process's takes), their paces (a spread, a refusal's cut), the
+//     waits a refusal asked for, the lockout, exhausted quotas and the
+//     key's cuts are kept in the store, so what one process hears binds
+//     all; a call the store holds at a level holds only the process's calls
+//     that take from it (rule 4); while the store is unreachable each
+//     process keeps to its share of the key (store.go, gate_store.go;
+//     redisbudget's TestOneModelLocalOrShared,
 //     TestAWriteTheStoreHoldsHoldsNoRead,
-//     TestAPacedLevelSpreadsTheCallsOfAllProcesses).
+//     TestAPacedLevelSpreadsTheCallsOfAllProcesses,
+//     TestALevelThatFreesInStepsFreesWhatItsLogFrees).
 //  8. The documented limits are the prior. Before the server has spoken of a
 //     level the model is the contract's (the key level a bucket holding its
 //     capacity, 600 points); the server's first word on it decides from then

@@ -252,13 +252,23 @@ func (s *State) reprobeLocked(now time.Time) time.Duration {
 	return max(d, sharedPoll)
 }
 
-// storeLevel is l's model for the store: a bucket that refills at its
-// quota's rate (or the rate the server showed) and holds the documented
-// capacity, or what the server showed it to hold. The store models every
-// level as a bucket; what is left is capped by the server's r (Left) and
-// by refusals (Owe) as answers come.
+// storeLevel is l's model for the store: a level that showed it frees in
+// steps (level.steps) frees only by its log, its moment and the answers,
+// as the local budget has it; any other refills at its rate, since the
+// processes that share a level learn its shape one by one, and a process
+// that has not yet learned a bucket would stop the refill the others
+// count on. A level of this key alone is bounded by its log
+// (level.logAvailable). It holds the documented capacity, or what the
+// server showed it to hold.
 func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
-	return budgetstore.Level{Name: l.name, Amount: amount, Rate: l.rate(now), Size: l.fitSize()}
+	sl := budgetstore.Level{Name: l.name, Amount: amount, Size: l.fitSize()}
+	if !l.steps || l.refills() {
+		sl.Rate = l.rate(now)
+	}
+	if l.own && l.window > 0 && l.quota > 0 {
+		sl.Quota, sl.Window = l.quota*l.share, l.window
+	}
+	return sl
 }
 
 // pacedLevel is storeLevel with the level's pace while it paces calls (it
@@ -525,15 +535,19 @@ func (r *release) refund(l *level, amount float64, now time.Time) {
 	}
 }
 
-func (r *release) left(l *level, remaining float64, now time.Time) {
+func (r *release) left(l *level, remaining float64, reset time.Duration, now time.Time) {
 	if r != nil {
-		r.Left = append(r.Left, storeLevel(l, remaining, now))
+		sl := storeLevel(l, remaining, now)
+		sl.Reset = max(reset, 0)
+		r.Left = append(r.Left, sl)
 	}
 }
 
-func (r *release) owe(l *level, owe float64, now time.Time) {
+func (r *release) owe(l *level, owe float64, hold time.Duration, now time.Time) {
 	if r != nil {
-		r.Owe = append(r.Owe, storeLevel(l, owe, now))
+		sl := storeLevel(l, owe, now)
+		sl.Hold = max(hold, 0)
+		r.Owe = append(r.Owe, sl)
 	}
 }
 

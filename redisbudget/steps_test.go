@@ -1,0 +1,144 @@
+package redisbudget
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/bodo-app/bodo-go/budgetstore"
+)
+
+// TestALevelThatFreesInStepsFreesWhatItsLogFrees: a level of this key
+// alone that frees in steps (Rate 0, as a sliding log's write level) is
+// not refilled between answers: it frees what the log of all processes'
+// takes frees, a window after each was released, so the fourth write of
+// three a window waits for the first to leave it. An answer that says less
+// is left than the log does logs the rest as taken by others.
+func TestALevelThatFreesInStepsFreesWhatItsLogFrees(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	a, b := New(srv.Client(t)), New(srv.Client(t))
+	ctx, k := context.Background(), testKey()
+	const window = 1500 * time.Millisecond
+	write := func() budgetstore.Level {
+		return budgetstore.Level{Name: "write", Amount: 1, Size: 3, Quota: 3, Window: window}
+	}
+	release := func(bud *Budget, lease string, left ...budgetstore.Level) {
+		t.Helper()
+		if err := bud.Release(ctx, k, budgetstore.Release{Lease: lease, Left: left, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := time.Now()
+	for i := range 3 {
+		bud := []*Budget{a, b}[i%2]
+		lease := fmt.Sprint("w", i)
+		if g, err := bud.Acquire(ctx, k, acquire(lease, time.Minute, write())); err != nil || !g.Admitted {
+			t.Fatalf("write %d of 3: %+v %v", i, g, err)
+		}
+		release(bud, lease)
+	}
+	g, err := b.Acquire(ctx, k, acquire("w3", time.Minute, write()))
+	if err != nil || g.Admitted || g.Reason != "write" || g.Refusal || g.Wait > window || g.Wait < window-time.Since(first)-100*time.Millisecond {
+		t.Fatalf("a fourth write at once: %+v %v, want held by write until the first leaves the log (%v after it)", g, err, window)
+	}
+	time.Sleep(g.Wait + 20*time.Millisecond)
+	if g, err := b.Acquire(ctx, k, acquire("w3", time.Minute, write())); err != nil || !g.Admitted {
+		t.Fatalf("the fourth write once the first left the log: %+v %v", g, err)
+	}
+	release(b, "w3")
+	time.Sleep(window) // the log is empty again
+	if g, err := a.Acquire(ctx, k, acquire("w4", time.Minute, write())); err != nil || !g.Admitted {
+		t.Fatalf("a write on an empty log: %+v %v", g, err)
+	}
+	left := write()
+	left.Amount, left.Reset = 0, window // the server says none is left, where the log says two are
+	release(a, "w4", left)
+	g, err = a.Acquire(ctx, k, acquire("w5", time.Minute, write()))
+	if err != nil || g.Admitted || g.Reason != "write" || g.Wait < window-100*time.Millisecond {
+		t.Fatalf("a write beyond what the server said: %+v %v, want held by write for a window, as others took the rest now", g, err)
+	}
+}
+
+// TestAnAnswerSetsALevelThatDoesNotRefill: a level that does not refill
+// between answers (Rate 0) and keeps no log holds what the last answer
+// said, less what is in flight, and one unit more at the moment the answer
+// named (Reset); a refusal's Owe holds it for its Hold, whatever it holds.
+func TestAnAnswerSetsALevelThatDoesNotRefill(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	bud := New(srv.Client(t))
+	ctx, k := context.Background(), testKey()
+	search := func(amount float64) budgetstore.Level {
+		return budgetstore.Level{Name: "search", Amount: amount, Size: 10}
+	}
+	if g, err := bud.Acquire(ctx, k, acquire("s0", time.Minute, search(10))); err != nil || !g.Admitted {
+		t.Fatalf("a call that takes the level whole: %+v %v", g, err)
+	}
+	if g, err := bud.Acquire(ctx, k, acquire("s1", time.Minute, search(1))); err != nil || g.Admitted || g.Reason != "search" {
+		t.Fatalf("a call on the empty level: %+v %v, want held by search", g, err)
+	}
+	left := search(4) // a window's reset freed it
+	left.Reset = 400 * time.Millisecond
+	if err := bud.Release(ctx, k, budgetstore.Release{Lease: "s0", Left: []budgetstore.Level{left}, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		lease := fmt.Sprint("s", i+1)
+		if g, err := bud.Acquire(ctx, k, acquire(lease, time.Minute, search(1))); err != nil || !g.Admitted {
+			t.Fatalf("call %d of the 4 the answer said are left: %+v %v", i+1, g, err)
+		}
+	}
+	g, err := bud.Acquire(ctx, k, acquire("s5", time.Minute, search(1)))
+	if err != nil || g.Admitted || g.Reason != "search" || g.Wait > 400*time.Millisecond {
+		t.Fatalf("a fifth call: %+v %v, want held by search until the answer's moment", g, err)
+	}
+	time.Sleep(g.Wait + 20*time.Millisecond)
+	if g, err := bud.Acquire(ctx, k, acquire("s5", time.Minute, search(1))); err != nil || !g.Admitted {
+		t.Fatalf("a call at the answer's moment: %+v %v", g, err)
+	}
+
+	owe := search(5)
+	owe.Hold = 300 * time.Millisecond
+	left = search(9)
+	if err := bud.Release(ctx, k, budgetstore.Release{Lease: "s5", Refused: true, Left: []budgetstore.Level{left}, Owe: []budgetstore.Level{owe},
+		RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+		t.Fatal(err)
+	}
+	g, err = bud.Acquire(ctx, k, acquire("s6", time.Minute, search(1)))
+	if err != nil || g.Admitted || g.Reason != "search" || !g.Refusal || g.Wait > 300*time.Millisecond || g.Wait < 200*time.Millisecond {
+		t.Fatalf("a call during the refusal's hold: %+v %v, want a refusal's wait on search", g, err)
+	}
+	time.Sleep(g.Wait + 20*time.Millisecond)
+	if g, err := bud.Acquire(ctx, k, acquire("s6", time.Minute, search(1))); err != nil || !g.Admitted {
+		t.Fatalf("a call after the hold: %+v %v", g, err)
+	}
+}
+
+// TestALevelThatFreesInStepsSpreadsWhatIsLeft: a paced level that frees in
+// steps lets what is left of it go over the time until its oldest take
+// leaves the log, over all processes, however fast the pace a process
+// asks: 2 left for 2 s go one a second, not at once.
+func TestALevelThatFreesInStepsSpreadsWhatIsLeft(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	a, b := New(srv.Client(t)), New(srv.Client(t))
+	ctx, k := context.Background(), testKey()
+	write := func(amount, pace float64) budgetstore.Level {
+		return budgetstore.Level{Name: "write", Amount: amount, Size: 10, Quota: 10, Window: 2 * time.Second, Pace: pace, Burst: 1}
+	}
+	if g, err := a.Acquire(ctx, k, acquire("w0", time.Minute, write(8, 0))); err != nil || !g.Admitted {
+		t.Fatalf("8 of 10: %+v %v", g, err)
+	}
+	if err := a.Release(ctx, k, budgetstore.Release{Lease: "w0", RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := b.Acquire(ctx, k, acquire("w1", time.Minute, write(1, 100))); err != nil || !g.Admitted {
+		t.Fatalf("the first of the 2 left: %+v %v", g, err)
+	}
+	g, err := a.Acquire(ctx, k, acquire("w2", time.Minute, write(1, 100)))
+	if err != nil || g.Admitted || g.Reason != "write" || g.Wait < 700*time.Millisecond || g.Wait > 2*time.Second {
+		t.Fatalf("the second of the 2 left at once: %+v %v, want held by write for about a second", g, err)
+	}
+}
