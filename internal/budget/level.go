@@ -462,14 +462,12 @@ func (l *level) learnGain(remaining, pending float64, now time.Time) {
 // learnSteps reads r and t of a RateLimit member naming the level for a
 // level that frees in steps: a bucket refilling at the quota's rate is full
 // again (size-r)/rate from now, and a t well past that is a sliding log's
-// or a window's. The size is the documented capacity when the level has
-// one: a process that shares the key and never saw the key's bucket above
-// its quota still reads its t right. Such a level is spread (spreads).
+// or a window's. Such a level is spread (spreads).
 func (l *level) learnSteps(remaining float64, t int64) {
 	if l.bucket || l.grossRate() <= 0 || remaining >= l.size() {
 		return
 	}
-	if full := (l.fitSize() - remaining) / l.grossRate(); float64(t) > 2*full+2 {
+	if full := (l.size() - remaining) / l.grossRate(); float64(t) > 2*full+2 {
 		l.steps = true
 	}
 }

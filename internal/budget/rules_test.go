@@ -244,26 +244,6 @@ func TestALevelThatFreesInStepsIsSpread(t *testing.T) {
 	}
 }
 
-// TestABucketSeenBelowItsQuotaDoesNotFreeInSteps: a process that shares
-// the key with others may first hear of the key level when they have
-// drained it below its quota; the t of a bucket refilling to its
-// documented capacity is then no step's, and the key's calls are not
-// spread.
-func TestABucketSeenBelowItsQuotaDoesNotFreeInSteps(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=200;t=80`))
-		start := time.Now()
-		for range 100 {
-			tk, _ := admitAt(t, s, call(ops.GetMe, ""))
-			tk.Finish(answer("", ""))
-		}
-		if el := time.Since(start); el != 0 {
-			t.Errorf("100 points of the 200 left of a bucket took %v, want no wait", el)
-		}
-	})
-}
-
 // TestASharedLevelFreesWhatTheAnswersShow (rules 1 and 2 for a level others
 // take from): its t says when it would be full if no one took more, and
 // the refill that implies is a hint the answers contradict. Others keep
