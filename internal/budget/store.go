@@ -255,14 +255,16 @@ func (s *State) reprobeLocked(now time.Time) time.Duration {
 // storeLevel is l's model for the store: a level that showed it frees in
 // steps (level.steps) frees only by its log, its moment and the answers,
 // as the local budget has it; any other refills at its rate, since the
-// processes that share a level learn its shape one by one, and a process
-// that has not yet learned a bucket would stop the refill the others
-// count on. A level of this key alone is bounded by its log
-// (level.logAvailable). It holds the documented capacity, or what the
-// server showed it to hold.
+// processes that share a level learn its shape one by one, and one that
+// took a level for a bucket's would stop the refill the others count on.
+// A level the contract gives a capacity beyond its quota (the key's
+// bucket) refills too: a process that first hears of it after others
+// drained it below its quota reads the bucket's t as a step's. A level of
+// this key alone is bounded by its log (level.logAvailable). It holds the
+// documented capacity, or what the server showed it to hold.
 func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
 	sl := budgetstore.Level{Name: l.name, Amount: amount, Size: l.fitSize()}
-	if !l.steps || l.refills() {
+	if !l.steps || l.refills() || l.documented() && l.capacity > l.quota {
 		sl.Rate = l.rate(now)
 	}
 	if l.own && l.window > 0 && l.quota > 0 {
@@ -277,7 +279,14 @@ func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
 func pacedLevel(l *level, amount float64, now time.Time) budgetstore.Level {
 	sl := storeLevel(l, amount, now)
 	l.pace.adapt(now)
-	if rate := l.paceRate(now); l.pace.paces(now) && rate > 0 && !math.IsInf(rate, 0) {
+	rate := l.paceRate(now)
+	if l.pace.spread && sl.Quota > 0 && sl.Rate == 0 {
+		// The store slows the spread as the key's log requires (what is
+		// left over the time until its oldest take leaves), from the
+		// takes of every process; this process's log holds its own.
+		rate = l.grossRate()
+	}
+	if l.pace.paces(now) && rate > 0 && !math.IsInf(rate, 0) {
 		sl.Pace, sl.Burst = l.pace.now()*rate, l.pace.burst(rate)
 	}
 	return sl

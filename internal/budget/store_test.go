@@ -1,6 +1,12 @@
 package budget
 
-import "testing"
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/bodo-app/bodo-go/internal/ops"
+)
 
 // TestSharesAddUpToTheKeysLimits: however many processes share a key, the
 // parts of a limit that fall to their places add up to the limit, and no
@@ -19,4 +25,24 @@ func TestSharesAddUpToTheKeysLimits(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestTheStoreGetsTheLevelsAsTheProcessModelsThem: a write level that showed
+// it frees in steps goes to the store without a refill, bounded by the
+// key's log; the key level, a documented bucket, keeps its refill even
+// when a process read a drained bucket's t as a step's.
+func TestTheStoreGetsTheLevelsAsTheProcessModelsThem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"key";r=200;t=80, "write";r=55;t=60`))
+		now := time.Now()
+		w := storeLevel(s.levels[Write], 1, now)
+		if w.Rate != 0 || w.Quota != 60 || w.Window != time.Minute {
+			t.Errorf("the write level for the store: %+v, want no refill and a log of 60 a minute", w)
+		}
+		k := storeLevel(s.levels[Key], 1, now)
+		if !s.levels[Key].steps || k.Rate != 5 || k.Quota != 300 || k.Window != time.Minute {
+			t.Errorf("the key level for the store (steps %v): %+v, want a refill of 5 a second and a log of 300 a minute", s.levels[Key].steps, k)
+		}
+	})
 }
