@@ -25,7 +25,7 @@ const (
 	leaseTTL      = 30 * time.Second
 	keepEvery     = 500 * time.Millisecond
 	probeEvery    = 100 * time.Millisecond // while the store is down
-	minDrain      = time.Second
+	minDrain      = 500 * time.Millisecond
 
 	// processTTL is how long the store counts a process it no longer
 	// hears from among the key's processes.
