@@ -365,6 +365,14 @@ func (l *level) partLeft() float64 {
 	return l.split*l.tokens - (1-l.split)*l.sinceSeen
 }
 
+// minShapeTaken is how far, in seconds of the quota's rate, takes must
+// have moved a bucket's full moment before learnShape reads it: a sliding
+// log whose t runs until it is full again moves its moment by the time
+// between takes, at most half of what was taken (takes at twice the
+// rate), and t in whole seconds blurs both by slack; only past 4 s of
+// takes does half of them stay further from them than slack and a tenth.
+const minShapeTaken = 4
+
 // learnShape reads the t of a RateLimit member naming the level (r left,
 // t seconds; pending is what the server had not counted yet) for a
 // bucket's: its full moment, now+t, moves later by what is taken, at the
@@ -386,7 +394,7 @@ func (l *level) learnShape(remaining float64, t int64, pending float64, now time
 	moved := at.Sub(l.shapeAt).Seconds()
 	taken := (counted - l.shapeCounted) / l.grossRate() // how far a bucket's moment would have moved
 	elapsed := now.Sub(l.shapeSeen).Seconds()
-	if taken < 2 {
+	if taken < minShapeTaken {
 		return // too little taken since the anchor to tell: keep it
 	}
 	if taken >= 2*elapsed && remaining < l.size() && math.Abs(moved-taken) <= slack+taken/10 {

@@ -244,6 +244,28 @@ func TestALevelThatFreesInStepsIsSpread(t *testing.T) {
 	}
 }
 
+// TestASlidingLogUntilFullIsNoBucket: a sliding log whose t runs until it
+// is full again (the newest take leaves the window) moves that moment by
+// the time between takes; two writes a second apart, each after an answer,
+// look in whole seconds like a bucket's moment moved by what they took, and
+// must not make the write level refill continuously.
+func TestASlidingLogUntilFullIsNoBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		r := 30 // below half the quota, so that t=60 reads as no step (learnSteps): nothing spreads the writes
+		for range 6 {
+			for range 2 {
+				r--
+				admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", fmt.Sprintf(`"write";r=%d;t=60`, r)))
+			}
+			time.Sleep(time.Second)
+		}
+		if l := s.levels[Write]; l.bucket || l.refills() {
+			t.Errorf("the write level after 12 writes on a sliding log until full: bucket %v, want none", l.bucket)
+		}
+	})
+}
+
 // TestASharedLevelFreesWhatTheAnswersShow (rules 1 and 2 for a level others
 // take from): its t says when it would be full if no one took more, and
 // the refill that implies is a hint the answers contradict. Others keep
