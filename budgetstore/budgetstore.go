@@ -62,7 +62,9 @@ type Level struct {
 	// Rate is the level's continuous refill per second; zero for a level
 	// that frees only in steps (a sliding log or a window), which frees
 	// what its log (Quota, Window) frees, one unit at its Reset, and what
-	// the answers say.
+	// the answers say. Once a request gave a level Rate zero and a Window,
+	// the store refills it for no one for a Window, whatever Rate other
+	// requests give: processes learn a level's shape one by one.
 	Rate float64
 	Size float64 // what the level holds when full
 

@@ -22,27 +22,36 @@ local function touch(k)
   redis.call('PEXPIRE', k, keep)
 end
 
--- tokens_of is what level name holds now: its tokens ('t' at 'a')
--- refilled at rate up to size, and one unit more once its moment ('m',
--- when the server said it frees more) has come.
-local function tokens_of(name, rate, size)
-  local k = p .. ':lv:' .. name
-  local h = redis.call('HMGET', k, 't', 'a', 'm')
-  local tokens = tonumber(h[1]) or size
+-- tokens_of is what level l holds now: its tokens ('t' at 'a') refilled
+-- at its rate up to its size, and one unit more once its moment ('m',
+-- when the server said it frees more) has come. A level that a process
+-- showed to free in steps (rate 0 with a window) does not refill for a
+-- window after ('sw'), whatever rate others give: the processes that
+-- share it learn its shape one by one.
+local function tokens_of(l)
+  local k = p .. ':lv:' .. l.name
+  local h = redis.call('HMGET', k, 't', 'a', 'm', 'sw')
+  local rate = l.rate
+  if rate == 0 and l.window > 0 then
+    redis.call('HSET', k, 'sw', now + l.window)
+  elseif (tonumber(h[4]) or 0) > now then
+    rate = 0
+  end
+  local tokens = tonumber(h[1]) or l.size
   local at = tonumber(h[2]) or now
   if at > now then
     at = now
     redis.call('HSET', k, 'a', now)
   end
   if now > at then tokens = tokens + rate * (now - at) / 1000 end
-  tokens = math.min(size, tokens)
+  tokens = math.min(l.size, tokens)
   local m = tonumber(h[3])
   if m and m <= now then
-    tokens = math.min(tokens + 1, math.max(size, tokens))
+    tokens = math.min(tokens + 1, math.max(l.size, tokens))
     redis.call('HSET', k, 't', tostring(tokens), 'a', now)
     redis.call('HDEL', k, 'm')
   end
-  return tokens
+  return tokens, rate
 end
 
 local function save(name, tokens)
@@ -288,7 +297,7 @@ if not unbudgeted then
   local wait, reason, refusal = 0, '', false
   for _, l in ipairs(levels) do
     local k = p .. ':lv:' .. l.name
-    l.tokens = tokens_of(l.name, l.rate, l.size)
+    l.tokens, l.rate = tokens_of(l)
     local h = redis.call('HMGET', k, 'ru', 'w', 'm')
     local ru, logw, m = tonumber(h[1]) or 0, tonumber(h[2]) or 0, tonumber(h[3])
     local logged = l.quota > 0 and l.window > 0
@@ -424,7 +433,7 @@ if refused and ago < rwindow then
   touch(p .. ':refusals')
 end
 for _, l in ipairs(refund) do
-  save(l.name, math.min(l.size, tokens_of(l.name, l.rate, l.size) + l.amount))
+  save(l.name, math.min(l.size, tokens_of(l) + l.amount))
 end
 -- The server's word, less what is in flight, caps what is left; and
 -- what is left is at least that less what landed after the attempt was
@@ -439,7 +448,7 @@ for _, l in ipairs(left) do
     local ld = tonumber(redis.call('HGET', k, 'ld')) or 0
     lower = upper - math.max(0, ld - landed[l.name] - (charged[l.name] or 0))
   end
-  local tokens = tokens_of(l.name, l.rate, l.size)
+  local tokens = tokens_of(l)
   tokens = math.max(math.min(tokens, upper), lower)
   save(l.name, tokens)
   redis.call('HSET', k, 'm', now + l.reset)
@@ -450,7 +459,7 @@ end
 -- a level owing what a refused call lacked holds every call for the
 -- refusal's wait ('ru')
 for _, l in ipairs(owe) do
-  save(l.name, math.min(tokens_of(l.name, l.rate, l.size), l.amount))
+  save(l.name, math.min(tokens_of(l), l.amount))
   if l.hold > 0 then
     local k = p .. ':lv:' .. l.name
     redis.call('HSET', k, 'ru', math.max(tonumber(redis.call('HGET', k, 'ru')) or 0, now + l.hold))
@@ -482,7 +491,7 @@ return 1
 // releaseScript.
 var refundScript = redis.NewScript(luaPrelude + `
 for _, l in ipairs(levels_from(2, tonumber(ARGV[1]))) do
-  save(l.name, math.min(l.size, tokens_of(l.name, l.rate, l.size) + l.amount))
+  save(l.name, math.min(l.size, tokens_of(l) + l.amount))
   log_refund(l.name, l.amount)
 end
 return 1

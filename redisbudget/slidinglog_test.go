@@ -3,6 +3,7 @@ package redisbudget
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"testing"
 	"time"
 
@@ -22,6 +23,9 @@ func slidingLogWrites() sandbox.Limits {
 	lim.Shapes = map[string]sandbox.Shape{"write": sandbox.SlidingLogUntilFull}
 	return lim
 }
+
+// refusedPolicy finds the policy of a refusal the client logged.
+var refusedPolicy = regexp.MustCompile(`bodo: refused.* policy=(\S+)`)
 
 // TestFourProcessesOnASlidingLogWriteLevel runs the agents program in 4 OS
 // processes × 8 agents on one key, sharing the budget through a real Redis,
@@ -52,9 +56,16 @@ func TestFourProcessesOnASlidingLogWriteLevel(t *testing.T) {
 	for i := range 4 {
 		procs = append(procs, startAgents(t, bin, url, "-redis", rs.Addr, "-agents", "8", "-duration", run.String(), "-seed", fmt.Sprint(i+1)))
 	}
+	byPolicy := map[string]int{}
 	for i, p := range procs {
 		if s := p.wait(t); s.Calls == 0 {
 			t.Errorf("process %d made no call: %+v", i, s)
+		}
+		if os.Getenv("DBGREF") != "" {
+			t.Log(p.errOut.String())
+		}
+		for _, m := range refusedPolicy.FindAllStringSubmatch(p.errOut.String(), -1) {
+			byPolicy[m[1]]++
 		}
 	}
 	st := srv.Stats(sandbox.TestKey)
@@ -65,8 +76,8 @@ func TestFourProcessesOnASlidingLogWriteLevel(t *testing.T) {
 	}
 	goodput := float64(st.Writes) / float64(allowed)
 	rate := float64(refused) / float64(max(st.Requests, 1))
-	t.Logf("4 processes × 8 agents, %v, write level a sliding log of %d per %v: %d requests, %d writes of %d allowed (%.1f %%), %d points, refused %d (%.2f %%) %v, early %d %v %q, max in flight %d, lockouts %d",
-		run, lim.WriteQuota, lim.Window, st.Requests, st.Writes, allowed, 100*goodput, st.PointsAccepted, refused, 100*rate, st.Refusals,
+	t.Logf("4 processes × 8 agents, %v, write level a sliding log of %d per %v: %d requests, %d writes of %d allowed (%.1f %%), %d points, refused %d (%.2f %%) %v (by policy, as the processes logged them: %v), early %d %v %q, max in flight %d, lockouts %d",
+		run, lim.WriteQuota, lim.Window, st.Requests, st.Writes, allowed, 100*goodput, st.PointsAccepted, refused, 100*rate, st.Refusals, byPolicy,
 		st.EarlyRequests, st.EarlyByPolicy, st.FirstEarly, st.MaxInFlight, st.Lockouts)
 	if st.Lockouts != 0 {
 		t.Errorf("%d lockouts", st.Lockouts)

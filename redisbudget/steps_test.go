@@ -9,6 +9,13 @@ import (
 	"github.com/bodo-app/bodo-go/budgetstore"
 )
 
+// stepsWrite is one write of a level of 3 writes a window of this key
+// alone, as a process gives it the store: at rate 0 once it learned that
+// the level frees in steps.
+func stepsWrite(rate float64, window time.Duration) budgetstore.Level {
+	return budgetstore.Level{Name: "write", Amount: 1, Rate: rate, Size: 3, Quota: 3, Window: window}
+}
+
 // TestALevelThatFreesInStepsFreesWhatItsLogFrees: a level of this key
 // alone that frees in steps (Rate 0, as a sliding log's write level) is
 // not refilled between answers: it frees what the log of all processes'
@@ -21,9 +28,7 @@ func TestALevelThatFreesInStepsFreesWhatItsLogFrees(t *testing.T) {
 	a, b := New(srv.Client(t)), New(srv.Client(t))
 	ctx, k := context.Background(), testKey()
 	const window = 1500 * time.Millisecond
-	write := func() budgetstore.Level {
-		return budgetstore.Level{Name: "write", Amount: 1, Size: 3, Quota: 3, Window: window}
-	}
+	write := func() budgetstore.Level { return stepsWrite(0, window) }
 	release := func(bud *Budget, lease string, left ...budgetstore.Level) {
 		t.Helper()
 		if err := bud.Release(ctx, k, budgetstore.Release{Lease: lease, Left: left, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
@@ -140,5 +145,32 @@ func TestALevelThatFreesInStepsSpreadsWhatIsLeft(t *testing.T) {
 	g, err := a.Acquire(ctx, k, acquire("w2", time.Minute, write(1, 100)))
 	if err != nil || g.Admitted || g.Reason != "write" || g.Wait < 700*time.Millisecond || g.Wait > 2*time.Second {
 		t.Fatalf("the second of the 2 left at once: %+v %v, want held by write for about a second", g, err)
+	}
+}
+
+// TestWhatOneProcessShowsOfAStepsLevelBindsAll: a process that has not
+// learned yet that a level frees in steps gives the store its quota's
+// refill; once another has shown the steps (Rate 0), the store refills it
+// for no one for a window, and the first process's write waits for the log.
+func TestWhatOneProcessShowsOfAStepsLevelBindsAll(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	a, b := New(srv.Client(t)), New(srv.Client(t))
+	ctx, k := context.Background(), testKey()
+	const window = 1500 * time.Millisecond
+	write := func(rate float64) budgetstore.Level { return stepsWrite(rate, window) }
+	for i := range 3 {
+		lease := fmt.Sprint("w", i)
+		if g, err := a.Acquire(ctx, k, acquire(lease, time.Minute, write(0))); err != nil || !g.Admitted {
+			t.Fatalf("write %d of 3: %+v %v", i, g, err)
+		}
+		if err := a.Release(ctx, k, budgetstore.Release{Lease: lease, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // a refill of 10 a second would have 3 again
+	g, err := b.Acquire(ctx, k, acquire("w3", time.Minute, write(10)))
+	if err != nil || g.Admitted || g.Reason != "write" || g.Wait < window/2 {
+		t.Fatalf("a write of a process that gives a refill: %+v %v, want held by write until the log frees", g, err)
 	}
 }
