@@ -183,6 +183,10 @@ func (l *level) size() float64 {
 // key.
 func (l *level) documented() bool { return l.known && l.quota == l.docQuota }
 
+// documentedBucket reports whether the contract gives the level a capacity
+// beyond its quota: a bucket (the key level).
+func (l *level) documentedBucket() bool { return l.documented() && l.capacity > l.quota }
+
 // fitSize is the most a call may need of the level.
 func (l *level) fitSize() float64 {
 	if l.documented() && l.capacity > 0 {

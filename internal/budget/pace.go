@@ -68,6 +68,13 @@ func (p *pace) paces(now time.Time) bool {
 	return p.now() < 1 || p.spread || !p.hintless.IsZero() && now.Sub(p.hintless) < hintlessFor
 }
 
+// spreadOnly reports whether the pace holds calls only to spread its
+// level: uncut, under no ceiling, and with no limiter that gave no hint in
+// front.
+func (p *pace) spreadOnly(now time.Time) bool {
+	return p.spread && p.now() >= 1 && (p.hintless.IsZero() || now.Sub(p.hintless) >= hintlessFor)
+}
+
 // now is the share in force: share, under the ceiling.
 func (p *pace) now() float64 {
 	if p.ceiling > 0 {

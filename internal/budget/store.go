@@ -264,7 +264,7 @@ func (s *State) reprobeLocked(now time.Time) time.Duration {
 // documented capacity, or what the server showed it to hold.
 func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
 	sl := budgetstore.Level{Name: l.name, Amount: amount, Size: l.fitSize()}
-	if !l.steps || l.refills() || l.documented() && l.capacity > l.quota {
+	if !l.steps || l.refills() || l.documentedBucket() {
 		sl.Rate = l.rate(now)
 	}
 	if l.own && l.window > 0 && l.quota > 0 {
@@ -280,6 +280,11 @@ func pacedLevel(l *level, amount float64, now time.Time) budgetstore.Level {
 	sl := storeLevel(l, amount, now)
 	l.pace.adapt(now)
 	rate := l.paceRate(now)
+	if l.pace.spreadOnly(now) && l.documentedBucket() {
+		// The store refills it as a bucket (storeLevel): a steps reading
+		// of a drained bucket spreads nothing.
+		return sl
+	}
 	if l.pace.spread && sl.Quota > 0 && sl.Rate == 0 {
 		// The store slows the spread as the key's log requires (what is
 		// left over the time until its oldest take leaves), from the

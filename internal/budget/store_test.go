@@ -29,8 +29,8 @@ func TestSharesAddUpToTheKeysLimits(t *testing.T) {
 
 // TestTheStoreGetsTheLevelsAsTheProcessModelsThem: a write level that showed
 // it frees in steps goes to the store without a refill, bounded by the
-// key's log; the key level, a documented bucket, keeps its refill even
-// when a process read a drained bucket's t as a step's.
+// key's log; the key level, a documented bucket, keeps its refill and is
+// not spread when a process read a drained bucket's t as a step's.
 func TestTheStoreGetsTheLevelsAsTheProcessModelsThem(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
@@ -40,9 +40,9 @@ func TestTheStoreGetsTheLevelsAsTheProcessModelsThem(t *testing.T) {
 		if w.Rate != 0 || w.Quota != 60 || w.Window != time.Minute {
 			t.Errorf("the write level for the store: %+v, want no refill and a log of 60 a minute", w)
 		}
-		k := storeLevel(s.levels[Key], 1, now)
-		if !s.levels[Key].steps || k.Rate != 5 || k.Quota != 300 || k.Window != time.Minute {
-			t.Errorf("the key level for the store (steps %v): %+v, want a refill of 5 a second and a log of 300 a minute", s.levels[Key].steps, k)
+		k := pacedLevel(s.levels[Key], 1, now)
+		if !s.levels[Key].steps || k.Rate != 5 || k.Quota != 300 || k.Window != time.Minute || k.Pace != 0 {
+			t.Errorf("the key level for the store (steps %v): %+v, want a refill of 5 a second, a log of 300 a minute and no spread", s.levels[Key].steps, k)
 		}
 	})
 }
