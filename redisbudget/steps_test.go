@@ -16,6 +16,26 @@ func stepsWrite(rate float64, window time.Duration) budgetstore.Level {
 	return budgetstore.Level{Name: "write", Amount: 1, Rate: rate, Size: 3, Quota: 3, Window: window}
 }
 
+// twoProcesses returns two Budgets on one fresh Redis, as two processes
+// that share the key k.
+func twoProcesses(t *testing.T) (a, b *Budget, k string) {
+	srv := startRedis(t)
+	return New(srv.Client(t)), New(srv.Client(t)), testKey()
+}
+
+// take admits an attempt of lease on bud that takes levels, failing t if
+// it is not admitted, and releases it with left, the answer's word.
+func take(t *testing.T, bud *Budget, k, lease string, levels []budgetstore.Level, left ...budgetstore.Level) {
+	t.Helper()
+	ctx := context.Background()
+	if g, err := bud.Acquire(ctx, k, acquire(lease, time.Minute, levels...)); err != nil || !g.Admitted {
+		t.Fatalf("%s: %+v %v, want it admitted", lease, g, err)
+	}
+	if err := bud.Release(ctx, k, budgetstore.Release{Lease: lease, Left: left, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestALevelThatFreesInStepsFreesWhatItsLogFrees: a level of this key
 // alone that frees in steps (Rate 0, as a sliding log's write level) is
 // not refilled between answers: it frees what the log of all processes'
@@ -24,43 +44,25 @@ func stepsWrite(rate float64, window time.Duration) budgetstore.Level {
 // is left than the log does logs the rest as taken by others.
 func TestALevelThatFreesInStepsFreesWhatItsLogFrees(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t)
-	a, b := New(srv.Client(t)), New(srv.Client(t))
-	ctx, k := context.Background(), testKey()
+	a, b, k := twoProcesses(t)
+	ctx := context.Background()
 	const window = 1500 * time.Millisecond
-	write := func() budgetstore.Level { return stepsWrite(0, window) }
-	release := func(bud *Budget, lease string, left ...budgetstore.Level) {
-		t.Helper()
-		if err := bud.Release(ctx, k, budgetstore.Release{Lease: lease, Left: left, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := []budgetstore.Level{stepsWrite(0, window)}
 	first := time.Now()
 	for i := range 3 {
-		bud := []*Budget{a, b}[i%2]
-		lease := fmt.Sprint("w", i)
-		if g, err := bud.Acquire(ctx, k, acquire(lease, time.Minute, write())); err != nil || !g.Admitted {
-			t.Fatalf("write %d of 3: %+v %v", i, g, err)
-		}
-		release(bud, lease)
+		take(t, []*Budget{a, b}[i%2], k, fmt.Sprint("w", i), write)
 	}
-	g, err := b.Acquire(ctx, k, acquire("w3", time.Minute, write()))
+	g, err := b.Acquire(ctx, k, acquire("w3", time.Minute, write...))
 	if err != nil || g.Admitted || g.Reason != "write" || g.Refusal || g.Wait > window || g.Wait < window-time.Since(first)-100*time.Millisecond {
 		t.Fatalf("a fourth write at once: %+v %v, want held by write until the first leaves the log (%v after it)", g, err, window)
 	}
 	time.Sleep(g.Wait + 20*time.Millisecond)
-	if g, err := b.Acquire(ctx, k, acquire("w3", time.Minute, write())); err != nil || !g.Admitted {
-		t.Fatalf("the fourth write once the first left the log: %+v %v", g, err)
-	}
-	release(b, "w3")
-	time.Sleep(window) // the log is empty again
-	if g, err := a.Acquire(ctx, k, acquire("w4", time.Minute, write())); err != nil || !g.Admitted {
-		t.Fatalf("a write on an empty log: %+v %v", g, err)
-	}
-	left := write()
+	take(t, b, k, "w3", write) // once the first left the log
+	time.Sleep(window)         // the log is empty again
+	left := stepsWrite(0, window)
 	left.Amount, left.Reset = 0, window // the server says none is left, where the log says two are
-	release(a, "w4", left)
-	g, err = a.Acquire(ctx, k, acquire("w5", time.Minute, write()))
+	take(t, a, k, "w4", write, left)
+	g, err = a.Acquire(ctx, k, acquire("w5", time.Minute, write...))
 	if err != nil || g.Admitted || g.Reason != "write" || g.Wait < window-100*time.Millisecond {
 		t.Fatalf("a write beyond what the server said: %+v %v, want held by write for a window, as others took the rest now", g, err)
 	}
@@ -127,22 +129,16 @@ func TestAnAnswerSetsALevelThatDoesNotRefill(t *testing.T) {
 // asks: 2 left for 2 s go one a second, not at once.
 func TestALevelThatFreesInStepsSpreadsWhatIsLeft(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t)
-	a, b := New(srv.Client(t)), New(srv.Client(t))
-	ctx, k := context.Background(), testKey()
-	write := func(amount, pace float64) budgetstore.Level {
-		return budgetstore.Level{Name: "write", Amount: amount, Size: 10, Quota: 10, Window: 2 * time.Second, Pace: pace, Burst: 1}
+	a, b, k := twoProcesses(t)
+	ctx := context.Background()
+	write := func(amount, pace float64) []budgetstore.Level {
+		return []budgetstore.Level{{Name: "write", Amount: amount, Size: 10, Quota: 10, Window: 2 * time.Second, Pace: pace, Burst: 1}}
 	}
-	if g, err := a.Acquire(ctx, k, acquire("w0", time.Minute, write(8, 0))); err != nil || !g.Admitted {
-		t.Fatalf("8 of 10: %+v %v", g, err)
-	}
-	if err := a.Release(ctx, k, budgetstore.Release{Lease: "w0", RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
-		t.Fatal(err)
-	}
-	if g, err := b.Acquire(ctx, k, acquire("w1", time.Minute, write(1, 100))); err != nil || !g.Admitted {
+	take(t, a, k, "w0", write(8, 0)) // 8 of 10
+	if g, err := b.Acquire(ctx, k, acquire("w1", time.Minute, write(1, 100)...)); err != nil || !g.Admitted {
 		t.Fatalf("the first of the 2 left: %+v %v", g, err)
 	}
-	g, err := a.Acquire(ctx, k, acquire("w2", time.Minute, write(1, 100)))
+	g, err := a.Acquire(ctx, k, acquire("w2", time.Minute, write(1, 100)...))
 	if err != nil || g.Admitted || g.Reason != "write" || g.Wait < 700*time.Millisecond || g.Wait > 2*time.Second {
 		t.Fatalf("the second of the 2 left at once: %+v %v, want held by write for about a second", g, err)
 	}
@@ -154,22 +150,13 @@ func TestALevelThatFreesInStepsSpreadsWhatIsLeft(t *testing.T) {
 // for no one for a window, and the first process's write waits for the log.
 func TestWhatOneProcessShowsOfAStepsLevelBindsAll(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t)
-	a, b := New(srv.Client(t)), New(srv.Client(t))
-	ctx, k := context.Background(), testKey()
+	a, b, k := twoProcesses(t)
 	const window = 1500 * time.Millisecond
-	write := func(rate float64) budgetstore.Level { return stepsWrite(rate, window) }
 	for i := range 3 {
-		lease := fmt.Sprint("w", i)
-		if g, err := a.Acquire(ctx, k, acquire(lease, time.Minute, write(0))); err != nil || !g.Admitted {
-			t.Fatalf("write %d of 3: %+v %v", i, g, err)
-		}
-		if err := a.Release(ctx, k, budgetstore.Release{Lease: lease, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
-			t.Fatal(err)
-		}
+		take(t, a, k, fmt.Sprint("w", i), []budgetstore.Level{stepsWrite(0, window)})
 	}
 	time.Sleep(300 * time.Millisecond) // a refill of 10 a second would have 3 again
-	g, err := b.Acquire(ctx, k, acquire("w3", time.Minute, write(10)))
+	g, err := b.Acquire(context.Background(), k, acquire("w3", time.Minute, stepsWrite(10, window)))
 	if err != nil || g.Admitted || g.Reason != "write" || g.Wait < window/2 {
 		t.Fatalf("a write of a process that gives a refill: %+v %v, want held by write until the log frees", g, err)
 	}
