@@ -27,7 +27,8 @@ end
 -- when the server said it frees more) has come. A level that a process
 -- showed to free in steps (rate 0 with a window) does not refill for a
 -- window after ('sw'), whatever rate others give: the processes that
--- share it learn its shape one by one.
+-- share it learn its shape one by one. It returns the tokens, the rate
+-- they refill at, and the moment while it is still to come.
 local function tokens_of(l)
   local k = p .. ':lv:' .. l.name
   local h = redis.call('HMGET', k, 't', 'a', 'm', 'sw')
@@ -50,8 +51,9 @@ local function tokens_of(l)
     tokens = math.min(tokens + 1, math.max(l.size, tokens))
     redis.call('HSET', k, 't', tostring(tokens), 'a', now)
     redis.call('HDEL', k, 'm')
+    m = nil
   end
-  return tokens, rate
+  return tokens, rate, m
 end
 
 local function save(name, tokens)
@@ -297,9 +299,10 @@ if not unbudgeted then
   local wait, reason, refusal = 0, '', false
   for _, l in ipairs(levels) do
     local k = p .. ':lv:' .. l.name
-    l.tokens, l.rate = tokens_of(l)
-    local h = redis.call('HMGET', k, 'ru', 'w', 'm')
-    local ru, logw, m = tonumber(h[1]) or 0, tonumber(h[2]) or 0, tonumber(h[3])
+    local m
+    l.tokens, l.rate, m = tokens_of(l)
+    local h = redis.call('HMGET', k, 'ru', 'w')
+    local ru, logw = tonumber(h[1]) or 0, tonumber(h[2]) or 0
     local logged = l.quota > 0 and l.window > 0
     if logged and logw ~= l.window then
       redis.call('HSET', k, 'w', l.window)
