@@ -50,11 +50,17 @@ func chaosPlan(seed uint64, run time.Duration) []chaosEpisode {
 // the key's capacity lasts. The sandbox must see no lockout, never more calls in flight
 // than the parallel quota, and at least 80 % of the points the key allows
 // over the run; Redis must hold no lease once the processes are done. The
-// run lasts 60 s; BODO_LONG=1 makes it 3 minutes.
+// run lasts 60 s; BODO_LONG=1 makes it 3 minutes. BODO_CHAOS_SEED repeats
+// the run of a seed that a failure logged.
 func TestChaos(t *testing.T) {
 	run := longRun(t, 60*time.Second, 3*time.Minute)
 	rs, px, bin, lim, srv, api := chaosSetup(t, 200*time.Millisecond)
 	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("BODO_CHAOS_SEED"); v != "" {
+		if _, err := fmt.Sscan(v, &seed); err != nil {
+			t.Fatalf("BODO_CHAOS_SEED=%q: %v", v, err)
+		}
+	}
 	plan := chaosPlan(seed, run)
 	var procs []*agentProcess
 	start := time.Now()

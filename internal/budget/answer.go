@@ -284,6 +284,9 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 // on learned levels.
 func (s *State) addLevelLocked(id string, l *level, now time.Time) {
 	l.usedAt = now
+	if l.pooled = s.shared != nil; l.pooled && s.outagePart > 0 {
+		l.outagePart = s.outagePart
+	}
 	s.countLevelLocked(l, 1)
 	s.levels[id] = l
 	s.order = append(s.order, l)

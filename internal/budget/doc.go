@@ -69,7 +69,10 @@
 //     key's cuts are kept in the store, so what one process hears binds
 //     all; a call the store holds at a level holds only the process's calls
 //     that take from it (rule 4); while the store is unreachable each
-//     process keeps to its share of the key (store.go, gate_store.go;
+//     process keeps to its share of the key: of its slots, of its rate and
+//     of what the server's last word left of every level that refills, as
+//     the store refills every level not shown to free in steps (store.go,
+//     gate_store.go; TestAProcessThatLostTheStoreTakesItsPartOfTheKey;
 //     redisbudget's TestOneModelLocalOrShared,
 //     TestAWriteTheStoreHoldsHoldsNoRead,
 //     TestAPacedLevelSpreadsTheCallsOfAllProcesses,

@@ -59,27 +59,33 @@ func durationOf(seconds float64) time.Duration {
 // A refusal on the level holds every call that takes from it until the
 // moment the server named.
 type level struct {
-	name      string
-	unit      string // points, requests, records
-	quota     float64
-	window    time.Duration
-	share     float64   // the part of the quota this key may use
-	split     float64   // of a level keys of this process share, this key's part (identity.go); 1 alone
-	sinceSeen float64   // taken by this key since the server's last word on the level
-	seenAt    time.Time // when the server last said what is left (status.go)
-	capacity  float64   // the documented size, used only to refuse a call that can never fit
-	docQuota  float64
-	known     bool    // a level of the API, whose scope the contract gives
-	own       bool    // counted for this key alone: its own log bounds it
-	seenMax   float64 // the most the server showed the level to hold
+	name   string
+	unit   string // points, requests, records
+	quota  float64
+	window time.Duration
+	share  float64 // the part of the quota this key may use
+	split  float64 // of a level keys of this process share, this key's part (identity.go); 1 alone
+	// outagePart is this process's part of a pooled level while the shared
+	// store is down (fallbackShare.pace); 1 otherwise.
+	outagePart float64
+	sinceSeen  float64   // taken by this key since the server's last word on the level
+	seenAt     time.Time // when the server last said what is left (status.go)
+	capacity   float64   // the documented size, used only to refuse a call that can never fit
+	docQuota   float64
+	known      bool    // a level of the API, whose scope the contract gives
+	own        bool    // counted for this key alone: its own log bounds it
+	seenMax    float64 // the most the server showed the level to hold
 	// prior: the server has not spoken of the level yet, and the model is
 	// the contract's (the key level a bucket holding its capacity, 600).
 	prior bool
 
 	// bucket: the server showed more left than the quota (r > q), so the
-	// level refills continuously; shared: other keys take from it too.
+	// level refills continuously; shared: other keys take from it too;
+	// pooled: a shared store keeps it for every process of the key, and
+	// it refills as the store has it (storeLevel) unless it frees in steps.
 	bucket bool
 	shared bool
+	pooled bool
 
 	tokens float64 // the server's word, brought forward; negative after a refusal
 	at     time.Time
@@ -157,7 +163,7 @@ type reported struct {
 // newLevel returns a level named name, at a share of 1, with the gate
 // that guards it.
 func newLevel(name string) *level {
-	l := &level{name: name, share: 1, split: 1, pace: newPace()}
+	l := &level{name: name, share: 1, split: 1, outagePart: 1, pace: newPace()}
 	l.gate.level = l
 	return l
 }
@@ -204,8 +210,20 @@ func (l *level) need(amount float64) float64 {
 }
 
 // refills reports whether the server's word is brought forward by a
-// continuous refill.
-func (l *level) refills() bool { return l.bucket || l.shared }
+// continuous refill. A pooled level does unless it showed that it frees in
+// steps: the other processes take from it as well, so this process's log
+// does not bound it, and the store refills it for all of them.
+func (l *level) refills() bool { return l.bucket || l.shared || l.pooled && !l.steps }
+
+// part is this process's part of the server's word on the level: this
+// key's part among the keys of the process (split), and while the shared
+// store is down, of a level that refills, the process's part (outagePart).
+func (l *level) part() float64 {
+	if l.refills() {
+		return l.split * l.outagePart
+	}
+	return l.split
+}
 
 // rate is the level's refill per second: the rate the server showed
 // while it is recent (observedUntil), else its grossRate; for a level
@@ -233,7 +251,7 @@ func (l *level) rate(now time.Time) float64 {
 // either: its part of the word is brought forward at its part of the
 // refill (partLeft).
 func (l *level) frees(now time.Time) bool {
-	return l.shared && l.known && l.split == 1 && l.window > 0 && !(now.Before(l.observedUntil) && l.observedRate < l.grossRate())
+	return l.shared && l.known && l.part() == 1 && l.window > 0 && !(now.Before(l.observedUntil) && l.observedRate < l.grossRate())
 }
 
 // rateChange is the first moment after at when rate changes by itself (a
@@ -348,7 +366,7 @@ func (l *level) logAvailable(now time.Time) float64 {
 // available is what the model believes is left now; refill first.
 func (l *level) available(now time.Time) float64 {
 	v := l.believed(now)
-	if l.split < 1 {
+	if l.part() < 1 {
 		v = min(v, l.partLeft())
 	}
 	return v
@@ -359,14 +377,16 @@ func (l *level) believed(now time.Time) float64 {
 	return max(l.tokens, l.logAvailable(now))
 }
 
-// partLeft is what is left of this key's part of a level that keys of this
-// process split: its part of the server's word, brought forward by its part
-// of the refill, less what this key took since the server said it. Keys
-// that read the same r thus take it once between them. (A part of the
-// quota per window would not do: the server's word already counts what the
-// others took, and keys of other processes take from it too.)
+// partLeft is what is left of this process's part of a level (part):
+// its part of the server's word, brought forward by its part of the
+// refill, less what it took since the server said it. Keys, or processes
+// cut off from their store, that read the same r thus take it once between
+// them. (A part of the quota per window would not do: the server's word
+// already counts what the others took, and keys of other processes take
+// from it too.)
 func (l *level) partLeft() float64 {
-	return l.split*l.tokens - (1-l.split)*l.sinceSeen
+	p := l.part()
+	return p*l.tokens - (1-p)*l.sinceSeen
 }
 
 // minShapeTaken is how far, in seconds of the quota's rate, takes must
@@ -586,9 +606,9 @@ func (l *level) wait(n float64, now time.Time) time.Duration {
 			d = min(d, max(until.Sub(now), time.Millisecond))
 		}
 	}
-	if l.split < 1 {
+	if p := l.part(); p < 1 {
 		if missing := n - l.partLeft(); missing > 1e-9 {
-			d = max(d, l.refillWait(missing, l.split, now))
+			d = max(d, l.refillWait(missing, p, now))
 		}
 	}
 	return d

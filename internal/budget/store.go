@@ -59,6 +59,7 @@ type store struct {
 	share      budgetstore.Members // what the fallback shares are worked out from (see shareLocked)
 	drainUntil time.Time           // no budgeted call goes on the local budget before (see storeResult)
 	rejoinedAt time.Time
+	outagePart float64 // the part of the pooled levels this process takes now (level.outagePart); 0: all
 
 	leases  map[string]leaseRef // the leases of attempts in flight
 	pending []pendingOp         // what the store has not had yet
@@ -95,6 +96,9 @@ func (s *State) UseStore(st budgetstore.Store, key string, logger *slog.Logger) 
 	s = s.live()
 	s.mu.Lock()
 	s.shared, s.sharedKey, s.logger = st, key, logger
+	for _, l := range s.levels {
+		l.pooled = st != nil
+	}
 	s.storeSeq++
 	if s.member == "" {
 		s.member = leaseID()
@@ -232,13 +236,29 @@ func (s *State) shareLocked(now time.Time) fallbackShare {
 	n := s.share.Processes
 	if !limited || n <= 1 {
 		s.pace.ceiling = 0
+		s.partLocked(1)
 		return fallbackShare{}
 	}
 	rank := min(max(s.share.Rank, 0), n-1)
 	sh := fallbackShare{on: true, slots: shareOf(s.parallel, n, rank), refusals: shareOf(RefusalLimit, n, rank)}
 	sh.pace = float64(sh.slots) / float64(max(s.parallel, 1))
 	s.pace.ceiling = sh.pace
+	s.partLocked(sh.pace)
 	return sh
+}
+
+// partLocked gives every pooled level the process's part p of it: the
+// others that lost the store read the same word and take their parts.
+func (s *State) partLocked(p float64) {
+	if p == s.outagePart || p == 1 && s.outagePart == 0 {
+		return
+	}
+	s.outagePart = p
+	for _, l := range s.levels {
+		if l.pooled {
+			l.outagePart = p
+		}
+	}
 }
 
 // reprobeLocked is how long a call held only by the fallback share waits

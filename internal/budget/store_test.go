@@ -1,10 +1,14 @@
 package budget
 
 import (
+	"context"
+	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/bodo-app/bodo-go/budgetstore"
 	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
@@ -44,5 +48,83 @@ func TestTheStoreGetsTheLevelsAsTheProcessModelsThem(t *testing.T) {
 		if !s.levels[Key].steps || k.Rate != 5 || k.Quota != 300 || k.Window != time.Minute || k.Pace != 0 {
 			t.Errorf("the key level for the store (steps %v): %+v, want a refill of 5 a second, a log of 300 a minute and no spread", s.levels[Key].steps, k)
 		}
+	})
+}
+
+// downStore is a budgetstore.Store of four processes, this one first,
+// that fails every request while down is set.
+type downStore struct {
+	mu   sync.Mutex
+	down bool
+}
+
+var errDown = errors.New("the store is down")
+
+func (d *downStore) fail() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.down {
+		return errDown
+	}
+	return nil
+}
+
+func (d *downStore) Acquire(context.Context, string, budgetstore.Acquire) (budgetstore.Grant, error) {
+	if err := d.fail(); err != nil {
+		return budgetstore.Grant{}, err
+	}
+	return budgetstore.Grant{Admitted: true, Members: budgetstore.Members{Processes: 4}}, nil
+}
+func (d *downStore) Release(context.Context, string, budgetstore.Release) error { return d.fail() }
+func (d *downStore) Refund(context.Context, string, []budgetstore.Level) error  { return d.fail() }
+func (d *downStore) Renew(context.Context, string, budgetstore.Renew) (budgetstore.Members, error) {
+	return budgetstore.Members{Processes: 4}, d.fail()
+}
+
+// TestAProcessThatLostTheStoreTakesItsPartOfTheKey is rule 7 through an
+// outage: a process of four that loses the store after the server said the
+// key is drained ("key";r=0;t=60, on a plan whose key holds no more than
+// its quota, so nothing shows it to be a bucket) neither waits the key's
+// minute, as a level of its own whose log the others filled would, nor
+// takes more than its part of the key's refill (one of the six slots: 100
+// points a minute of 600).
+func TestAProcessThatLostTheStoreTakesItsPartOfTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &downStore{}
+		s := New()
+		s.UseStore(st, "k", nil)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=0;t=60`))
+		st.mu.Lock()
+		st.down = true
+		st.mu.Unlock()
+
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		first, points := time.Duration(0), 0.0
+		for {
+			c := call(ops.GetContact, "")
+			tk, _, err := s.Admit(ctx, c)
+			if err != nil {
+				break
+			}
+			if first == 0 {
+				first = time.Since(start)
+			}
+			points += c.Cost
+			tk.Finish(answer("", ""))
+		}
+		part := 600.0 / 60 * 30 / 6
+		t.Logf("first call after %v; %.0f points in 30 s, the process's part of the refill is %.0f", first, points, part)
+		if points == 0 || first > 5*time.Second {
+			t.Errorf("%.0f points in 30 s, the first after %v: want the first within 5 s", points, first)
+		}
+		if points > part+1 || points < part/2 {
+			t.Errorf("%.0f points in 30 s, want at most the part of the refill, %.0f, and at least half of it", points, part)
+		}
+		st.mu.Lock()
+		st.down = false // the keeper sends what the store missed, and ends
+		st.mu.Unlock()
+		time.Sleep(time.Second)
 	})
 }
