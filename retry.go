@@ -81,7 +81,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 	var open *budget.Ticket
 	defer func() {
 		if open != nil {
-			open.Unanswered(true)
+			open.Unanswered(true, false)
 		}
 	}()
 	hintless, deferrals := 0, 0
@@ -103,7 +103,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 		}
 		resp, body, err := c.attempt(ctx, cl, at, ticket)
 		if err != nil && deferrals < maxDeferrals && isDeferred(err) {
-			ticket.Unanswered(false)
+			ticket.Unanswered(false, false)
 			deferrals++
 			attempt-- // nothing was sent: admitted anew, the call meets the wait there
 			continue
@@ -113,7 +113,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			wait time.Duration
 		)
 		if mwErr, ok := err.(*middlewareError); ok { // attempt returns it as roundTrip does
-			ticket.Unanswered(false)
+			ticket.Unanswered(false, false)
 			return nil, nil, middlewareFailed(cl, mwErr.err)
 		}
 		if cut := (*cutBody)(nil); errors.As(err, &cut) {
@@ -133,7 +133,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 		} else if err != nil {
 			// An attempt the caller's context ended is no refusal; one that
 			// failed otherwise after it left may have been refused unseen.
-			ticket.Unanswered(!notSent(err) && ctx.Err() == nil)
+			ticket.Unanswered(!notSent(err), ctx.Err() != nil)
 			lost = lost || !notSent(err)
 			err = withCtx(ctx, err)
 			if badCertificate(err) {

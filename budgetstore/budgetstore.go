@@ -158,6 +158,9 @@ type Release struct {
 	// late: it counts from then, and not at all once RefusalWindow ago.
 	RefusedAgo time.Duration
 	Cut        bool // RATE_LIMITED or OVERLOADED: cut the cap and the pace
+	// Linger keeps the attempt's slot taken that much longer: it got no
+	// answer, and the server may still be working on it.
+	Linger time.Duration
 	// CutFactor is what they are multiplied by (0 means one half).
 	CutFactor float64
 	// Refund is given back: the server did not charge a refused call.

@@ -67,6 +67,33 @@ func TestInFlightLeasesExpire(t *testing.T) {
 	}
 }
 
+// TestALingeringReleaseKeepsItsSlot: the release of an attempt that got
+// no answer keeps its slot taken for its Linger, for every process: the
+// server may still be running it.
+func TestALingeringReleaseKeepsItsSlot(t *testing.T) {
+	srv := startRedis(t)
+	a, b := New(srv.Client(t)), New(srv.Client(t))
+	ctx, k := context.Background(), testKey()
+	for i := range 6 {
+		if g, err := a.Acquire(ctx, k, acquire(fmt.Sprint("s", i), time.Minute, key(1))); err != nil || !g.Admitted {
+			t.Fatalf("slot %d: %+v %v", i, g, err)
+		}
+	}
+	if err := a.Release(ctx, k, budgetstore.Release{Lease: "s0", Linger: 300 * time.Millisecond, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := b.Acquire(ctx, k, acquire("x", time.Minute, key(1))); err != nil || g.Admitted || g.Reason != "in-flight" {
+		t.Fatalf("a call while the released one lingers: %+v %v", g, err)
+	}
+	if g, err := a.Acquire(ctx, k, acquire("s0", time.Minute, key(1))); err != nil || g.Admitted {
+		t.Fatalf("the lingering lease asked again: %+v %v", g, err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if g, err := b.Acquire(ctx, k, acquire("y", time.Minute, key(1))); err != nil || !g.Admitted {
+		t.Fatalf("after the linger: %+v %v", g, err)
+	}
+}
+
 // TestRefusalsAreCountedForAll: the lockout guard counts the refusals of
 // every process.
 func TestRefusalsAreCountedForAll(t *testing.T) {

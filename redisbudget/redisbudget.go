@@ -170,7 +170,7 @@ func (b *Budget) Release(ctx context.Context, key string, rel budgetstore.Releas
 		factor = 0.5
 	}
 	args := []any{rel.Lease, flag(rel.Refused), flag(rel.Cut), ms(rel.RefusalWindow), rel.MaxInFlight, pause, rel.Block, block, num(factor),
-		max(ms(rel.RefusedAgo), 0)}
+		max(ms(rel.RefusedAgo), 0), max(ms(rel.Linger), 0)}
 	args = levelArgs(args, rel.Refund)
 	args = levelArgs(args, rel.Left)
 	args = levelArgs(args, rel.Owe)

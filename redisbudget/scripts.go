@@ -403,7 +403,8 @@ return {1, 0, '', '', 0, ttl, n, rank, 0}
 // releaseScript ends an attempt; a release of a lease released already
 // does nothing. ARGV: lease, refused (0/1), cut (0/1), refusal window ms,
 // max in flight, pause ms, block policy, block ms, cut factor, ms since
-// the refusal, then three lists, each a count followed by name, amount,
+// the refusal, linger ms (the lease holds its slot that long after), then
+// three lists, each a count followed by name, amount,
 // rate, size, pace, burst, quota, window ms, reset ms, hold ms per level:
 // refund, left, owe.
 var releaseScript = redis.NewScript(luaPrelude + `
@@ -417,7 +418,8 @@ local block = ARGV[7]
 local blockms = tonumber(ARGV[8])
 local factor = tonumber(ARGV[9])
 local ago = tonumber(ARGV[10])
-local i = 11
+local linger = tonumber(ARGV[11])
+local i = 12
 local nref = tonumber(ARGV[i]); local refund = levels_from(i + 1, nref); i = i + 1 + nref * level_args
 local nleft = tonumber(ARGV[i]); local left = levels_from(i + 1, nleft); i = i + 1 + nleft * level_args
 local nowe = tonumber(ARGV[i]); local owe = levels_from(i + 1, nowe)
@@ -428,6 +430,9 @@ end
 local back = {}
 for _, l in ipairs(refund) do back[l.name] = (back[l.name] or 0) + l.amount end
 local charged, landed = drop_lease(lease, back)
+if linger > 0 then
+  redis.call('ZADD', p .. ':leases', now + linger, lease)
+end
 redis.call('ZADD', p .. ':gone', now + 120000, lease)
 touch(p .. ':gone')
 if refused and ago < rwindow then

@@ -38,19 +38,30 @@ type Problem struct {
 // a refusal, gives back what a refused call was not charged, follows the
 // RateLimit headers, holds the calls a refusal's wait concerns and cuts the
 // AIMD state on a refusal that speaks of the key's rate.
-func (t *Ticket) Finish(a Answer) { t.end(&a, false) }
+func (t *Ticket) Finish(a Answer) { t.end(&a, false, false) }
 
-// Unanswered ends an attempt that got no answer. One that may have reached
-// the server counts for the lockout guard as a refusal: the server may have
-// refused it without the client ever reading that.
-func (t *Ticket) Unanswered(mayHaveArrived bool) { t.end(nil, mayHaveArrived) }
+// Unanswered ends an attempt that got no answer; sent says it may have
+// reached the server, cancelled that the caller's context ended it. One
+// that was sent keeps its slot in flight while the server may still be
+// working on it (lingerLocked). One that was sent and not cancelled counts
+// for the lockout guard as a refusal: the server may have refused it
+// without the client ever reading that.
+func (t *Ticket) Unanswered(sent, cancelled bool) { t.end(nil, sent, cancelled) }
 
-func (t *Ticket) end(a *Answer, unknown bool) {
+func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 	t.once.Do(func() {
 		s, c := t.s, t.c
 		s.mu.Lock()
 		now := time.Now()
+		unknown := sent && !cancelled
+		linger := time.Duration(0)
+		if a == nil && sent && t.budgeted {
+			linger = s.lingerLocked(t, now)
+		}
 		rel := s.releaseFor(t)
+		if rel != nil {
+			rel.Linger = linger
+		}
 		s.reserved--
 		s.lastUse = now
 		refused := a != nil && a.Status == http.StatusTooManyRequests
@@ -61,7 +72,11 @@ func (t *Ticket) end(a *Answer, unknown bool) {
 			s.passed.add(now) // a limiter in front let it through (rule 6)
 		}
 		if t.budgeted {
-			s.inflight--
+			if linger > 0 {
+				time.AfterFunc(linger, s.freeSlot)
+			} else {
+				s.inflight--
+			}
 			uncharged := refused || a != nil && a.Status == http.StatusServiceUnavailable
 			// An error answer returns no records: what a read reserved of
 			// egress is given back (a 304 is settled by the caller).

@@ -1051,7 +1051,7 @@ func TestAnUnseenResendIsCharged(t *testing.T) {
 		}
 		write := s.levels[Write]
 		c := call(ops.CreateContact, "")
-		admitNow(t, s, c).Unanswered(true)
+		admitNow(t, s, c).Unanswered(true, false)
 		before, writes := key.available(time.Now()), write.available(time.Now())
 		admitNow(t, s, c).Finish(replay)
 		if got := before - key.available(time.Now()); got != replayPoints {
@@ -1068,6 +1068,44 @@ func TestAnUnseenResendIsCharged(t *testing.T) {
 		admitNow(t, s, c).Finish(replay)
 		if got := before - key.available(time.Now()); got != 5+replayPoints {
 			t.Errorf("a retry after a 503 answered by a replay took %v points, want %v", got, 5+replayPoints)
+		}
+	})
+}
+
+// TestASlotStaysTakenWhileTheServerMayStillRunItsCall: with calls that
+// take a second, an attempt that was sent and whose caller stopped waiting
+// for it after 100 ms keeps its slot until a second after it left, since
+// the server counts it in flight until it is done with it; one that was
+// never sent frees its slot at once.
+func TestASlotStaysTakenWhileTheServerMayStillRunItsCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		tk := admitNow(t, s, call(ops.GetMe, ""))
+		time.Sleep(time.Second)
+		tk.Finish(answer("", ""))
+
+		var open []*Ticket
+		for range s.parallel {
+			open = append(open, admitNow(t, s, call(ops.GetContact, "")))
+		}
+		time.Sleep(100 * time.Millisecond)
+		open[0].Unanswered(true, true)
+		start := time.Now()
+		tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited < 850*time.Millisecond || waited > 950*time.Millisecond {
+			t.Errorf("a slot freed by a cancelled call was taken again after %v, want 900ms", waited)
+		}
+		open = append(open[1:], tk)
+
+		open[0].Unanswered(false, false)
+		if why := held(s, call(ops.GetContact, "")); why != "" {
+			t.Errorf("the slot of an attempt that was never sent is still taken: held by %s", why)
+		}
+		for _, tk := range open[1:] {
+			tk.Finish(answer("", ""))
 		}
 	})
 }

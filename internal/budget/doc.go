@@ -100,5 +100,10 @@
 // a lockout and MaxServerWait otherwise; an answer that is not the API's own
 // binds only the call that got it with its wait (rule 6 still slows the
 // key); a level this key shares with keys of the same principal or org in
-// this process is split between them (identity.go).
+// this process is split between them (identity.go); the slot of an attempt
+// that was sent and got no answer (its caller gave up, the connection
+// broke) stays taken until a call as long as the longest that ended
+// lately would have ended, in the store too, since the server counts it in
+// flight until it is done with it (lingerLocked,
+// TestASlotStaysTakenWhileTheServerMayStillRunItsCall).
 package budget

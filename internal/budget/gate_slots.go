@@ -47,3 +47,22 @@ func (s *State) overShareLocked(share fallbackShare, now time.Time) (*gate, time
 	}
 	return nil, 0, ""
 }
+
+// lingerLocked is how much longer the slot of t, which was sent and got no
+// answer, stays taken: until a call as long as the longest that ended
+// lately (drainLocked) would have ended, at most leaseTTL. The server
+// counts a request in flight until it is done with it, whether or not
+// the client still waits for the answer, so a slot freed when the client
+// stops waiting lets one call too many reach it.
+func (s *State) lingerLocked(t *Ticket, now time.Time) time.Duration {
+	s.rollLongestLocked(now)
+	return min(max(s.longest, s.longestPrev)-now.Sub(t.start), leaseTTL)
+}
+
+// freeSlot frees the slot of an attempt whose linger ended.
+func (s *State) freeSlot() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight--
+	s.slotGate.wakeHead()
+}

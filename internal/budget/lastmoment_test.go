@@ -62,7 +62,7 @@ func TestReadingIsBounded(t *testing.T) {
 		if d := other.Bound(context.Background()); d != 0 || time.Since(start) != readingWait {
 			t.Errorf("bound by %v after %v, want none after %v", d, time.Since(start), readingWait)
 		}
-		stuck.Unanswered(true)
+		stuck.Unanswered(true, false)
 		other.Finish(answer("", ""))
 	})
 }

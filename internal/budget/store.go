@@ -535,6 +535,7 @@ func (s *State) send(op pendingOp, now time.Time) error {
 		if rel.Refused {
 			rel.RefusedAgo = late
 		}
+		rel.Linger = max(rel.Linger-late, 0)
 		if late > staleAfter {
 			rel.Left, rel.Owe, rel.Cut = nil, nil, false
 		}
