@@ -43,7 +43,9 @@ type Store interface {
 	// never admitted afterwards.
 	Release(ctx context.Context, key string, rel Release) error
 	// Refund gives back amounts a call reserved but did not use, to
-	// what each level holds and off the newest takes of its log.
+	// what each level holds and off the newest takes of its log. A
+	// negative Amount is taken instead, and logged: what a call admitted
+	// while the store was unreachable took.
 	Refund(ctx context.Context, key string, levels []Level) error
 	// Renew extends the leases of attempts still in flight by their lease
 	// time from now (a lease it does not hold stays gone), and counts
@@ -67,6 +69,11 @@ type Level struct {
 	// requests give: processes learn a level's shape one by one.
 	Rate float64
 	Size float64 // what the level holds when full
+	// Taken is what the process's model says is taken of the level now:
+	// Size less what is left. A store that has nothing of the level (it
+	// is new to it, or restarted empty) starts it at Size less Taken; zero
+	// starts it full.
+	Taken float64
 
 	// Quota and Window, when both positive, bound a level of this key
 	// alone from below, as every shape of limiter grants: it holds at

@@ -94,6 +94,36 @@ func TestALingeringReleaseKeepsItsSlot(t *testing.T) {
 	}
 }
 
+// TestANegativeRefundTakes: what a process took while Redis was
+// unreachable, sent as a refund of a negative amount, is taken from the
+// level for every process.
+func TestANegativeRefundTakes(t *testing.T) {
+	srv := startRedis(t)
+	a, b := New(srv.Client(t)), New(srv.Client(t))
+	ctx, k := context.Background(), testKey()
+	if err := a.Refund(ctx, k, []budgetstore.Level{key(-598)}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.Acquire(ctx, k, acquire("x", time.Minute, key(5)))
+	if err != nil || g.Admitted || g.Reason != "key" || g.Wait < 500*time.Millisecond {
+		t.Fatalf("5 points of a key 598 of 600 were taken from: %+v %v", g, err)
+	}
+}
+
+// TestAStoreWithNothingOfALevelStartsItWhereTheProcessBelieves: a Redis
+// that restarted empty starts a level at what the asking process believes
+// is left of it (Size less Taken), not full.
+func TestAStoreWithNothingOfALevelStartsItWhereTheProcessBelieves(t *testing.T) {
+	srv := startRedis(t)
+	ctx, k := context.Background(), testKey()
+	drained := key(5)
+	drained.Taken = 598
+	g, err := New(srv.Client(t)).Acquire(ctx, k, acquire("x", time.Minute, drained))
+	if err != nil || g.Admitted || g.Reason != "key" || g.Wait < 500*time.Millisecond {
+		t.Fatalf("5 points of a key the process believes 2 of 600 left: %+v %v", g, err)
+	}
+}
+
 // TestRefusalsAreCountedForAll: the lockout guard counts the refusals of
 // every process.
 func TestRefusalsAreCountedForAll(t *testing.T) {

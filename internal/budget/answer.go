@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/bodo-app/bodo-go/budgetstore"
 )
 
 // Codes of the problems the budget learns from.
@@ -87,6 +89,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 				s.replayedLocked(t, now)
 			}
 			c.kept = c.kept || unknown || a != nil && !uncharged
+			var took []budgetstore.Level
 			for _, tk := range t.taken {
 				l := tk.l
 				l.inflight -= tk.amount
@@ -106,9 +109,13 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 				if charged := tk.amount - back; charged > 0 {
 					l.log.add(now, charged)
 					l.landed += charged
+					if t.lease == "" && s.shared != nil {
+						took = append(took, storeLevel(l, -charged, now))
+					}
 				}
 				l.gate.wakeHead()
 			}
+			s.tookLocallyLocked(took, now)
 			s.slotGate.wakeHead()
 		}
 		s.guardGate.wakeHead()

@@ -281,9 +281,12 @@ func (s *State) reprobeLocked(now time.Time) time.Duration {
 // bucket) refills too: a process that first hears of it after others
 // drained it below its quota reads the bucket's t as a step's. A level of
 // this key alone is bounded by its log (level.logAvailable). It holds the
-// documented capacity, or what the server showed it to hold.
+// documented capacity, or what the server showed it to hold; a store that
+// has nothing of it (it restarted empty) starts it at what this process
+// believes is left, not full.
 func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
 	sl := budgetstore.Level{Name: l.name, Amount: amount, Size: l.fitSize()}
+	sl.Taken = max(sl.Size-l.available(now), 0)
 	if !l.steps || l.refills() || l.documentedBucket() {
 		sl.Rate = l.rate(now)
 	}
@@ -391,6 +394,17 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 		return "", sharedPoll, grant.Reason, false, nil
 	}
 	return "", grant.Wait, grant.Reason, grant.Refusal, nil
+}
+
+// tookLocallyLocked has the keeper tell the store what a call admitted on
+// this process's share, while the store was down, took of each level: a
+// Refund of negative amounts, sent once the store answers. The store
+// refilled those levels meanwhile for every process, and would admit the
+// others into what this one took.
+func (s *State) tookLocallyLocked(took []budgetstore.Level, now time.Time) {
+	if len(took) > 0 {
+		s.keepLocked(pendingOp{st: s.shared, seq: s.storeSeq, key: s.sharedKey, refund: took, at: now})
+	}
 }
 
 // keepLocked keeps op for the keeper to send.

@@ -52,10 +52,12 @@ func TestTheStoreGetsTheLevelsAsTheProcessModelsThem(t *testing.T) {
 }
 
 // downStore is a budgetstore.Store of four processes, this one first,
-// that fails every request while down is set.
+// that fails every request while down is set, and adds up what the
+// refunds it got give back of each level.
 type downStore struct {
-	mu   sync.Mutex
-	down bool
+	mu       sync.Mutex
+	down     bool
+	refunded map[string]float64
 }
 
 var errDown = errors.New("the store is down")
@@ -76,7 +78,17 @@ func (d *downStore) Acquire(context.Context, string, budgetstore.Acquire) (budge
 	return budgetstore.Grant{Admitted: true, Members: budgetstore.Members{Processes: 4}}, nil
 }
 func (d *downStore) Release(context.Context, string, budgetstore.Release) error { return d.fail() }
-func (d *downStore) Refund(context.Context, string, []budgetstore.Level) error  { return d.fail() }
+func (d *downStore) Refund(_ context.Context, _ string, levels []budgetstore.Level) error {
+	if err := d.fail(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range levels {
+		d.refunded[l.Name] += l.Amount
+	}
+	return nil
+}
 func (d *downStore) Renew(context.Context, string, budgetstore.Renew) (budgetstore.Members, error) {
 	return budgetstore.Members{Processes: 4}, d.fail()
 }
@@ -87,10 +99,11 @@ func (d *downStore) Renew(context.Context, string, budgetstore.Renew) (budgetsto
 // its quota, so nothing shows it to be a bucket) neither waits the key's
 // minute, as a level of its own whose log the others filled would, nor
 // takes more than its part of the key's refill (one of the six slots: 100
-// points a minute of 600).
+// points a minute of 600); once the store is back, it takes there what the
+// process took meanwhile.
 func TestAProcessThatLostTheStoreTakesItsPartOfTheKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &downStore{}
+		st := &downStore{refunded: map[string]float64{}}
 		s := New()
 		s.UseStore(st, "k", nil)
 		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=0;t=60`))
@@ -126,5 +139,10 @@ func TestAProcessThatLostTheStoreTakesItsPartOfTheKey(t *testing.T) {
 		st.down = false // the keeper sends what the store missed, and ends
 		st.mu.Unlock()
 		time.Sleep(time.Second)
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if got := st.refunded[Key]; got != -points {
+			t.Errorf("the store was told of %.0f points of the key, want the %.0f taken while it was down", -got, points)
+		}
 	})
 }
