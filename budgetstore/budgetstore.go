@@ -69,11 +69,6 @@ type Level struct {
 	// requests give: processes learn a level's shape one by one.
 	Rate float64
 	Size float64 // what the level holds when full
-	// Taken is what the process's model says is taken of the level now:
-	// Size less what is left. A store that has nothing of the level (it
-	// is new to it, or restarted empty) starts it at Size less Taken; zero
-	// starts it full.
-	Taken float64
 
 	// Quota and Window, when both positive, bound a level of this key
 	// alone from below, as every shape of limiter grants: it holds at

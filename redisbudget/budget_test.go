@@ -110,20 +110,6 @@ func TestANegativeRefundTakes(t *testing.T) {
 	}
 }
 
-// TestAStoreWithNothingOfALevelStartsItWhereTheProcessBelieves: a Redis
-// that restarted empty starts a level at what the asking process believes
-// is left of it (Size less Taken), not full.
-func TestAStoreWithNothingOfALevelStartsItWhereTheProcessBelieves(t *testing.T) {
-	srv := startRedis(t)
-	ctx, k := context.Background(), testKey()
-	drained := key(5)
-	drained.Taken = 598
-	g, err := New(srv.Client(t)).Acquire(ctx, k, acquire("x", time.Minute, drained))
-	if err != nil || g.Admitted || g.Reason != "key" || g.Wait < 500*time.Millisecond {
-		t.Fatalf("5 points of a key the process believes 2 of 600 left: %+v %v", g, err)
-	}
-}
-
 // TestRefusalsAreCountedForAll: the lockout guard counts the refusals of
 // every process.
 func TestRefusalsAreCountedForAll(t *testing.T) {

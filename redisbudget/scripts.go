@@ -22,9 +22,8 @@ local function touch(k)
   redis.call('PEXPIRE', k, keep)
 end
 
--- tokens_of is what level l holds now: its tokens ('t' at 'a'; what the
--- asking process believes is left of it when the store has none) refilled at its
--- rate up to its size, and one unit more once its moment ('m',
+-- tokens_of is what level l holds now: its tokens ('t' at 'a') refilled
+-- at its rate up to its size, and one unit more once its moment ('m',
 -- when the server said it frees more) has come. A level that a process
 -- showed to free in steps (rate 0 with a window) does not refill for a
 -- window after ('sw'), whatever rate others give: the processes that
@@ -39,7 +38,7 @@ local function tokens_of(l)
   elseif (tonumber(h[4]) or 0) > now then
     rate = 0
   end
-  local tokens = tonumber(h[1]) or l.size - math.max(l.taken, 0)
+  local tokens = tonumber(h[1]) or l.size
   local at = tonumber(h[2]) or now
   if at > now then
     at = now
@@ -135,7 +134,7 @@ local function paced_of(name, pace, burst)
   return math.min(burst, tokens + pace * (now - at) / 1000)
 end
 
-local level_args = 11
+local level_args = 10
 
 local function levels_from(first, n)
   local out = {}
@@ -143,7 +142,7 @@ local function levels_from(first, n)
     local b = first + i * level_args
     out[#out + 1] = {name = ARGV[b], amount = tonumber(ARGV[b + 1]), rate = tonumber(ARGV[b + 2]), size = tonumber(ARGV[b + 3]),
       pace = tonumber(ARGV[b + 4]), burst = tonumber(ARGV[b + 5]), quota = tonumber(ARGV[b + 6]), window = tonumber(ARGV[b + 7]),
-      reset = tonumber(ARGV[b + 8]), hold = tonumber(ARGV[b + 9]), taken = tonumber(ARGV[b + 10])}
+      reset = tonumber(ARGV[b + 8]), hold = tonumber(ARGV[b + 9])}
   end
   return out
 end
@@ -232,7 +231,7 @@ end
 // ARGV: lease, ttl ms, cost, key rate, max in flight, refusal limit,
 // refusal window ms, unbudgeted (0/1), process, process ttl ms, number of
 // levels, then per level name, amount, rate, size, pace, burst, quota,
-// window ms, reset ms, hold ms, taken. It answers {admitted (0/1), wait ms,
+// window ms, reset ms, hold ms. It answers {admitted (0/1), wait ms,
 // reason, policy, ms until reset, ttl ms, processes, rank, refusal
 // (0/1)}: a reason when not admitted (a level's name also when its pace
 // holds the call), a policy for an exhausted quota, refusal when a
@@ -406,7 +405,7 @@ return {1, 0, '', '', 0, ttl, n, rank, 0}
 // max in flight, pause ms, block policy, block ms, cut factor, ms since
 // the refusal, linger ms (the lease holds its slot that long after), then
 // three lists, each a count followed by name, amount,
-// rate, size, pace, burst, quota, window ms, reset ms, hold ms, taken per level:
+// rate, size, pace, burst, quota, window ms, reset ms, hold ms per level:
 // refund, left, owe.
 var releaseScript = redis.NewScript(luaPrelude + `
 local lease = ARGV[1]

@@ -281,12 +281,9 @@ func (s *State) reprobeLocked(now time.Time) time.Duration {
 // bucket) refills too: a process that first hears of it after others
 // drained it below its quota reads the bucket's t as a step's. A level of
 // this key alone is bounded by its log (level.logAvailable). It holds the
-// documented capacity, or what the server showed it to hold; a store that
-// has nothing of it (it restarted empty) starts it at what this process
-// believes is left, not full.
+// documented capacity, or what the server showed it to hold.
 func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
 	sl := budgetstore.Level{Name: l.name, Amount: amount, Size: l.fitSize()}
-	sl.Taken = max(sl.Size-l.available(now), 0)
 	if !l.steps || l.refills() || l.documentedBucket() {
 		sl.Rate = l.rate(now)
 	}
