@@ -45,6 +45,17 @@ func TestTwoProcessesShareOneBucket(t *testing.T) {
 	}
 }
 
+// fillSlots takes all 6 slots of key k through b, with leases prefix0 to
+// prefix5 of lease time ttl.
+func fillSlots(t *testing.T, b *Budget, k, prefix string, ttl time.Duration) {
+	t.Helper()
+	for i := range 6 {
+		if g, err := b.Acquire(context.Background(), k, acquire(fmt.Sprint(prefix, i), ttl, key(1))); err != nil || !g.Admitted {
+			t.Fatalf("slot %d: %+v %v", i, g, err)
+		}
+	}
+}
+
 // TestInFlightLeasesExpire: the slots in flight are capped over all
 // processes, and a lease that is never released (its process died) frees
 // its slot when it expires.
@@ -52,11 +63,7 @@ func TestInFlightLeasesExpire(t *testing.T) {
 	srv := startRedis(t)
 	a, b := New(srv.Client(t)), New(srv.Client(t))
 	ctx, k := context.Background(), testKey()
-	for i := range 6 {
-		if g, err := a.Acquire(ctx, k, acquire(fmt.Sprint("dead", i), 300*time.Millisecond, key(1))); err != nil || !g.Admitted {
-			t.Fatalf("slot %d: %+v %v", i, g, err)
-		}
-	}
+	fillSlots(t, a, k, "dead", 300*time.Millisecond)
 	g, err := b.Acquire(ctx, k, acquire("x", time.Minute, key(1)))
 	if err != nil || g.Admitted || g.Reason != "in-flight" {
 		t.Fatalf("a seventh call: %+v %v", g, err)
@@ -74,11 +81,7 @@ func TestALingeringReleaseKeepsItsSlot(t *testing.T) {
 	srv := startRedis(t)
 	a, b := New(srv.Client(t)), New(srv.Client(t))
 	ctx, k := context.Background(), testKey()
-	for i := range 6 {
-		if g, err := a.Acquire(ctx, k, acquire(fmt.Sprint("s", i), time.Minute, key(1))); err != nil || !g.Admitted {
-			t.Fatalf("slot %d: %+v %v", i, g, err)
-		}
-	}
+	fillSlots(t, a, k, "s", time.Minute)
 	if err := a.Release(ctx, k, budgetstore.Release{Lease: "s0", Linger: 300 * time.Millisecond, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
 		t.Fatal(err)
 	}
