@@ -99,7 +99,7 @@ func TestALingeringReleaseKeepsItsSlot(t *testing.T) {
 
 // TestANegativeRefundTakes: what a process took while Redis was
 // unreachable, sent as a refund of a negative amount, is taken from the
-// level for every process.
+// level for every process, and logged on a level bounded by its log.
 func TestANegativeRefundTakes(t *testing.T) {
 	srv := startRedis(t)
 	a, b := New(srv.Client(t)), New(srv.Client(t))
@@ -110,6 +110,24 @@ func TestANegativeRefundTakes(t *testing.T) {
 	g, err := b.Acquire(ctx, k, acquire("x", time.Minute, key(5)))
 	if err != nil || g.Admitted || g.Reason != "key" || g.Wait < 500*time.Millisecond {
 		t.Fatalf("5 points of a key 598 of 600 were taken from: %+v %v", g, err)
+	}
+
+	// A level that frees in steps, bounded by its log: the take is logged,
+	// so the log frees it a window later, and not before.
+	write := budgetstore.Level{Name: "write", Amount: 1, Size: 60, Quota: 60, Window: time.Minute}
+	if g, err := a.Acquire(ctx, k, acquire("w", time.Minute, write)); err != nil || !g.Admitted {
+		t.Fatalf("a write: %+v %v", g, err)
+	}
+	if err := a.Release(ctx, k, budgetstore.Release{Lease: "w", RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+		t.Fatal(err)
+	}
+	took := write
+	took.Amount = -59
+	if err := a.Refund(ctx, k, []budgetstore.Level{took}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := b.Acquire(ctx, k, acquire("w2", time.Minute, write)); err != nil || g.Admitted || g.Reason != "write" {
+		t.Fatalf("a write after 60 of 60 were taken within the window: %+v %v", g, err)
 	}
 }
 
