@@ -139,6 +139,9 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 	}
 	c.reported = nil
 	c.attempts++
+	if !c.Status {
+		s.sentAt = now
+	}
 	takes := s.takesLocked(c)
 	for i := range takes {
 		t := &takes[i]

@@ -240,6 +240,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		l.heard(remaining, remaining, landedSince, now)
 		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now}
 		l.moment, l.momentFreed = now.Add(l.reported.reset), l.log.freed
+		l.learnDepth(remaining, r.reset)
 		l.learnShape(remaining, r.reset, pending, now)
 		l.learnSteps(remaining, r.reset)
 		l.learnGain(remaining, pending, now)
@@ -489,6 +490,14 @@ func (s *State) blockLocked(c *Call, p *Problem, now time.Time, rel *release) {
 // later returns the later of a and b.
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// earlier returns the earlier of a and b.
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
 		return b
 	}
 	return a

@@ -135,11 +135,11 @@ func TestFollowsRateLimitHeaders(t *testing.T) {
 		t.Errorf("an announced policy the server tied to no call holds a call")
 	}
 	s.observeLocked(c, http.Header{"Ratelimit": {`"key";r=12;t=118`}}, now, nil, true)
-	if key.available(now) != 12 {
-		t.Errorf("available = %v after r=12", key.available(now))
+	if key.available(now) != 12 || !key.bucket || key.size() != 12+117*5 {
+		t.Errorf("r=12;t=118 of a level of 300 a minute: available %v, bucket %v, size %v; want 12, a bucket that holds 597", key.available(now), key.bucket, key.size())
 	}
 	s.observeLocked(c, http.Header{"Ratelimit": {`"key";r=500;t=20`}}, now, nil, true)
-	if key.available(now) != 500 || !key.bucket || key.size() != 500 {
+	if key.available(now) != 500 || !key.bucket || key.size() != 597 {
 		t.Errorf("r=500 above the quota of 300: available %v, bucket %v, size %v", key.available(now), key.bucket, key.size())
 	}
 	before := key.tokens
@@ -1107,5 +1107,81 @@ func TestASlotStaysTakenWhileTheServerMayStillRunItsCall(t *testing.T) {
 		for _, tk := range open[1:] {
 			tk.Finish(answer("", ""))
 		}
+	})
+}
+
+// TestAnIdleKeyAsksAboutTheLevelThatHoldsIt: a write level drained at
+// once, whose shape the server has not shown, holds every call until its
+// word's moment; once no call has left for idleStatusEvery, the client
+// asks the status about it, and again idleStatusEvery after each status
+// while the key stays idle. A call that leaves meanwhile makes the key
+// busy again, and a points level, which the status takes from, is asked
+// about only when its word is StaleAfter old.
+func TestAnIdleKeyAsksAboutTheLevelThatHoldsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		writes(t, s, 1, `"write";r=0;t=60`)
+		if why := held(s, call(ops.CreateContact, "")); why != Write {
+			t.Fatalf("a 61st write held by %q, want write", why)
+		}
+		asks := func(name string) bool {
+			t.Helper()
+			_, start := s.StatusFor(name, time.Now())
+			if start {
+				s.StatusDone(true)
+			}
+			return start
+		}
+		time.Sleep(idleStatusEvery - time.Millisecond)
+		if asks(Write) {
+			t.Fatalf("a status %v after the last write", idleStatusEvery-time.Millisecond)
+		}
+		time.Sleep(time.Millisecond)
+		if !asks(Write) {
+			t.Fatalf("no status about the write level after %v of an idle key", idleStatusEvery)
+		}
+		time.Sleep(idleStatusEvery - time.Millisecond)
+		if asks(Write) {
+			t.Fatal("a second status sooner than idleStatusEvery after the first")
+		}
+		time.Sleep(time.Millisecond)
+		if !asks(Write) {
+			t.Fatal("no second status while the key stays idle")
+		}
+		time.Sleep(idleStatusEvery - time.Millisecond)
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", ""))
+		time.Sleep(time.Millisecond)
+		if asks(Write) {
+			t.Fatal("a status about the write level just after a call left")
+		}
+
+		s = New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=0;t=20`))
+		time.Sleep(2 * idleStatusEvery)
+		if asks(Key) {
+			t.Fatal("a status about the drained key level, which the status takes from, while its word is fresh")
+		}
+	})
+}
+
+// TestATLongerThanTheWindowIsABucketsT: a level of this key alone whose t
+// (when it is full again) lies further than its window is a bucket that
+// holds more than its quota, which refills continuously: a sliding log or
+// a window is full a window after its last take at the latest. A t within
+// the window says nothing of the shape.
+func TestATLongerThanTheWindowIsABucketsT(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=150;w=60;qu="points", "write";q=30;w=60`, `"key";r=10;t=113, "write";r=0;t=60`))
+		s.mu.Lock()
+		key, write := s.levels[Key], s.levels[Write]
+		if !key.refills() || key.size() != 10+112*2.5 {
+			t.Errorf("r=10;t=113 of 150 points a minute: refills %v, size %v; want a bucket that holds 290", key.refills(), key.size())
+		}
+		if write.refills() {
+			t.Error("r=0;t=60 of 30 writes a minute read as a bucket's")
+		}
+		s.mu.Unlock()
 	})
 }

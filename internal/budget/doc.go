@@ -23,7 +23,8 @@
 //     moment now+t; at that moment it holds one unit more, whatever its
 //     shape, and the next answer says how much (level.refill). How the
 //     server counts is its business: a level that showed it refills
-//     continuously (more left than its quota, or a full moment that moves
+//     continuously (more left than its quota, a full moment further than
+//     its window, TestATLongerThanTheWindowIsABucketsT, or one that moves
 //     as points are taken) refills at its rate between answers, and a level
 //     of this key alone never holds less than its quota less this key's own
 //     takes in the last window, which every shape grants
@@ -95,7 +96,13 @@
 // never wedges a key); a status request about a stale level that the level
 // refuses makes the next one about it wait twice as long, up to
 // maxStatusGap, until one finds more left than the model believed
-// (level.statusRefusedLocked, TestARefusedStatusWaitsLongerForTheNext); a
+// (level.statusRefusedLocked, TestARefusedStatusWaitsLongerForTheNext);
+// while a level the status takes nothing from (writes, deletes) holds
+// calls and no other call has left for idleStatusEvery, the key is idle
+// and a status costs a point it would not use, so the client asks then and
+// every idleStatusEvery while it stays idle: an empty level the server
+// does not name in its answers may have refilled long before its word's
+// moment (idleDueLocked, TestAnIdleKeyAsksAboutTheLevelThatHoldsIt); a
 // wait the server asks is held at most MaxLockout for
 // a lockout and MaxServerWait otherwise; an answer that is not the API's own
 // binds only the call that got it with its wait (rule 6 still slows the

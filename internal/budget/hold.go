@@ -81,7 +81,7 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 	if head && !statusDue.IsZero() {
 		next := statusDue
 		if !next.After(now) {
-			next = now.Add(statusEvery) // it asks now: the next is due then
+			next = now.Add(idleStatusEvery) // it asks now: the next is due then at the soonest
 		}
 		timerWait = min(timerWait, next.Sub(now))
 	}

@@ -504,6 +504,19 @@ func (l *level) learnSteps(remaining float64, t int64) {
 	}
 }
 
+// learnDepth reads r and t of a RateLimit member naming a level of this
+// key alone for a bucket that holds more than its quota: a sliding log or
+// a window is full again within a window of its last take, so a t longer
+// than the window (and t's rounding) is a bucket's. It refills
+// continuously and holds at least r plus t's refill.
+func (l *level) learnDepth(remaining float64, t int64) {
+	if !l.own || l.window <= 0 || l.grossRate() <= 0 || float64(t-1) <= l.window.Seconds() {
+		return
+	}
+	l.bucket = true
+	l.seenMax = max(l.seenMax, remaining+float64(t-1)*l.grossRate())
+}
+
 // spreadWindow is the longest window of a level that the model spreads.
 const spreadWindow = time.Minute
 

@@ -55,6 +55,7 @@ type State struct {
 	levelsSweptAt               time.Time
 	slowStartAt                 time.Time     // when slow start let its call out alone (SlowStartHold)
 	statusAt                    time.Time     // when StatusFor last started a status request
+	sentAt                      time.Time     // when the last budgeted call other than a status was admitted
 	statusDone                  chan struct{} // closes when that request ends; nil when none is on its way
 	statusLevel                 *level        // the level that request was about
 

@@ -13,6 +13,14 @@ const (
 	StaleAfter = 30 * time.Second
 	// statusEvery spaces the status requests of one key.
 	statusEvery = 30 * time.Second
+	// idleStatusEvery is how old the word on a level a status takes
+	// nothing from (not points) may be, and how far apart the status
+	// requests about it are, while it holds calls and no other call of
+	// the key has left for as long: the key is idle, so the point a
+	// status costs would go unused, and an empty level the server does
+	// not name in its answers may refill long before the moment its last
+	// word named.
+	idleStatusEvery = 5 * time.Second
 	// minStatusRefill is how much a level must refill between two status
 	// requests to be asked about: a status costs a point, which a level
 	// that refills less (a tiny quota) cannot spare.
@@ -34,13 +42,60 @@ type LevelStatus struct {
 // statusDueLocked is when a call held by l may next ask for the status
 // about it: once l's word is StaleAfter old, statusEvery after the last
 // status, and not before a refusal's wait on it is over (no status lifts
-// that); zero for a level that refills less than minStatusRefill in
-// statusEvery, which a status costs too much of.
+// that), for a level that refills at least minStatusRefill in
+// statusEvery, which a status costs too much of otherwise; and for a level
+// the status takes nothing from, while the key is idle, idleStatusEvery
+// after the last status, word or call (idleDueLocked). Zero when never.
 func (s *State) statusDueLocked(l *level) time.Time {
-	if l == nil || l.grossRate()*statusEvery.Seconds() < minStatusRefill {
+	if l == nil {
 		return time.Time{}
 	}
-	return later(later(l.seenAt.Add(StaleAfter), l.statusAt.Add(l.statusGap)), later(l.holdUntil, s.statusAt.Add(statusEvery)))
+	idle := s.idleDueLocked(l)
+	if l.grossRate()*statusEvery.Seconds() < minStatusRefill {
+		return idle
+	}
+	due := later(later(l.seenAt.Add(StaleAfter), l.statusAt.Add(l.statusGap)), later(l.holdUntil, s.statusAt.Add(statusEvery)))
+	if !idle.IsZero() {
+		due = earlier(due, idle)
+	}
+	return due
+}
+
+// staleAtLocked is when the server's word on l is too old for the calls l
+// holds (statusDueLocked, without the spacing of status requests).
+func (s *State) staleAtLocked(l *level) time.Time {
+	idle := s.idleStaleAtLocked(l)
+	if l.grossRate()*statusEvery.Seconds() < minStatusRefill {
+		return idle
+	}
+	stale := later(l.seenAt.Add(StaleAfter), l.holdUntil)
+	if !idle.IsZero() {
+		stale = earlier(stale, idle)
+	}
+	return stale
+}
+
+// idleDueLocked is when a call held by l may ask for the status while the
+// key is idle: idleStatusEvery after the last status (twice the gap after
+// a refused one, statusRefusedLocked) and idleStaleAtLocked. Zero for a
+// points level, which the status takes from too, and for one that refills
+// less than one unit meanwhile.
+func (s *State) idleDueLocked(l *level) time.Time {
+	stale := s.idleStaleAtLocked(l)
+	if stale.IsZero() {
+		return stale
+	}
+	return later(stale, later(s.statusAt, l.statusAt).Add(max(idleStatusEvery, l.statusGap)))
+}
+
+// idleStaleAtLocked is idleStatusEvery after the later of the server's
+// last word on l and the last call of the key other than a status, for a
+// level idleDueLocked asks about; zero for others.
+func (s *State) idleStaleAtLocked(l *level) time.Time {
+	if l.unit == "points" || l.grossRate()*idleStatusEvery.Seconds() < 1 {
+		return time.Time{}
+	}
+	return later(later(l.seenAt, s.sentAt).Add(idleStatusEvery), l.holdUntil)
 }
 
 // statusRefusedLocked hears that the level refused the status request
@@ -77,7 +132,7 @@ func (s *State) StatusFor(name string, now time.Time) (done <-chan struct{}, sta
 	defer s.mu.Unlock()
 	l := s.levels[name]
 	due := s.statusDueLocked(l)
-	if due.IsZero() || now.Before(later(l.seenAt.Add(StaleAfter), l.holdUntil)) {
+	if due.IsZero() || now.Before(s.staleAtLocked(l)) {
 		return nil, false
 	}
 	if s.statusDone != nil {

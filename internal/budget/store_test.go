@@ -38,7 +38,7 @@ func TestSharesAddUpToTheKeysLimits(t *testing.T) {
 func TestTheStoreGetsTheLevelsAsTheProcessModelsThem(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
-		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"key";r=200;t=80, "write";r=55;t=60`))
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"key";r=200;t=50, "write";r=55;t=60`))
 		now := time.Now()
 		w := storeLevel(s.levels[Write], 1, now)
 		if w.Rate != 0 || w.Quota != 60 || w.Window != time.Minute {
