@@ -20,7 +20,10 @@ import (
 )
 
 // stallWindow is how long calls may wait, while the server would accept one
-// of them and none is sent, before the run counts a stall.
+// of them and none is sent, before the run counts a stall. A call that
+// would come before a wait the server announced for it (early) does not
+// count as one the server would accept: no client that keeps to the waits
+// sends it.
 const stallWindow = 10 * time.Second
 
 // ProfileResult is one run of the workload against a server profile.
@@ -39,7 +42,7 @@ type ProfileResult struct {
 	Early          int             // requests sent before a wait the server announced was over
 	EarlyBy        map[string]int  // by what announced the wait
 	FirstEarly     []string        // the first few early requests, as the sandbox saw them
-	Stalls         int             // windows of stallWindow in which calls waited, the server would have accepted one, and none was sent
+	Stalls         int             // windows of stallWindow in which calls waited, the server would have accepted one that would not come early, and none was sent
 	StallsAt       []time.Duration // when each stall began, from the start of the run
 	MaxFlight      int
 	GaveUp         int
@@ -207,7 +210,7 @@ func (t *trackedAPI) track(op string, q url.Values) func() {
 }
 
 // acceptable reports whether the server would accept one of the calls in
-// progress now.
+// progress now, and it would not come early.
 func (t *trackedAPI) acceptable(srv *sandbox.Server) bool {
 	t.mu.Lock()
 	keys := slices.Collect(maps.Keys(t.calls))
@@ -219,7 +222,7 @@ func (t *trackedAPI) acceptable(srv *sandbox.Server) bool {
 		}
 		op, raw, _ := strings.Cut(k, "?")
 		q, _ := url.ParseQuery(raw)
-		if srv.WouldAccept(sandbox.TestKey, op, q) {
+		if srv.WouldAccept(sandbox.TestKey, op, q) && !srv.WouldComeEarly(sandbox.TestKey, op, q) {
 			return true
 		}
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"net/url"
 	"time"
 )
 
@@ -107,4 +108,27 @@ func (s *Server) takesFrom(d demand) []waitKey {
 		ws = append(ws, waitID(s.extras[t.pol].Name, t.part))
 	}
 	return ws
+}
+
+// WouldComeEarly reports whether a call of operationID with query by
+// key, arriving now, would come before a wait the server announced to
+// the key for it (KeyStats.EarlyRequests): one for every request, or one
+// for a level the call takes from. A client that keeps to the waits sends
+// no such call, whether or not the levels would admit it (WouldAccept). An
+// unknown key or operation, and batch, never come early.
+func (s *Server) WouldComeEarly(key, operationID string, query url.Values) bool {
+	return s.judge(key, operationID, query, func(k *apiKey, d demand, now time.Time) bool {
+		running := func(a announced) bool { return now.After(a.from) && now.Before(a.end) }
+		for _, a := range k.waitAll {
+			if running(a) {
+				return true
+			}
+		}
+		for _, w := range s.takesFrom(d) {
+			if a, ok := k.waitLevel[w.id()]; ok && running(a) {
+				return true
+			}
+		}
+		return false
+	})
 }

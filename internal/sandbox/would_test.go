@@ -124,3 +124,33 @@ func TestWouldAcceptLockoutParallelAndUnknowns(t *testing.T) {
 		}
 	})
 }
+
+// TestWouldComeEarlyFollowsTheAnnouncedWaits: a refusal on the write level
+// announces a wait for the writes, not for the reads; the wait binds from
+// the moment the answer reached the client until it is over, whatever the
+// level would admit meanwhile.
+func TestWouldComeEarlyFollowsTheAnnouncedWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(WithLimits(Limits{KeyQuota: 6000, KeyCapacity: 6000, WriteQuota: 1}), WithLatency(10*time.Millisecond))
+		c := newTester(t, s)
+		c.createContact("W")
+		if s.WouldComeEarly(TestKey, "createContact", nil) {
+			t.Fatal("a write comes early before any refusal")
+		}
+		_, ms := c.do("POST", "/v1/contacts", map[string]any{"name": "W"}).wantRefusal(t, codeRateLimited, "write")
+		wait := time.Duration(ms) * time.Millisecond
+		time.Sleep(time.Millisecond) // a request at the very moment the answer arrived is not early
+		if !s.WouldComeEarly(TestKey, "createContact", nil) || s.WouldComeEarly(TestKey, "getMe", nil) {
+			t.Error("after a refusal on write: a write should come early, a read not")
+		}
+		for _, bad := range [][2]string{{"bodo_test_nope", "createContact"}, {TestKey, "nope"}} {
+			if s.WouldComeEarly(bad[0], bad[1], nil) {
+				t.Errorf("WouldComeEarly(%q, %q)", bad[0], bad[1])
+			}
+		}
+		time.Sleep(wait - time.Millisecond)
+		if s.WouldComeEarly(TestKey, "createContact", nil) {
+			t.Errorf("a write comes early %v after a refusal that asked for %v", wait, wait)
+		}
+	})
+}
