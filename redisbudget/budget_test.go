@@ -265,12 +265,9 @@ func TestACallBiggerThanALevelGoesOnAFullOne(t *testing.T) {
 // whatever the level holds, and names the level as what holds them; the
 // levels a call does not take from are not paced.
 func TestAPacedLevelSpreadsTheCallsOfAllProcesses(t *testing.T) {
-	srv := startRedis(t)
-	a, b := New(srv.Client(t)), New(srv.Client(t))
-	ctx, k := context.Background(), testKey()
-	write := func() budgetstore.Level {
-		return budgetstore.Level{Name: "write", Amount: 1, Rate: 1, Size: 60, Pace: 4, Burst: 1}
-	}
+	a, b, k := twoProcesses(t)
+	ctx := context.Background()
+	write := func() budgetstore.Level { return pacedWrite(4) }
 	release := func(bud *Budget, lease string) {
 		t.Helper()
 		if err := bud.Release(ctx, k, budgetstore.Release{Lease: lease, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
@@ -293,4 +290,44 @@ func TestAPacedLevelSpreadsTheCallsOfAllProcesses(t *testing.T) {
 	if g, err := b.Acquire(ctx, k, acquire("w2", time.Minute, key(1), write())); err != nil || !g.Admitted {
 		t.Fatalf("the second write after its wait: %+v %v", g, err)
 	}
+}
+
+// TestAReplayGivesBackItsTurnOfThePace: a release that refunds a paced
+// level with its pace (a replay, which the server counted on no write)
+// gives back the turn of the pace the write took, so the next write of any
+// process goes at once; a refund without the pace (a refused call) does
+// not.
+func TestAReplayGivesBackItsTurnOfThePace(t *testing.T) {
+	a, b, k := twoProcesses(t)
+	ctx := context.Background()
+	write := func() budgetstore.Level { return pacedWrite(1) }
+	for i, paced := range []bool{true, false} {
+		time.Sleep(1100 * time.Millisecond) // the pace has a turn again
+		first, second := fmt.Sprintf("w%d", 2*i), fmt.Sprintf("w%d", 2*i+1)
+		if g, err := a.Acquire(ctx, k, acquire(first, time.Minute, key(1), write())); err != nil || !g.Admitted {
+			t.Fatalf("the first write: %+v %v", g, err)
+		}
+		back := write()
+		if !paced {
+			back.Pace, back.Burst = 0, 0
+		}
+		if err := a.Release(ctx, k, budgetstore.Release{Lease: first, RefusalWindow: time.Minute, MaxInFlight: 6, Refund: []budgetstore.Level{back}}); err != nil {
+			t.Fatal(err)
+		}
+		g, err := b.Acquire(ctx, k, acquire(second, time.Minute, key(1), write()))
+		if err != nil || g.Admitted != paced {
+			t.Fatalf("a write after a refund with the pace %v: %+v %v, want admitted %v", paced, g, err, paced)
+		}
+		if g.Admitted {
+			if err := b.Release(ctx, k, budgetstore.Release{Lease: second, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// pacedWrite is one write of a write level that refills a write a second,
+// paced at pace writes a second, one at once.
+func pacedWrite(pace float64) budgetstore.Level {
+	return budgetstore.Level{Name: "write", Amount: 1, Rate: 1, Size: 60, Pace: pace, Burst: 1}
 }

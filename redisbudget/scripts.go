@@ -442,6 +442,10 @@ if refused and ago < rwindow then
 end
 for _, l in ipairs(refund) do
   save(l.name, math.min(l.size, tokens_of(l) + l.amount))
+  if l.pace > 0 and l.burst > 0 then
+    -- a replay: the turn of the level's pace it took goes back too
+    redis.call('HSET', p .. ':lv:' .. l.name, 'pt', tostring(math.min(l.burst, paced_of(l.name, l.pace, l.burst) + l.amount)), 'pa', now)
+  end
 end
 -- The server's word, less what is in flight, caps what is left; and
 -- what is left is at least that less what landed after the attempt was

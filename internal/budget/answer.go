@@ -104,7 +104,13 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 					l.tokens += back
 					l.sinceSeen -= back
 					l.admitted -= back
-					rel.refund(l, back, now)
+					if replay {
+						// A replay takes no turn of a level it is not counted on.
+						l.pace.giveBack(back)
+						rel.refundTurn(l, back, now)
+					} else {
+						rel.refund(l, back, now)
+					}
 				}
 				if charged := tk.amount - back; charged > 0 {
 					l.log.add(now, charged)

@@ -89,7 +89,9 @@
 // spread over its window, a tenth of it at once and then at its quota's
 // rate, so that a burst never leaves it freeing nothing for a window while
 // every caller waits on it (level.spreads,
-// TestALevelThatFreesInStepsIsSpread), and so is a level others take from
+// TestALevelThatFreesInStepsIsSpread; a retry answered as an idempotent
+// replay, which the server counted on no write, gives its turn back,
+// TestAReplayTakesNoTurnOfASpreadLevel), and so is a level others take from
 // that the server named within its window, at what this key has of it per
 // window; a call bigger than a level the server
 // announced waits for the level to be full and then goes (an odd header

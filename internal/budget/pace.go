@@ -204,6 +204,14 @@ func (p *pace) take(amount float64, now time.Time) {
 	}
 }
 
+// giveBack returns amount that take took of the pace for a call the
+// server did not count on the level (a replay on a level of writes).
+func (p *pace) giveBack(amount float64) {
+	if !p.at.IsZero() {
+		p.tokens += amount
+	}
+}
+
 // capOf is the in-flight cap the key's pace allows of parallel slots: the
 // share of them, at least one.
 func (p *pace) capOf(parallel int) int {

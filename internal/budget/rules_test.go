@@ -307,3 +307,38 @@ func TestASharedLevelFreesWhatTheAnswersShow(t *testing.T) {
 		}
 	})
 }
+
+// TestAReplayTakesNoTurnOfASpreadLevel: a write level that frees in steps
+// spreads its writes, a turn a second; the retry of a write whose answer
+// was lost waits for a turn like any write, but when its answer says it
+// was an idempotent replay, the server counted no write, and the turn goes
+// to the next write at once.
+func TestAReplayTakesNoTurnOfASpreadLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+		r := 59
+		for held(s, call(ops.CreateContact, "")) == "" {
+			admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", fmt.Sprintf(`"write";r=%d;t=60`, r)))
+			r--
+		}
+		if why := held(s, call(ops.CreateContact, "")); why != ReasonPace {
+			t.Fatalf("the write after %d is held by %q, want the spread's pace", 59-r, why)
+		}
+		turn := func() {
+			for held(s, call(ops.CreateContact, "")) != "" {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		c := call(ops.CreateContact, "")
+		turn()
+		admitNow(t, s, c).Unanswered(true, false) // committed, the answer lost
+		turn()
+		replay := answer("", fmt.Sprintf(`"write";r=%d;t=60`, r-1))
+		replay.Header.Set("Idempotent-Replayed", "true")
+		admitNow(t, s, c).Finish(replay)
+		if why := held(s, call(ops.CreateContact, "")); why != "" {
+			t.Errorf("the write after a replayed retry is held by %q: the replay took a turn of the spread", why)
+		}
+	})
+}

@@ -581,6 +581,13 @@ func (r *release) refund(l *level, amount float64, now time.Time) {
 	}
 }
 
+// refundTurn is refund with the level's pace, whose turn goes back too.
+func (r *release) refundTurn(l *level, amount float64, now time.Time) {
+	if r != nil {
+		r.Refund = append(r.Refund, pacedLevel(l, amount, now))
+	}
+}
+
 func (r *release) left(l *level, remaining float64, reset time.Duration, now time.Time) {
 	if r != nil {
 		sl := storeLevel(l, remaining, now)
