@@ -67,9 +67,11 @@ func (c *Client) admit(ctx context.Context, cl *call) (*budget.Ticket, WaitEvent
 	return t, ev, nil
 }
 
-// heldBy hears of a call the budget holds (once per call): when the level
-// that holds it has not been named by the server for budget.StaleAfter, the
-// client asks the server for the key's status in the background, so that a
+// heldBy hears of a call the budget holds (once per call, and again when
+// the level that holds it is due a status): when the level that holds it
+// has not been named by the server for budget.StaleAfter, or for a few
+// seconds while no other call of the key left, the client asks the server
+// for the key's status in the background, so that a
 // model built on an old word (or on the documented numbers alone) is put
 // right before the calls behind it wait on it too. The channel closes when
 // the answer is in.

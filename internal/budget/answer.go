@@ -106,7 +106,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 					l.admitted -= back
 					if replay {
 						// A replay takes no turn of a level it is not counted on.
-						l.pace.giveBack(back)
+						l.pace.giveBack(back, now)
 						rel.refundTurn(l, back, now)
 					} else {
 						rel.refund(l, back, now)
@@ -246,7 +246,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		l.heard(remaining, remaining, landedSince, now)
 		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now}
 		l.moment, l.momentFreed = now.Add(l.reported.reset), l.log.freed
-		l.learnDepth(remaining, r.reset)
+		l.learnDepth(remaining, r.reset, now)
 		l.learnShape(remaining, r.reset, pending, now)
 		l.learnSteps(remaining, r.reset)
 		l.learnGain(remaining, pending, now)

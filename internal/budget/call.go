@@ -38,12 +38,15 @@ type Call struct {
 	// without the state's lock held, with the context of Admit.
 	OnSlow func(context.Context, SlowWait)
 	// OnHeld, when set, hears of the call whenever what holds it changes
-	// (a level's name or a Reason constant); s.mu is not held. It returns a channel that closes when what it started to
-	// put the model right (a status request) has ended, or nil: a call
-	// whose deadline the model's wait would pass waits for it and looks
-	// again instead of failing at once.
+	// (a level's name or a Reason constant), and when the level that holds
+	// it is due a status, at most once per idleStatusEvery; s.mu is not
+	// held. It returns a channel that closes when what it started to put
+	// the model right (a status request) has ended, or nil: a call whose
+	// deadline the model's wait would pass waits for it and looks again
+	// instead of failing at once.
 	OnHeld   func(reason string) <-chan struct{}
-	heldSaid string // what OnHeld heard of last
+	heldSaid string    // what OnHeld heard of last
+	heldAt   time.Time // when OnHeld last heard of the call
 	// landedAt is, for a Status call, what had landed on each level when
 	// its last attempt was admitted.
 	landedAt map[*level]float64

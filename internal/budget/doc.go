@@ -23,9 +23,11 @@
 //     moment now+t; at that moment it holds one unit more, whatever its
 //     shape, and the next answer says how much (level.refill). How the
 //     server counts is its business: a level that showed it refills
-//     continuously (more left than its quota, a full moment further than
-//     its window, TestATLongerThanTheWindowIsABucketsT, or one that moves
-//     as points are taken) refills at its rate between answers, and a level
+//     continuously (more left than its quota; for the key level, which the
+//     contract documents as a bucket, a full moment further than its
+//     window that adds up to the documented capacity,
+//     TestATLongerThanTheWindowIsABucketsT; or one that moves as points
+//     are taken) refills at its rate between answers, and a level
 //     of this key alone never holds less than its quota less this key's own
 //     takes in the last window, which every shape grants
 //     (TestTheServersWordBindsUntilItsMoment).

@@ -25,8 +25,15 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 	// level that holds it is due a status (reaskDueLocked): the
 	// first status may have come too early to show the level
 	// refilling, and the calls that wait all along need the next.
-	sayHeld := c.OnHeld != nil && (c.heldSaid != why || !statusDue.IsZero() && !now.Before(statusDue))
+	// A status that failed at once (the budget would not let it out) is
+	// due again at once: the call asks at most once per idleStatusEvery,
+	// so that it never spins on it.
+	sayHeld := c.OnHeld != nil && (c.heldSaid != why || !statusDue.IsZero() && !now.Before(statusDue)) &&
+		(c.heldAt.IsZero() || !now.Before(c.heldAt.Add(idleStatusEvery)))
 	c.heldSaid = why
+	if sayHeld {
+		c.heldAt = now
+	}
 	if deadline, ok := ctx.Deadline(); ok && a.wait != forever && deadline.Sub(now) <= a.wait {
 		if sayHeld {
 			// It waits for the status out of every queue, so that it

@@ -127,6 +127,8 @@ type level struct {
 	// Bucket evidence from t: a full moment (now + t) that moves later by
 	// what is taken, at the quota's rate, is a bucket's.
 	bucketEvidence int
+	// depthSeen: when a word first showed the documented bucket (learnDepth).
+	depthSeen time.Time
 	// steps: the level frees in steps (a sliding log or a window): a t
 	// further than a bucket would need to be full again (learnSteps).
 	steps        bool
@@ -504,18 +506,37 @@ func (l *level) learnSteps(remaining float64, t int64) {
 	}
 }
 
-// learnDepth reads r and t of a RateLimit member naming a level of this
-// key alone for a bucket that holds more than its quota: a sliding log or
-// a window is full again within a window of its last take, so a t longer
-// than the window (and t's rounding) is a bucket's. It refills
-// continuously and holds at least r plus t's refill.
-func (l *level) learnDepth(remaining float64, t int64) {
-	if !l.own || l.window <= 0 || l.grossRate() <= 0 || float64(t-1) <= l.window.Seconds() {
+// learnDepth reads r and t of a RateLimit member naming a level the
+// contract documents as a bucket that holds more than its quota (the key
+// level: 600 points, refilling 5 a second) for that bucket: a t further
+// than the window, with r plus t's refill the documented capacity to t's
+// rounding, twice at least minDepthApart apart. A sliding log or a fixed
+// window is full again within a window of its last take; a sliding-window
+// counter drained at once says what the bucket would (r=0, t two
+// windows), but frees nothing more until its window ends, so that a
+// second word later no longer adds up. A t past the window that does not
+// add up (a lockout's) starts over.
+func (l *level) learnDepth(remaining float64, t int64, now time.Time) {
+	if l.bucket || !l.documentedBucket() || l.window <= 0 || float64(t-1) <= l.window.Seconds() {
 		return
 	}
-	l.bucket = true
-	l.seenMax = max(l.seenMax, remaining+float64(t-1)*l.grossRate())
+	rate := l.grossRate()
+	if l.capacity < remaining+float64(t-1)*rate-1e-9 || l.capacity > remaining+float64(t)*rate+1e-9 {
+		l.depthSeen = time.Time{}
+		return
+	}
+	switch {
+	case l.depthSeen.IsZero():
+		l.depthSeen = now
+	case now.Sub(l.depthSeen) >= minDepthApart:
+		l.bucket = true
+		l.seenMax = max(l.seenMax, l.capacity)
+	}
 }
+
+// minDepthApart is how far apart two words must be that show the
+// documented bucket (learnDepth): t is whole seconds.
+const minDepthApart = 2 * time.Second
 
 // spreadWindow is the longest window of a level that the model spreads.
 const spreadWindow = time.Minute

@@ -205,9 +205,10 @@ func (p *pace) take(amount float64, now time.Time) {
 }
 
 // giveBack returns amount that take took of the pace for a call the
-// server did not count on the level (a replay on a level of writes).
-func (p *pace) giveBack(amount float64) {
-	if !p.at.IsZero() {
+// server did not count on the level (a replay on a level of writes); the
+// next refill caps it at the burst.
+func (p *pace) giveBack(amount float64, now time.Time) {
+	if p.paces(now) {
 		p.tokens += amount
 	}
 }

@@ -13,13 +13,13 @@ const (
 	StaleAfter = 30 * time.Second
 	// statusEvery spaces the status requests of one key.
 	statusEvery = 30 * time.Second
-	// idleStatusEvery is how old the word on a level a status takes
-	// nothing from (not points) may be, and how far apart the status
-	// requests about it are, while it holds calls and no other call of
-	// the key has left for as long: the key is idle, so the point a
-	// status costs would go unused, and an empty level the server does
-	// not name in its answers may refill long before the moment its last
-	// word named.
+	// idleStatusEvery is how old the word on a level of the API that a
+	// status takes nothing from (write, delete, egress) may be, and how
+	// far apart the status requests about it are, while it holds calls
+	// and no other call of the key has left for as long: the key is idle,
+	// so the point a status costs is little against what it does not
+	// use, and an empty level the server does not name in its answers may
+	// refill long before the moment its last word named.
 	idleStatusEvery = 5 * time.Second
 	// minStatusRefill is how much a level must refill between two status
 	// requests to be asked about: a status costs a point, which a level
@@ -78,8 +78,8 @@ func (s *State) staleAtLocked(l *level) time.Time {
 // idleDueLocked is when a call held by l may ask for the status while the
 // key is idle: idleStatusEvery after the last status (twice the gap after
 // a refused one, statusRefusedLocked) and idleStaleAtLocked. Zero for a
-// points level, which the status takes from too, and for one that refills
-// less than one unit meanwhile.
+// points level and a learned policy, which the status may take from too,
+// and for a level that refills less than one unit meanwhile.
 func (s *State) idleDueLocked(l *level) time.Time {
 	stale := s.idleStaleAtLocked(l)
 	if stale.IsZero() {
@@ -92,7 +92,7 @@ func (s *State) idleDueLocked(l *level) time.Time {
 // last word on l and the last call of the key other than a status, for a
 // level idleDueLocked asks about; zero for others.
 func (s *State) idleStaleAtLocked(l *level) time.Time {
-	if l.unit == "points" || l.grossRate()*idleStatusEvery.Seconds() < 1 {
+	if !l.known || l.unit == "points" || l.grossRate()*idleStatusEvery.Seconds() < 1 {
 		return time.Time{}
 	}
 	return later(later(l.seenAt, s.sentAt).Add(idleStatusEvery), l.holdUntil)
@@ -124,8 +124,8 @@ func (s *State) reaskDueLocked(l *level) time.Time {
 // (statusDueLocked): it returns the channel that closes when that request
 // has ended, and start true when the caller must make it (and then call
 // StatusDone), false when one is on its way already. It returns nil for a
-// level whose word is fresh, and starts at most one request per
-// statusEvery.
+// level whose word is fresh (staleAtLocked), and starts at most one
+// request per statusEvery, or per idleStatusEvery while the key is idle.
 func (s *State) StatusFor(name string, now time.Time) (done <-chan struct{}, start bool) {
 	s = s.live()
 	s.mu.Lock()
