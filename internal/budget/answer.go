@@ -501,14 +501,6 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// earlier returns the earlier of a and b.
-func earlier(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
 // Settle gives back amount of a level that c's answered attempt reserved
 // but did not use (the records a list did not return). When the answer's
 // RateLimit named the level, what is left is the server's word already and

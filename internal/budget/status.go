@@ -50,29 +50,29 @@ func (s *State) statusDueLocked(l *level) time.Time {
 	if l == nil {
 		return time.Time{}
 	}
-	idle := s.idleDueLocked(l)
-	if l.grossRate()*statusEvery.Seconds() < minStatusRefill {
-		return idle
+	var due time.Time
+	if l.grossRate()*statusEvery.Seconds() >= minStatusRefill {
+		due = later(later(l.seenAt.Add(StaleAfter), l.statusAt.Add(l.statusGap)), later(l.holdUntil, s.statusAt.Add(statusEvery)))
 	}
-	due := later(later(l.seenAt.Add(StaleAfter), l.statusAt.Add(l.statusGap)), later(l.holdUntil, s.statusAt.Add(statusEvery)))
-	if !idle.IsZero() {
-		due = earlier(due, idle)
-	}
-	return due
+	return sooner(due, s.idleDueLocked(l))
 }
 
 // staleAtLocked is when the server's word on l is too old for the calls l
 // holds (statusDueLocked, without the spacing of status requests).
 func (s *State) staleAtLocked(l *level) time.Time {
-	idle := s.idleStaleAtLocked(l)
-	if l.grossRate()*statusEvery.Seconds() < minStatusRefill {
-		return idle
+	var stale time.Time
+	if l.grossRate()*statusEvery.Seconds() >= minStatusRefill {
+		stale = later(l.seenAt.Add(StaleAfter), l.holdUntil)
 	}
-	stale := later(l.seenAt.Add(StaleAfter), l.holdUntil)
-	if !idle.IsZero() {
-		stale = earlier(stale, idle)
+	return sooner(stale, s.idleStaleAtLocked(l))
+}
+
+// sooner is the earlier of a and b, where zero is never.
+func sooner(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
 	}
-	return stale
+	return a
 }
 
 // idleDueLocked is when a call held by l may ask for the status while the
