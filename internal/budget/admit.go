@@ -147,8 +147,7 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 		t := &takes[i]
 		t.mark, t.landed = t.l.admitted, t.l.landed
 		t.l.admitted += t.amount
-		t.l.tokens -= t.amount
-		t.l.sinceSeen += t.amount
+		t.l.take(t.amount, now)
 		t.l.inflight += t.amount
 		t.l.pace.take(t.l.need(t.amount), now)
 		t.l.usedAt = now

@@ -101,8 +101,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 					back = replayBack(l, tk.amount)
 				}
 				if back > 0 {
-					l.tokens += back
-					l.sinceSeen -= back
+					l.give(back)
 					l.admitted -= back
 					if replay {
 						// A replay takes no turn of a level it is not counted on.
@@ -523,8 +522,7 @@ func (s *State) Settle(c *Call, name string, amount float64) {
 		s.mu.Unlock()
 		return
 	}
-	l.tokens = min(max(l.size(), l.tokens), l.tokens+amount)
-	l.sinceSeen -= amount
+	l.give(min(amount, max(l.size()-l.tokens, 0)))
 	l.gate.wakeHead()
 	s.refundSharedLocked(c, l, amount, now) // unlocks
 }

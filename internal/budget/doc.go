@@ -74,8 +74,11 @@
 //     that take from it (rule 4); while the store is unreachable each
 //     process keeps to its share of the key: of its slots, of its rate and
 //     of what the server's last word left of every level that refills, as
-//     the store refills every level not shown to free in steps (store.go,
-//     gate_store.go; TestAProcessThatLostTheStoreTakesItsPartOfTheKey;
+//     the store refills every level not shown to free in steps; the part
+//     starts from what the model held when the store went down, since what
+//     the store admitted before was shared (store.go, gate_store.go;
+//     TestAProcessThatLostTheStoreTakesItsPartOfTheKey,
+//     TestAnOutagePartsWhatIsLeftThen;
 //     redisbudget's TestOneModelLocalOrShared,
 //     TestAWriteTheStoreHoldsHoldsNoRead,
 //     TestAPacedLevelSpreadsTheCallsOfAllProcesses,

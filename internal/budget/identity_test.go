@@ -71,3 +71,27 @@ func TestKeysOfOnePrincipalSplitItsLevels(t *testing.T) {
 		busy.Finish(answer("", ""))
 	})
 }
+
+// TestAKeyKeepsItsPartLongAfterTheWord: a key's part of a level it splits
+// refills up to its part of the level, however long ago the server named
+// the level: a key that took less than its part all the while still finds
+// its part there.
+func TestAKeyKeepsItsPartLongAfterTheWord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const host = "part.test"
+		a, b := For(host, "a"), For(host, "b")
+		a.SetIdentity("prn_1", "org_1")
+		b.SetIdentity("prn_1", "org_1")
+		admitNow(t, a, call(ops.GetContact, "")).Finish(answer(`"principal";q=1200;w=60`, `"principal";r=1200;t=0`))
+		for range 1200 { // 2 points a second, a fifth of a's part of the principal
+			time.Sleep(500 * time.Millisecond)
+			admitNow(t, a, call(ops.GetContact, "")).Finish(answer("", ""))
+		}
+		a.mu.Lock()
+		left := a.levels[Principal].available(time.Now())
+		a.mu.Unlock()
+		if left < 590 {
+			t.Errorf("a's part of the principal, 10 minutes after the word: %.0f, want its part of a full level, 600", left)
+		}
+	})
+}

@@ -68,7 +68,12 @@ type level struct {
 	// outagePart is this process's part of a pooled level while the shared
 	// store is down (fallbackShare.pace); 1 otherwise.
 	outagePart float64
-	sinceSeen  float64   // taken by this key since the server's last word on the level
+	// partTokens is what is left of this key's part (part) of a level it
+	// shares: its part of the server's word, refilled by its part of the
+	// refill up to its part of the size, less what it took since. partOf
+	// is the part it counts; a new part starts it anew from tokens.
+	partTokens float64
+	partOf     float64
 	seenAt     time.Time // when the server last said what is left (status.go)
 	capacity   float64   // the documented size, used only to refuse a call that can never fit
 	docQuota   float64
@@ -298,10 +303,12 @@ func (l *level) refill(now time.Time) {
 			// frees the unit unless something of the key's left the
 			// window since: that was what the moment named.
 			l.tokens = min(l.tokens+1, max(l.size(), l.tokens))
+			l.partTokens = min(l.partTokens+l.partOf, max(l.partOf*l.size(), l.partTokens))
 		}
 		l.moment = time.Time{}
 	}
 	if !now.After(l.at) {
+		l.syncPart()
 		return
 	}
 	if l.refills() {
@@ -315,8 +322,36 @@ func (l *level) refill(now time.Time) {
 			l.at = until
 		}
 		l.tokens = min(max(l.size(), l.tokens), l.tokens+gained)
+		p := l.partOf
+		l.partTokens = min(max(p*l.size(), l.partTokens), l.partTokens+p*gained)
 	}
 	l.at = now
+	l.syncPart()
+}
+
+// syncPart starts the key's part of the level anew from what the model
+// holds when the part changed: what the key took before, the shared store
+// or its own whole part admitted.
+func (l *level) syncPart() {
+	if p := l.part(); p != l.partOf {
+		l.partTokens, l.partOf = p*l.tokens, p
+	}
+}
+
+// take takes amount of the level for a call admitted at now; give gives
+// back amount of it that the call did not use.
+func (l *level) take(amount float64, now time.Time) {
+	if l.at.IsZero() {
+		l.at = now // the refill counts from the first take
+	}
+	l.syncPart()
+	l.tokens -= amount
+	l.partTokens -= amount
+}
+
+func (l *level) give(amount float64) {
+	l.tokens += amount
+	l.partTokens += amount
 }
 
 // heard takes the server's word on the level: remaining was left when it
@@ -340,7 +375,7 @@ func (l *level) heard(remaining, shown, landedSince float64, now time.Time) {
 	if lower := upper - landedSince; l.tokens < lower || l.tokens > upper {
 		l.tokens = lower
 	}
-	l.sinceSeen = 0
+	l.partTokens, l.partOf = l.part()*l.tokens, l.part()
 	l.seenAt, l.usedAt = now, now
 	l.at = now
 	if foreign := l.logAvailable(now) - remaining; foreign > 0 {
@@ -381,14 +416,14 @@ func (l *level) believed(now time.Time) float64 {
 
 // partLeft is what is left of this process's part of a level (part):
 // its part of the server's word, brought forward by its part of the
-// refill, less what it took since the server said it. Keys, or processes
-// cut off from their store, that read the same r thus take it once between
-// them. (A part of the quota per window would not do: the server's word
-// already counts what the others took, and keys of other processes take
-// from it too.)
+// refill, less what it took since the server said it (partTokens). Keys,
+// or processes cut off from their store, that read the same r thus take it
+// once between them. (A part of the quota per window would not do: the
+// server's word already counts what the others took, and keys of other
+// processes take from it too.)
 func (l *level) partLeft() float64 {
-	p := l.part()
-	return p*l.tokens - (1-p)*l.sinceSeen
+	l.syncPart()
+	return l.partTokens
 }
 
 // minShapeTaken is how far, in seconds of the quota's rate, takes must

@@ -93,6 +93,30 @@ func (d *downStore) Renew(context.Context, string, budgetstore.Renew) (budgetsto
 	return budgetstore.Members{Processes: 4}, d.fail()
 }
 
+// readsWhileDown takes st down and makes reads on s one after another for
+// d, answered without a word on any level; it returns when the first went
+// and the points of all.
+func readsWhileDown(s *State, st *downStore, d time.Duration) (first time.Duration, points float64) {
+	st.mu.Lock()
+	st.down = true
+	st.mu.Unlock()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for {
+		c := call(ops.GetContact, "")
+		tk, _, err := s.Admit(ctx, c)
+		if err != nil {
+			return first, points
+		}
+		if first == 0 {
+			first = time.Since(start)
+		}
+		points += c.Cost
+		tk.Finish(answer("", ""))
+	}
+}
+
 // TestAProcessThatLostTheStoreTakesItsPartOfTheKey is rule 7 through an
 // outage: a process of four that loses the store after the server said the
 // key is drained ("key";r=0;t=60, on a plan whose key holds no more than
@@ -107,26 +131,7 @@ func TestAProcessThatLostTheStoreTakesItsPartOfTheKey(t *testing.T) {
 		s := New()
 		s.UseStore(st, "k", nil)
 		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=0;t=60`))
-		st.mu.Lock()
-		st.down = true
-		st.mu.Unlock()
-
-		start := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		first, points := time.Duration(0), 0.0
-		for {
-			c := call(ops.GetContact, "")
-			tk, _, err := s.Admit(ctx, c)
-			if err != nil {
-				break
-			}
-			if first == 0 {
-				first = time.Since(start)
-			}
-			points += c.Cost
-			tk.Finish(answer("", ""))
-		}
+		first, points := readsWhileDown(s, st, 30*time.Second)
 		part := 600.0 / 60 * 30 / 6
 		t.Logf("first call after %v; %.0f points in 30 s, the process's part of the refill is %.0f", first, points, part)
 		if points == 0 || first > 5*time.Second {
@@ -144,5 +149,33 @@ func TestAProcessThatLostTheStoreTakesItsPartOfTheKey(t *testing.T) {
 		if got := st.refunded[Key]; got != -points {
 			t.Errorf("the store was told of %.0f points of the key, want the %.0f taken while it was down", -got, points)
 		}
+	})
+}
+
+// TestAnOutagePartsWhatIsLeftThen: the part of a level a process takes
+// while the store is down starts from what was left when it went down. The
+// calls the store admitted before are the store's business: a process that
+// took through it many times the level's size since the server last named
+// the level goes on at its part of the level, not after all it took.
+func TestAnOutagePartsWhatIsLeftThen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &downStore{refunded: map[string]float64{}}
+		s := New()
+		s.UseStore(st, "k", nil)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"principal";q=1200;w=60`, `"principal";r=1200;t=0`))
+		for range 1200 { // 1,200 points in 10 minutes, none of them naming a level
+			admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+			time.Sleep(500 * time.Millisecond)
+		}
+		first, points := readsWhileDown(s, st, 30*time.Second)
+		// A part of one slot in six: of the key's 600 and 5 a second,
+		// 100 and 25 in 30 s. The pace keeps to the part of the rate.
+		if first > 2*time.Second || points < 20 || points > 126 {
+			t.Errorf("%.0f points in the outage's first 30 s, the first after %v: want the first within 2 s and the part of the refill, at most with the part of what was left: 25 to 125", points, first)
+		}
+		st.mu.Lock()
+		st.down = false
+		st.mu.Unlock()
+		time.Sleep(time.Second)
 	})
 }
