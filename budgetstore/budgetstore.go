@@ -69,6 +69,12 @@ type Level struct {
 	// requests give: processes learn a level's shape one by one.
 	Rate float64
 	Size float64 // what the level holds when full
+	// Taken is how far below Size the process's model holds the level
+	// now. A store with no count of the level (new, or back empty after
+	// a restart) starts it at Size less Taken rather than full, and
+	// trusts its log of takes (Quota, Window) only once a Left filled it
+	// in or a Window passed.
+	Taken float64
 
 	// Quota and Window, when both positive, bound a level of this key
 	// alone from below, as every shape of limiter grants: it holds at

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/internal/budget"
+	"github.com/bodo-app/bodo-go/internal/ops"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 	"github.com/redis/go-redis/v9"
 )
@@ -262,5 +264,40 @@ func TestPanickingLogHandlerDoesNotWedgeTheKey(t *testing.T) {
 		if err != nil {
 			t.Fatalf("call %d after it: %v (%v)", i, err, time.Since(start))
 		}
+	}
+}
+
+// TestAStoreBackEmptyStartsFromWhatTheProcessBelieves: a Redis that comes
+// back without the key's counts (restarted, flushed) does not take every
+// level for full, nor its empty log for a window in which nothing was
+// taken: it starts a level from what the asking process's model holds. A
+// create after the server said the key is drained waits for the key's
+// refill (5 points, 1 s), as it would have before the restart.
+func TestAStoreBackEmptyStartsFromWhatTheProcessBelieves(t *testing.T) {
+	t.Parallel()
+	rs := startRedis(t)
+	rdb := rs.Client(t)
+	s := budget.New()
+	s.UseStore(New(rdb), testKey(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	admit := func(op *ops.Operation) time.Duration {
+		t.Helper()
+		start := time.Now()
+		tk, _, err := s.Admit(ctx, callOf(op))
+		if err != nil {
+			t.Fatalf("%s: %v", op.ID, err)
+		}
+		h := http.Header{}
+		h.Set("RateLimit", `"key";r=0;t=120`)
+		tk.Finish(budget.Answer{Status: http.StatusOK, Header: h})
+		return time.Since(start)
+	}
+	admit(ops.GetMe)
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if waited := admit(ops.CreateContact); waited < 700*time.Millisecond {
+		t.Errorf("a create on a drained key went %v after the store came back empty, want about 1 s (the key's refill of 5 points)", waited)
 	}
 }

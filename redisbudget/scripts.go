@@ -27,8 +27,13 @@ end
 -- when the server said it frees more) has come. A level that a process
 -- showed to free in steps (rate 0 with a window) does not refill for a
 -- window after ('sw'), whatever rate others give: the processes that
--- share it learn its shape one by one. It returns the tokens, the rate
--- they refill at, and the moment while it is still to come.
+-- share it learn its shape one by one. A level the store has no count
+-- of (new, or Redis came back empty) starts at what the asking process's
+-- model holds (its size less 'taken'); when that is less than full, its
+-- log bounds it only from the server's next word on it (a Left) or a
+-- window later ('nb'): an empty log says nothing of what was taken
+-- before the store had it. It returns the tokens, the rate they refill
+-- at, and the moment while it is still to come.
 local function tokens_of(l)
   local k = p .. ':lv:' .. l.name
   local h = redis.call('HMGET', k, 't', 'a', 'm', 'sw')
@@ -38,7 +43,13 @@ local function tokens_of(l)
   elseif (tonumber(h[4]) or 0) > now then
     rate = 0
   end
-  local tokens = tonumber(h[1]) or l.size
+  local tokens = tonumber(h[1])
+  if not tokens then
+    tokens = math.max(0, l.size - l.taken)
+    redis.call('HSET', k, 't', tostring(tokens), 'a', now)
+    if l.taken > 0 then redis.call('HSET', k, 'nb', now + l.window) end
+    touch(k)
+  end
   local at = tonumber(h[2]) or now
   if at > now then
     at = now
@@ -134,7 +145,7 @@ local function paced_of(name, pace, burst)
   return math.min(burst, tokens + pace * (now - at) / 1000)
 end
 
-local level_args = 10
+local level_args = 11
 
 local function levels_from(first, n)
   local out = {}
@@ -142,7 +153,7 @@ local function levels_from(first, n)
     local b = first + i * level_args
     out[#out + 1] = {name = ARGV[b], amount = tonumber(ARGV[b + 1]), rate = tonumber(ARGV[b + 2]), size = tonumber(ARGV[b + 3]),
       pace = tonumber(ARGV[b + 4]), burst = tonumber(ARGV[b + 5]), quota = tonumber(ARGV[b + 6]), window = tonumber(ARGV[b + 7]),
-      reset = tonumber(ARGV[b + 8]), hold = tonumber(ARGV[b + 9])}
+      reset = tonumber(ARGV[b + 8]), hold = tonumber(ARGV[b + 9]), taken = tonumber(ARGV[b + 10])}
   end
   return out
 end
@@ -301,8 +312,8 @@ if not unbudgeted then
     local k = p .. ':lv:' .. l.name
     local m
     l.tokens, l.rate, m = tokens_of(l)
-    local h = redis.call('HMGET', k, 'ru', 'w')
-    local ru, logw = tonumber(h[1]) or 0, tonumber(h[2]) or 0
+    local h = redis.call('HMGET', k, 'ru', 'w', 'nb')
+    local ru, logw, nb = tonumber(h[1]) or 0, tonumber(h[2]) or 0, tonumber(h[3]) or 0
     local logged = l.quota > 0 and l.window > 0
     if logged and logw ~= l.window then
       redis.call('HSET', k, 'w', l.window)
@@ -312,7 +323,7 @@ if not unbudgeted then
     -- What is left is the larger of the server's word (tokens) and,
     -- unless a refusal holds the level, the bound of its log.
     local have, bound = l.tokens, nil
-    if logged and ru <= now then
+    if logged and ru <= now and nb <= now then
       bound = l.quota - log_sum(l.name, l.window) - (tonumber(redis.call('HGET', p .. ':inflight', l.name)) or 0)
       have = math.max(have, bound)
     end
@@ -467,6 +478,7 @@ for _, l in ipairs(left) do
   if l.quota > 0 and l.window > 0 then
     log_add(l.name, l.quota - log_sum(l.name, l.window) - inflight - l.amount)
   end
+  redis.call('HDEL', k, 'nb')
 end
 -- a level owing what a refused call lacked holds every call for the
 -- refusal's wait ('ru')

@@ -76,10 +76,12 @@
 //     of what the server's last word left of every level that refills, as
 //     the store refills every level not shown to free in steps; the part
 //     starts from what the model held when the store went down, since what
-//     the store admitted before was shared (store.go, gate_store.go;
-//     TestAProcessThatLostTheStoreTakesItsPartOfTheKey,
-//     TestAnOutagePartsWhatIsLeftThen;
-//     redisbudget's TestOneModelLocalOrShared,
+//     the store admitted before was shared, and a store back without its
+//     counts starts each level from what the model holds (store.go,
+//     gate_store.go; TestAProcessThatLostTheStoreTakesItsPartOfTheKey,
+//     TestAnOutagePartsWhatIsLeftThen; redisbudget's
+//     TestAStoreBackEmptyStartsFromWhatTheProcessBelieves,
+//     TestOneModelLocalOrShared,
 //     TestAWriteTheStoreHoldsHoldsNoRead,
 //     TestAPacedLevelSpreadsTheCallsOfAllProcesses,
 //     TestALevelThatFreesInStepsFreesWhatItsLogFrees,

@@ -414,6 +414,17 @@ func (l *level) believed(now time.Time) float64 {
 	return max(l.tokens, l.logAvailable(now))
 }
 
+// wholeLeft is what the model holds of the whole level: with a part
+// (part), what this key's part left makes of it, the others having taken
+// theirs.
+func (l *level) wholeLeft(now time.Time) float64 {
+	v := l.believed(now)
+	if p := l.part(); p < 1 {
+		v = min(v, l.partLeft()/p)
+	}
+	return v
+}
+
 // partLeft is what is left of this process's part of a level (part):
 // its part of the server's word, brought forward by its part of the
 // refill, less what it took since the server said it (partTokens). Keys,

@@ -284,6 +284,7 @@ func (s *State) reprobeLocked(now time.Time) time.Duration {
 // documented capacity, or what the server showed it to hold.
 func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
 	sl := budgetstore.Level{Name: l.name, Amount: amount, Size: l.fitSize()}
+	sl.Taken = min(max(sl.Size-l.wholeLeft(now), 0), sl.Size)
 	if !l.steps || l.refills() || l.documentedBucket() {
 		sl.Rate = l.rate(now)
 	}
