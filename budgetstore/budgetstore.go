@@ -75,6 +75,11 @@ type Level struct {
 	// trusts its log of takes (Quota, Window) only once a Left filled it
 	// in or a Window passed.
 	Taken float64
+	// Ago, in a Refund and in a Release's Refund, is how long ago the
+	// amount was given back, or taken while the store was unreachable. A
+	// store that began its count of the level since does not apply it:
+	// the model it began from had it.
+	Ago time.Duration
 
 	// Quota and Window, when both positive, bound a level of this key
 	// alone from below, as every shape of limiter grants: it holds at

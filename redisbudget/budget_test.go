@@ -99,11 +99,17 @@ func TestALingeringReleaseKeepsItsSlot(t *testing.T) {
 
 // TestANegativeRefundTakes: what a process took while Redis was
 // unreachable, sent as a refund of a negative amount, is taken from the
-// level for every process, and logged on a level bounded by its log.
+// level for every process, and logged on a level bounded by its log; one
+// sent to a store that began its count of the level since (Redis came
+// back empty) is not taken again: the count began from the model that had it.
 func TestANegativeRefundTakes(t *testing.T) {
 	srv := startRedis(t)
 	a, b := New(srv.Client(t)), New(srv.Client(t))
 	ctx, k := context.Background(), testKey()
+	if err := a.Refund(ctx, k, []budgetstore.Level{key(-1)}); err != nil { // begins the count: not taken
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
 	if err := a.Refund(ctx, k, []budgetstore.Level{key(-598)}); err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +134,19 @@ func TestANegativeRefundTakes(t *testing.T) {
 	}
 	if g, err := b.Acquire(ctx, k, acquire("w2", time.Minute, write)); err != nil || g.Admitted || g.Reason != "write" {
 		t.Fatalf("a write after 60 of 60 were taken within the window: %+v %v", g, err)
+	}
+
+	k = testKey()
+	if err := a.Refund(ctx, k, []budgetstore.Level{key(-1)}); err != nil {
+		t.Fatal(err)
+	}
+	before := key(-598)
+	before.Ago = time.Second // taken before the count began
+	if err := a.Refund(ctx, k, []budgetstore.Level{before}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := b.Acquire(ctx, k, acquire("y", time.Minute, key(5))); err != nil || !g.Admitted {
+		t.Fatalf("5 points of a key whose count began after 598 were taken: %+v %v, want them taken once, in the count", g, err)
 	}
 }
 

@@ -301,3 +301,40 @@ func TestAStoreBackEmptyStartsFromWhatTheProcessBelieves(t *testing.T) {
 		t.Errorf("a create on a drained key went %v after the store came back empty, want about 1 s (the key's refill of 5 points)", waited)
 	}
 }
+
+// TestTakesWhileRedisWasAwayCountOnceInARedisBackEmpty: what a process
+// took on its own while Redis was away is in its model, and a Redis that
+// came back empty begins its count from that model: the takes the process
+// then sends it (refunds of negative amounts) are not taken a second time.
+func TestTakesWhileRedisWasAwayCountOnceInARedisBackEmpty(t *testing.T) {
+	t.Parallel()
+	rs := startRedis(t)
+	s := budget.New()
+	s.UseStore(New(rs.Client(t)), testKey(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	admit := func(op *ops.Operation, limit string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		tk, _, err := s.Admit(ctx, callOf(op))
+		if err != nil {
+			t.Fatalf("%s: %v", op.ID, err)
+		}
+		h := http.Header{}
+		if limit != "" {
+			h.Set("RateLimit", limit)
+		}
+		tk.Finish(budget.Answer{Status: http.StatusOK, Header: h})
+		return time.Since(start)
+	}
+	admit(ops.GetMe, `"key";r=30;t=114`)
+	rs.Stop()
+	for range 20 {
+		admit(ops.GetContact, "")
+	}
+	rs.Start(t)
+	time.Sleep(time.Second) // the keeper finds Redis back and sends the takes
+	if waited := admit(ops.CreateContact, ""); waited > 500*time.Millisecond {
+		t.Errorf("a create waited %v; want it at once: about 10 of the 30 points plus the refill are left, unless the 20 taken while Redis was away counted twice", waited)
+	}
+}

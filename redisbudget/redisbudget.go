@@ -69,7 +69,7 @@ func levelArgs(args []any, levels []budgetstore.Level) []any {
 	args = append(args, len(levels))
 	for _, l := range levels {
 		args = append(args, l.Name, num(l.Amount), num(l.Rate), num(l.Size), num(l.Pace), num(l.Burst),
-			num(l.Quota), ms(l.Window), ms(l.Reset), ms(l.Hold), num(l.Taken))
+			num(l.Quota), ms(l.Window), ms(l.Reset), ms(l.Hold), num(l.Taken), ms(l.Ago))
 	}
 	return args
 }

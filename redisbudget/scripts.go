@@ -33,7 +33,8 @@ end
 -- log bounds it only from the server's next word on it (a Left) or a
 -- window later ('nb'): an empty log says nothing of what was taken
 -- before the store had it. It returns the tokens, the rate they refill
--- at, and the moment while it is still to come.
+-- at, the moment while it is still to come, and whether the count began
+-- now.
 local function tokens_of(l)
   local k = p .. ':lv:' .. l.name
   local h = redis.call('HMGET', k, 't', 'a', 'm', 'sw')
@@ -43,10 +44,11 @@ local function tokens_of(l)
   elseif (tonumber(h[4]) or 0) > now then
     rate = 0
   end
-  local tokens = tonumber(h[1])
+  local tokens, fresh = tonumber(h[1]), false
   if not tokens then
+    fresh = true
     tokens = math.max(0, l.size - l.taken)
-    redis.call('HSET', k, 't', tostring(tokens), 'a', now)
+    redis.call('HSET', k, 't', tostring(tokens), 'a', now, 'ia', now)
     if l.taken > 0 then redis.call('HSET', k, 'nb', now + l.window) end
     touch(k)
   end
@@ -64,7 +66,15 @@ local function tokens_of(l)
     redis.call('HDEL', k, 'm')
     m = nil
   end
-  return tokens, rate, m
+  return tokens, rate, m, fresh
+end
+
+-- begun_since reports whether the store began its count of level l
+-- ('ia') after what l gives back or takes happened (l.ago), or now
+-- (fresh, from tokens_of): the model it began from had it.
+local function begun_since(l, fresh)
+  local ia = tonumber(redis.call('HGET', p .. ':lv:' .. l.name, 'ia')) or -1
+  return fresh or ia > now - l.ago
 end
 
 local function save(name, tokens)
@@ -145,7 +155,7 @@ local function paced_of(name, pace, burst)
   return math.min(burst, tokens + pace * (now - at) / 1000)
 end
 
-local level_args = 11
+local level_args = 12
 
 local function levels_from(first, n)
   local out = {}
@@ -153,7 +163,7 @@ local function levels_from(first, n)
     local b = first + i * level_args
     out[#out + 1] = {name = ARGV[b], amount = tonumber(ARGV[b + 1]), rate = tonumber(ARGV[b + 2]), size = tonumber(ARGV[b + 3]),
       pace = tonumber(ARGV[b + 4]), burst = tonumber(ARGV[b + 5]), quota = tonumber(ARGV[b + 6]), window = tonumber(ARGV[b + 7]),
-      reset = tonumber(ARGV[b + 8]), hold = tonumber(ARGV[b + 9]), taken = tonumber(ARGV[b + 10])}
+      reset = tonumber(ARGV[b + 8]), hold = tonumber(ARGV[b + 9]), taken = tonumber(ARGV[b + 10]), ago = tonumber(ARGV[b + 11])}
   end
   return out
 end
@@ -452,7 +462,8 @@ if refused and ago < rwindow then
   touch(p .. ':refusals')
 end
 for _, l in ipairs(refund) do
-  save(l.name, math.min(l.size, tokens_of(l) + l.amount))
+  local tokens, _, _, fresh = tokens_of(l)
+  if not begun_since(l, fresh) then save(l.name, math.min(l.size, tokens + l.amount)) end
   if l.pace > 0 and l.burst > 0 then
     -- a replay: the turn of the level's pace it took goes back too
     redis.call('HSET', p .. ':lv:' .. l.name, 'pt', tostring(math.min(l.burst, paced_of(l.name, l.pace, l.burst) + l.amount)), 'pa', now)
@@ -512,17 +523,21 @@ return 1
 `)
 
 // refundScript gives amounts back, and takes a negative amount (a call
-// admitted while Redis was unreachable) as a landed take. ARGV: count,
-// then the levels as in releaseScript.
+// admitted while Redis was unreachable) as a landed take, unless the
+// count of the level began since (begun_since). ARGV: count, then the
+// levels as in releaseScript.
 var refundScript = redis.NewScript(luaPrelude + `
 for _, l in ipairs(levels_from(2, tonumber(ARGV[1]))) do
-  save(l.name, math.min(l.size, tokens_of(l) + l.amount))
-  if l.amount >= 0 then
-    log_refund(l.name, l.amount)
-  else
-    local k = p .. ':lv:' .. l.name
-    redis.call('HINCRBYFLOAT', k, 'ld', -l.amount)
-    if (tonumber(redis.call('HGET', k, 'w')) or 0) > 0 then log_add(l.name, -l.amount) end
+  local tokens, _, _, fresh = tokens_of(l)
+  if not begun_since(l, fresh) then
+    save(l.name, math.min(l.size, tokens + l.amount))
+    if l.amount >= 0 then
+      log_refund(l.name, l.amount)
+    else
+      local k = p .. ':lv:' .. l.name
+      redis.call('HINCRBYFLOAT', k, 'ld', -l.amount)
+      if (tonumber(redis.call('HGET', k, 'w')) or 0) > 0 then log_add(l.name, -l.amount) end
+    end
   end
 end
 return 1

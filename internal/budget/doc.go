@@ -81,6 +81,7 @@
 //     gate_store.go; TestAProcessThatLostTheStoreTakesItsPartOfTheKey,
 //     TestAnOutagePartsWhatIsLeftThen; redisbudget's
 //     TestAStoreBackEmptyStartsFromWhatTheProcessBelieves,
+//     TestTakesWhileRedisWasAwayCountOnceInARedisBackEmpty,
 //     TestOneModelLocalOrShared,
 //     TestAWriteTheStoreHoldsHoldsNoRead,
 //     TestAPacedLevelSpreadsTheCallsOfAllProcesses,

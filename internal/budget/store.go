@@ -284,7 +284,7 @@ func (s *State) reprobeLocked(now time.Time) time.Duration {
 // documented capacity, or what the server showed it to hold.
 func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
 	sl := budgetstore.Level{Name: l.name, Amount: amount, Size: l.fitSize()}
-	sl.Taken = min(max(sl.Size-l.wholeLeft(now), 0), sl.Size)
+	sl.Taken = takenOf(l, sl.Size, now)
 	if !l.steps || l.refills() || l.documentedBucket() {
 		sl.Rate = l.rate(now)
 	}
@@ -501,10 +501,15 @@ func (s *State) keepOnce() bool {
 	s.mu.Lock()
 	pending := s.pending
 	s.pending = nil
+	now := time.Now()
+	for _, op := range pending {
+		s.takenNowLocked(op.refund, now)
+		s.takenNowLocked(op.rel.Refund, now)
+	}
 	s.mu.Unlock()
 	var failed []pendingOp
 	for _, op := range pending {
-		now := time.Now()
+		now = time.Now()
 		w := op.seq
 		if now.Sub(op.at) > pendingTTL {
 			continue
@@ -539,11 +544,12 @@ func (s *State) send(op pendingOp, now time.Time) error {
 	_, err := safely("shared store", func() (struct{}, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 		defer cancel()
+		late := now.Sub(op.at)
 		if op.refund != nil {
-			return struct{}{}, op.st.Refund(ctx, op.key, op.refund)
+			return struct{}{}, op.st.Refund(ctx, op.key, ago(op.refund, late))
 		}
 		rel := op.rel
-		late := now.Sub(op.at)
+		rel.Refund = ago(rel.Refund, late)
 		if rel.Refused {
 			rel.RefusedAgo = late
 		}
@@ -554,6 +560,32 @@ func (s *State) send(op pendingOp, now time.Time) error {
 		return struct{}{}, op.st.Release(ctx, op.key, rel)
 	})
 	return err
+}
+
+// takenNowLocked brings Taken of kept levels up to the model's now: a
+// store that begins its count of a level with one of them begins it
+// where the model is, past the takes it will not apply (Level.Ago).
+func (s *State) takenNowLocked(levels []budgetstore.Level, now time.Time) {
+	for i := range levels {
+		if l := s.levels[levels[i].Name]; l != nil {
+			levels[i].Taken = takenOf(l, levels[i].Size, now)
+		}
+	}
+}
+
+// takenOf is how far below size the model holds l.
+func takenOf(l *level, size float64, now time.Time) float64 {
+	return min(max(size-l.wholeLeft(now), 0), size)
+}
+
+// ago returns levels with Ago set to late.
+func ago(levels []budgetstore.Level, late time.Duration) []budgetstore.Level {
+	out := make([]budgetstore.Level, len(levels))
+	for i, l := range levels {
+		l.Ago = late
+		out[i] = l
+	}
+	return out
 }
 
 // release collects what an attempt with a lease tells the store; its
