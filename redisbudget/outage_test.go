@@ -267,6 +267,23 @@ func TestPanickingLogHandlerDoesNotWedgeTheKey(t *testing.T) {
 	}
 }
 
+// admitAnswered admits a call of op on s and finishes it with a 200 whose
+// RateLimit is limit ("" for none); it returns how long the call waited.
+func admitAnswered(ctx context.Context, t *testing.T, s *budget.State, op *ops.Operation, limit string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	tk, _, err := s.Admit(ctx, callOf(op))
+	if err != nil {
+		t.Fatalf("%s: %v", op.ID, err)
+	}
+	h := http.Header{}
+	if limit != "" {
+		h.Set("RateLimit", limit)
+	}
+	tk.Finish(budget.Answer{Status: http.StatusOK, Header: h})
+	return time.Since(start)
+}
+
 // TestAStoreBackEmptyStartsFromWhatTheProcessBelieves: a Redis that comes
 // back without the key's counts (restarted, flushed) does not take every
 // level for full, nor its empty log for a window in which nothing was
@@ -281,23 +298,12 @@ func TestAStoreBackEmptyStartsFromWhatTheProcessBelieves(t *testing.T) {
 	s.UseStore(New(rdb), testKey(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	admit := func(op *ops.Operation) time.Duration {
-		t.Helper()
-		start := time.Now()
-		tk, _, err := s.Admit(ctx, callOf(op))
-		if err != nil {
-			t.Fatalf("%s: %v", op.ID, err)
-		}
-		h := http.Header{}
-		h.Set("RateLimit", `"key";r=0;t=120`)
-		tk.Finish(budget.Answer{Status: http.StatusOK, Header: h})
-		return time.Since(start)
-	}
-	admit(ops.GetMe)
+	const drained = `"key";r=0;t=120`
+	admitAnswered(ctx, t, s, ops.GetMe, drained)
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if waited := admit(ops.CreateContact); waited < 700*time.Millisecond {
+	if waited := admitAnswered(ctx, t, s, ops.CreateContact, drained); waited < 700*time.Millisecond {
 		t.Errorf("a create on a drained key went %v after the store came back empty, want about 1 s (the key's refill of 5 points)", waited)
 	}
 }
@@ -313,28 +319,14 @@ func TestTakesWhileRedisWasAwayCountOnceInARedisBackEmpty(t *testing.T) {
 	s.UseStore(New(rs.Client(t)), testKey(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	admit := func(op *ops.Operation, limit string) time.Duration {
-		t.Helper()
-		start := time.Now()
-		tk, _, err := s.Admit(ctx, callOf(op))
-		if err != nil {
-			t.Fatalf("%s: %v", op.ID, err)
-		}
-		h := http.Header{}
-		if limit != "" {
-			h.Set("RateLimit", limit)
-		}
-		tk.Finish(budget.Answer{Status: http.StatusOK, Header: h})
-		return time.Since(start)
-	}
-	admit(ops.GetMe, `"key";r=30;t=114`)
+	admitAnswered(ctx, t, s, ops.GetMe, `"key";r=30;t=114`)
 	rs.Stop()
 	for range 20 {
-		admit(ops.GetContact, "")
+		admitAnswered(ctx, t, s, ops.GetContact, "")
 	}
 	rs.Start(t)
 	time.Sleep(time.Second) // the keeper finds Redis back and sends the takes
-	if waited := admit(ops.CreateContact, ""); waited > 500*time.Millisecond {
+	if waited := admitAnswered(ctx, t, s, ops.CreateContact, ""); waited > 500*time.Millisecond {
 		t.Errorf("a create waited %v; want it at once: about 10 of the 30 points plus the refill are left, unless the 20 taken while Redis was away counted twice", waited)
 	}
 }
