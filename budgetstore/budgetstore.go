@@ -45,7 +45,9 @@ type Store interface {
 	// Refund gives back amounts a call reserved but did not use, to
 	// what each level holds and off the newest takes of its log. A
 	// negative Amount is taken instead, and logged: what a call admitted
-	// while the store was unreachable took.
+	// while the store was unreachable took. Neither applies to a level
+	// whose count the store began after it happened (Level.Ago), as a
+	// store that lost its state and begins again does (Level.Taken).
 	Refund(ctx context.Context, key string, levels []Level) error
 	// Renew extends the leases of attempts still in flight by their lease
 	// time from now (a lease it does not hold stays gone), and counts
