@@ -80,7 +80,9 @@ type Level struct {
 	// Ago, in a Refund and in a Release's Refund, is how long ago the
 	// amount was given back, or taken while the store was unreachable. A
 	// store that began its count of the level since does not apply it:
-	// the model it began from had it.
+	// the count began from a process's model, which holds what was taken
+	// until then (its own takes, and the others' as far as its part of the
+	// level tells).
 	Ago time.Duration
 
 	// Quota and Window, when both positive, bound a level of this key

@@ -168,6 +168,7 @@ func (s *State) replayedLocked(t *Ticket, now time.Time) {
 	for _, tk := range t.taken {
 		if l := tk.l; l.unit == "points" {
 			l.tokens -= replayPoints
+			l.partTokens -= replayPoints
 			l.admitted += replayPoints
 			l.landed += replayPoints
 			l.log.add(now, replayPoints)
@@ -303,7 +304,7 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 		if p.window > 0 {
 			l.window = time.Duration(min(p.window, maxWindowSeconds)) * time.Second
 		}
-		l.tokens = min(l.tokens, l.size())
+		l.cap(l.size())
 		l.gate.wakeHead()
 	}
 }
@@ -312,7 +313,7 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 // on learned levels.
 func (s *State) addLevelLocked(id string, l *level, now time.Time) {
 	l.usedAt = now
-	if l.pooled = s.shared != nil; l.pooled && s.outagePart > 0 {
+	if l.pooled = s.shared != nil; l.pooled {
 		l.outagePart = s.outagePart
 	}
 	s.countLevelLocked(l, 1)
@@ -412,7 +413,7 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 			if l.refills() {
 				owe -= l.rate(now) * wait.Seconds()
 			}
-			l.tokens = min(l.tokens, owe)
+			l.cap(owe)
 			l.seenAt = now
 			rel.owe(l, owe, wait, now)
 		}

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"net/http"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -72,26 +73,57 @@ func TestKeysOfOnePrincipalSplitItsLevels(t *testing.T) {
 	})
 }
 
+// twoKeysOfOnePrincipal returns two keys on host that split the levels
+// of one principal and org.
+func twoKeysOfOnePrincipal(host string) (a, b *State) {
+	a, b = For(host, "a"), For(host, "b")
+	a.SetIdentity("prn_"+host, "org_"+host)
+	b.SetIdentity("prn_"+host, "org_"+host)
+	return a, b
+}
+
 // TestAKeyKeepsItsPartLongAfterTheWord: a key's part of a level it splits
 // refills up to its part of the level, however long ago the server named
 // the level: a key that took less than its part all the while still finds
 // its part there.
 func TestAKeyKeepsItsPartLongAfterTheWord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const host = "part.test"
-		a, b := For(host, "a"), For(host, "b")
-		a.SetIdentity("prn_1", "org_1")
-		b.SetIdentity("prn_1", "org_1")
+		a, b := twoKeysOfOnePrincipal("part.test")
 		admitNow(t, a, call(ops.GetContact, "")).Finish(answer(`"principal";q=1200;w=60`, `"principal";r=1200;t=0`))
-		for range 1200 { // 2 points a second, a fifth of a's part of the principal
+		for i := range 1200 { // 2 points a second, a fifth of a's part of the principal
 			time.Sleep(500 * time.Millisecond)
 			admitNow(t, a, call(ops.GetContact, "")).Finish(answer("", ""))
+			if i%120 == 0 {
+				admitNow(t, b, call(ops.GetContact, "")).Finish(answer("", "")) // b stays
+			}
 		}
 		a.mu.Lock()
-		left := a.levels[Principal].available(time.Now())
+		left, part := a.levels[Principal].available(time.Now()), a.levels[Principal].part()
 		a.mu.Unlock()
+		if part != 0.5 {
+			t.Fatalf("a's part of the principal is %v, want half", part)
+		}
 		if left < 590 {
 			t.Errorf("a's part of the principal, 10 minutes after the word: %.0f, want its part of a full level, 600", left)
 		}
+	})
+}
+
+// TestARefusalBoundsTheKeysPart: a refusal on a level two keys of the
+// process split leaves each key its part of what the refusal left, not
+// the whole of it.
+func TestARefusalBoundsTheKeysPart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, _ := twoKeysOfOnePrincipal("owe.test")
+		admitNow(t, a, call(ops.GetContact, "")).Finish(answer(`"principal";q=1200;w=60`, `"principal";r=1000;t=10`))
+		admitNow(t, a, call(ops.GetContact, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Principal, 10*time.Second))
+		time.Sleep(30 * time.Second)
+		a.mu.Lock()
+		l, now := a.levels[Principal], time.Now()
+		l.refill(now)
+		if av := l.available(now); av > l.part()*l.tokens+1 {
+			t.Errorf("a's part after a refusal: %.1f of a level holding %.1f, split %.2f: both keys may take %.1f", av, l.tokens, l.part(), 2*av)
+		}
+		a.mu.Unlock()
 	})
 }

@@ -180,7 +180,7 @@ func newLevel(name string) *level {
 func (l *level) endPrior() {
 	if l.prior {
 		l.prior, l.bucket, l.seenMax = false, false, 0
-		l.tokens = min(l.tokens, l.size())
+		l.cap(l.size())
 	}
 }
 
@@ -338,6 +338,14 @@ func (l *level) syncPart() {
 	}
 }
 
+// cap lowers what the level holds to at most v, and the key's part of
+// it to its part of that.
+func (l *level) cap(v float64) {
+	l.syncPart()
+	l.tokens = min(l.tokens, v)
+	l.partTokens = min(l.partTokens, l.partOf*l.tokens)
+}
+
 // take takes amount of the level for a call admitted at now; give gives
 // back amount of it that the call did not use.
 func (l *level) take(amount float64, now time.Time) {
@@ -416,10 +424,11 @@ func (l *level) believed(now time.Time) float64 {
 
 // wholeLeft is what the model holds of the whole level: with a part
 // (part), what this key's part left makes of it, the others having taken
-// theirs.
+// theirs (a process with no slot while the store is away has no part and
+// says nothing more than believed).
 func (l *level) wholeLeft(now time.Time) float64 {
 	v := l.believed(now)
-	if p := l.part(); p < 1 {
+	if p := l.part(); p > 0 && p < 1 {
 		v = min(v, l.partLeft()/p)
 	}
 	return v

@@ -73,5 +73,6 @@ func New() *State {
 	for _, name := range []string{Key, Write, Principal, Org, Delete, DeleteDay, Egress} {
 		s.order = append(s.order, s.levels[name])
 	}
+	s.outagePart = 1
 	return s
 }

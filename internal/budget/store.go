@@ -59,7 +59,7 @@ type store struct {
 	share      budgetstore.Members // what the fallback shares are worked out from (see shareLocked)
 	drainUntil time.Time           // no budgeted call goes on the local budget before (see storeResult)
 	rejoinedAt time.Time
-	outagePart float64 // the part of the pooled levels this process takes now (level.outagePart); 0: all
+	outagePart float64 // the part of the pooled levels this process takes now (level.outagePart); 1: all
 
 	leases  map[string]leaseRef // the leases of attempts in flight
 	pending []pendingOp         // what the store has not had yet
@@ -250,7 +250,7 @@ func (s *State) shareLocked(now time.Time) fallbackShare {
 // partLocked gives every pooled level the process's part p of it: the
 // others that lost the store read the same word and take their parts.
 func (s *State) partLocked(p float64) {
-	if p == s.outagePart || p == 1 && s.outagePart == 0 {
+	if p == s.outagePart {
 		return
 	}
 	s.outagePart = p

@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -177,5 +178,97 @@ func TestAnOutagePartsWhatIsLeftThen(t *testing.T) {
 		st.down = false
 		st.mu.Unlock()
 		time.Sleep(time.Second)
+	})
+}
+
+// sevenStore is a downStore whose key has procs processes, this one of
+// rank 0, and which notes the Taken of every level acquired.
+type sevenStore struct {
+	downStore
+	mu2   sync.Mutex
+	taken []float64
+	procs int
+}
+
+func (d *sevenStore) members() budgetstore.Members {
+	d.mu2.Lock()
+	defer d.mu2.Unlock()
+	return budgetstore.Members{Processes: d.procs, Rank: 0}
+}
+
+func (d *sevenStore) Acquire(_ context.Context, _ string, a budgetstore.Acquire) (budgetstore.Grant, error) {
+	if err := d.fail(); err != nil {
+		return budgetstore.Grant{}, err
+	}
+	d.mu2.Lock()
+	for _, l := range a.Levels {
+		d.taken = append(d.taken, l.Taken)
+	}
+	d.mu2.Unlock()
+	return budgetstore.Grant{Admitted: true, Members: d.members()}, nil
+}
+func (d *sevenStore) Renew(context.Context, string, budgetstore.Renew) (budgetstore.Members, error) {
+	return d.members(), d.fail()
+}
+
+// TestAProcessWithNoSlotHasNoPartAndGetsItBack: with more processes than
+// slots (7 for 6), the first has no slot and no part of any level while
+// the store is away; it tells the store nothing absurd of what it holds
+// (no NaN, no infinity), and its levels are whole again once the store is
+// back.
+func TestAProcessWithNoSlotHasNoPartAndGetsItBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &sevenStore{downStore: downStore{refunded: map[string]float64{}}, procs: 4}
+		s := New()
+		s.UseStore(st, "k", nil)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=300;t=30`))
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+		readsWhileDown(s, &st.downStore, 5*time.Second) // a first outage of 4 processes: part 1/6
+		st.mu.Lock()
+		st.down = false
+		st.mu.Unlock()
+		time.Sleep(10 * time.Minute)
+		for range 3 {
+			admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", `"key";r=300;t=30`))
+		}
+		st.mu2.Lock()
+		st.procs = 7 // 7 processes now: rank 0 gets shareOf(6, 7, 0) == 0 slots
+		st.mu2.Unlock()
+		time.Sleep(10 * time.Minute)
+		for range 3 {
+			admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", `"key";r=300;t=30`))
+			time.Sleep(time.Second)
+		}
+		readsWhileDown(s, &st.downStore, 5*time.Second)
+		s.mu.Lock()
+		l := s.levels[Key]
+		if tk := takenOf(l, l.fitSize(), time.Now()); math.IsNaN(tk) || math.IsInf(tk, 0) {
+			t.Errorf("takenOf with part 0: %v", tk)
+		}
+		s.mu.Unlock()
+		st.mu.Lock()
+		st.down = false
+		st.mu.Unlock()
+		time.Sleep(10 * time.Minute) // long past the rejoin window and processTTL
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		tk, _, err := s.Admit(ctx, call(ops.GetContact, ""))
+		if err == nil {
+			tk.Finish(answer("", ""))
+		}
+		s.mu.Lock()
+		if l.outagePart != 1 {
+			t.Errorf("the key level keeps outage part %v after the store came back", l.outagePart)
+		}
+		s.mu.Unlock()
+		time.Sleep(time.Second)
+		st.mu2.Lock()
+		for _, x := range st.taken {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				t.Errorf("Taken sent to the store: %v", x)
+				break
+			}
+		}
+		st.mu2.Unlock()
 	})
 }
