@@ -167,8 +167,7 @@ func replayBack(l *level, amount float64) float64 {
 func (s *State) replayedLocked(t *Ticket, now time.Time) {
 	for _, tk := range t.taken {
 		if l := tk.l; l.unit == "points" {
-			l.tokens -= replayPoints
-			l.partTokens -= replayPoints
+			l.take(replayPoints, now)
 			l.admitted += replayPoints
 			l.landed += replayPoints
 			l.log.add(now, replayPoints)

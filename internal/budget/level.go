@@ -333,9 +333,15 @@ func (l *level) refill(now time.Time) {
 // holds when the part changed: what the key took before, the shared store
 // or its own whole part admitted.
 func (l *level) syncPart() {
-	if p := l.part(); p != l.partOf {
-		l.partTokens, l.partOf = p*l.tokens, p
+	if l.part() != l.partOf {
+		l.rebasePart()
 	}
+}
+
+// rebasePart starts the key's part of the level from what the model holds.
+func (l *level) rebasePart() {
+	l.partOf = l.part()
+	l.partTokens = l.partOf * l.tokens
 }
 
 // cap lowers what the level holds to at most v, and the key's part of
@@ -383,7 +389,7 @@ func (l *level) heard(remaining, shown, landedSince float64, now time.Time) {
 	if lower := upper - landedSince; l.tokens < lower || l.tokens > upper {
 		l.tokens = lower
 	}
-	l.partTokens, l.partOf = l.part()*l.tokens, l.part()
+	l.rebasePart()
 	l.seenAt, l.usedAt = now, now
 	l.at = now
 	if foreign := l.logAvailable(now) - remaining; foreign > 0 {

@@ -63,6 +63,13 @@ type downStore struct {
 
 var errDown = errors.New("the store is down")
 
+// setDown makes the store fail every request, or none.
+func (d *downStore) setDown(down bool) {
+	d.mu.Lock()
+	d.down = down
+	d.mu.Unlock()
+}
+
 func (d *downStore) fail() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -98,9 +105,7 @@ func (d *downStore) Renew(context.Context, string, budgetstore.Renew) (budgetsto
 // d, answered without a word on any level; it returns when the first went
 // and the points of all.
 func readsWhileDown(s *State, st *downStore, d time.Duration) (first time.Duration, points float64) {
-	st.mu.Lock()
-	st.down = true
-	st.mu.Unlock()
+	st.setDown(true)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -141,9 +146,7 @@ func TestAProcessThatLostTheStoreTakesItsPartOfTheKey(t *testing.T) {
 		if points > part+1 || points < part/2 {
 			t.Errorf("%.0f points in 30 s, want at most the part of the refill, %.0f, and at least half of it", points, part)
 		}
-		st.mu.Lock()
-		st.down = false // the keeper sends what the store missed, and ends
-		st.mu.Unlock()
+		st.setDown(false) // the keeper sends what the store missed, and ends
 		time.Sleep(time.Second)
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -174,9 +177,7 @@ func TestAnOutagePartsWhatIsLeftThen(t *testing.T) {
 		if first > 2*time.Second || points < 20 || points > 126 {
 			t.Errorf("%.0f points in the outage's first 30 s, the first after %v: want the first within 2 s and the part of the refill, at most with the part of what was left: 25 to 125", points, first)
 		}
-		st.mu.Lock()
-		st.down = false
-		st.mu.Unlock()
+		st.setDown(false)
 		time.Sleep(time.Second)
 	})
 }
@@ -224,9 +225,7 @@ func TestAProcessWithNoSlotHasNoPartAndGetsItBack(t *testing.T) {
 		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=300;t=30`))
 		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
 		readsWhileDown(s, &st.downStore, 5*time.Second) // a first outage of 4 processes: part 1/6
-		st.mu.Lock()
-		st.down = false
-		st.mu.Unlock()
+		st.setDown(false)
 		time.Sleep(10 * time.Minute)
 		for range 3 {
 			admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", `"key";r=300;t=30`))
@@ -246,9 +245,7 @@ func TestAProcessWithNoSlotHasNoPartAndGetsItBack(t *testing.T) {
 			t.Errorf("takenOf with part 0: %v", tk)
 		}
 		s.mu.Unlock()
-		st.mu.Lock()
-		st.down = false
-		st.mu.Unlock()
+		st.setDown(false)
 		time.Sleep(10 * time.Minute) // long past the rejoin window and processTTL
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
