@@ -357,12 +357,18 @@ if not unbudgeted then
     -- A level that frees in steps spreads what is left of it over the
     -- time until its oldest take leaves the log, as one process does
     -- with its own log: a burst never leaves it freeing nothing for the
-    -- rest of a window.
+    -- rest of a window. At once go two seconds of that pace or a tenth
+    -- of a window's worth at the rate what is left allows (bodo's
+    -- paceBurst and spreadBurst), at least one.
     if l.pace > 0 and bound and l.rate == 0 then
       local oldest = redis.call('ZRANGE', p .. ':log:' .. l.name, 0, 0, 'WITHSCORES')
       if #oldest > 0 then
         local secs = (tonumber(oldest[2]) + l.window - now) / 1000
-        if secs > 0 then l.pace = math.min(l.pace, math.max(have, 0) / secs) end
+        if secs > 0 then
+          local left = math.max(have, 0) / secs
+          l.pace = math.min(l.pace, left)
+          l.burst = math.min(l.burst, math.max(2 * l.pace, 0.1 * math.min(l.size, left * l.window / 1000), 1))
+        end
       end
     end
     -- A paced level holds a call until its pace has the call's amount

@@ -144,6 +144,37 @@ func TestALevelThatFreesInStepsSpreadsWhatIsLeft(t *testing.T) {
 	}
 }
 
+// TestASpreadLevelLetsATenthOfWhatIsLeftGoAtOnce: a process whose own
+// model still holds a level that frees in steps full asks for a burst of a
+// tenth of its size; with 11 of 100 left for the minute until the oldest
+// take leaves the log (other processes took the rest), the store lets a
+// tenth of the 11 go at once, not 10 of them with one left for the minute.
+func TestASpreadLevelLetsATenthOfWhatIsLeftGoAtOnce(t *testing.T) {
+	t.Parallel()
+	a, b, k := twoProcesses(t)
+	ctx := context.Background()
+	write := func(amount, pace, burst float64) []budgetstore.Level {
+		return []budgetstore.Level{{Name: "write", Amount: amount, Size: 100, Quota: 100, Window: time.Minute, Pace: pace, Burst: burst}}
+	}
+	take(t, a, k, "w0", write(89, 0, 0))
+	n := 0
+	for ; n < 11; n++ {
+		g, err := b.Acquire(ctx, k, acquire(fmt.Sprint("w", n+1), time.Minute, write(1, 100, 10)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !g.Admitted {
+			if g.Reason != "write" || g.Wait < 4*time.Second {
+				t.Errorf("write %d of the 11 left: %+v, want held by write for about 5 s (10 left over the minute)", n+1, g)
+			}
+			break
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d of the 11 left went at once, want 1 (a tenth of them)", n)
+	}
+}
+
 // TestWhatOneProcessShowsOfAStepsLevelBindsAll: a process that has not
 // learned yet that a level frees in steps gives the store its quota's
 // refill; once another has shown the steps (Rate 0), the store refills it

@@ -96,8 +96,10 @@
 // after a take further than a bucket would need to be full again) is
 // spread over its window, a tenth of it at once and then at its quota's
 // rate, so that a burst never leaves it freeing nothing for a window while
-// every caller waits on it (level.spreads,
-// TestALevelThatFreesInStepsIsSpread; a retry answered as an idempotent
+// every caller waits on it; with little left until its oldest take leaves
+// the window, a tenth of what is left, spread over that time (level.spreads,
+// TestALevelThatFreesInStepsIsSpread, TestASpreadLevelSpreadsWhatIsLeft,
+// TestASpreadLevelLetsATenthOfWhatIsLeftGoAtOnce; a retry answered as an idempotent
 // replay, which the server counted on no write, gives its turn back,
 // TestAReplayTakesNoTurnOfASpreadLevel), and so is a level others take from
 // that the server named within its window, at what this key has of it per

@@ -638,11 +638,20 @@ func (l *level) named(now time.Time) bool {
 }
 
 // spreadBurstOf is what a spread level's calls may take at once:
-// spreadBurst of its size, or for a level that frees what this key took,
-// of what this key has of it (what it took within the window and what is left).
+// spreadBurst of a window's worth at the rate what is left allows until
+// the key's log frees its oldest take (its size when the log is empty),
+// or for a level that frees what this key took, of what this key has of
+// it (what it took within the window and what is left). A tenth of the
+// size when little is left for long would leave nothing for most of the
+// window; when much frees soon, the burst that took it goes again. A level
+// the contract documents as a bucket keeps a tenth of its size: its steps
+// may be a drained bucket's t read as a step's.
 func (l *level) spreadBurstOf(now time.Time) float64 {
 	if l.frees(now) {
 		return spreadBurst * min(l.size(), l.log.sum+max(l.available(now), 0))
+	}
+	if secs := l.oldestFree(now); secs > 0 && !l.documentedBucket() {
+		return spreadBurst * min(l.size(), max(l.available(now), 0)/secs*l.window.Seconds())
 	}
 	return spreadBurst * l.size()
 }

@@ -170,12 +170,14 @@ func (p *pace) burst(rate float64) float64 {
 	return max(p.now()*rate*paceBurst.Seconds(), p.minBurst, 1)
 }
 
-// refill brings the tokens up to now at share times rate.
+// refill brings the tokens up to now at share times rate, up to the
+// burst, which may have shrunk since.
 func (p *pace) refill(rate float64, now time.Time) {
 	if now.After(p.at) {
-		p.tokens = min(p.burst(rate), p.tokens+p.now()*rate*now.Sub(p.at).Seconds())
+		p.tokens += p.now() * rate * now.Sub(p.at).Seconds()
 		p.at = now
 	}
+	p.tokens = min(p.burst(rate), p.tokens)
 }
 
 // wait is how long a call that takes amount waits for the pace at rate

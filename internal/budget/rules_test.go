@@ -342,3 +342,35 @@ func TestAReplayTakesNoTurnOfASpreadLevel(t *testing.T) {
 		}
 	})
 }
+
+// TestASpreadLevelSpreadsWhatIsLeft: a write level that frees in steps
+// and has only 11 left until its oldest write leaves the window (others
+// took the rest) spreads those 11 over that time, a tenth of them at
+// once: a burst of a tenth of its size (6) would leave 5 for the 58 s
+// after it, and every caller that waits on a write would wait 11 s and
+// more between them.
+func TestASpreadLevelSpreadsWhatIsLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=59;t=60`))
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=11;t=60`))
+		start, last := time.Now(), time.Now()
+		var gaps []time.Duration
+		for range 11 {
+			tk, _ := admitAt(t, s, call(ops.CreateContact, ""))
+			gaps = append(gaps, time.Since(last))
+			last = time.Now()
+			tk.Finish(answer("", ""))
+		}
+		if el := time.Since(start); el > 60*time.Second {
+			t.Errorf("the 11 writes left took %v, want them within the 60 s until the window frees", el)
+		}
+		for i, g := range gaps {
+			if g > 7*time.Second {
+				t.Errorf("write %d of the 11 left waited %v after the one before, want at most 7 s (11 spread over 60 s): %v", i+1, g, gaps)
+				break
+			}
+		}
+	})
+}

@@ -306,14 +306,19 @@ func pacedLevel(l *level, amount float64, now time.Time) budgetstore.Level {
 		// of a drained bucket spreads nothing.
 		return sl
 	}
-	if l.pace.spread && sl.Quota > 0 && sl.Rate == 0 {
-		// The store slows the spread as the key's log requires (what is
-		// left over the time until its oldest take leaves), from the
-		// takes of every process; this process's log holds its own.
+	logged := l.pace.spread && sl.Quota > 0 && sl.Rate == 0
+	if logged {
+		// The store slows the spread and lowers its burst as the key's
+		// log requires (what is left over the time until its oldest take
+		// leaves), from the takes of every process; this process's log
+		// holds its own.
 		rate = l.grossRate()
 	}
 	if l.pace.paces(now) && rate > 0 && !math.IsInf(rate, 0) {
 		sl.Pace, sl.Burst = l.pace.now()*rate, l.pace.burst(rate)
+		if logged {
+			sl.Burst = max(sl.Burst, spreadBurst*l.size())
+		}
 	}
 	return sl
 }

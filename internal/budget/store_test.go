@@ -35,7 +35,10 @@ func TestSharesAddUpToTheKeysLimits(t *testing.T) {
 // TestTheStoreGetsTheLevelsAsTheProcessModelsThem: a write level that showed
 // it frees in steps goes to the store without a refill, bounded by the
 // key's log; the key level, a documented bucket, keeps its refill and is
-// not spread when a process read a drained bucket's t as a step's.
+// not spread when a process read a drained bucket's t as a step's. A
+// spread level goes with its quota's rate and a tenth of its size at once,
+// whatever this process's log holds: the store spreads what is left of
+// every process's takes.
 func TestTheStoreGetsTheLevelsAsTheProcessModelsThem(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
@@ -48,6 +51,10 @@ func TestTheStoreGetsTheLevelsAsTheProcessModelsThem(t *testing.T) {
 		k := pacedLevel(s.levels[Key], 1, now)
 		if !s.levels[Key].steps || k.Rate != 5 || k.Quota != 300 || k.Window != time.Minute || k.Pace != 0 {
 			t.Errorf("the key level for the store (steps %v): %+v, want a refill of 5 a second, a log of 300 a minute and no spread", s.levels[Key].steps, k)
+		}
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=5;t=60`))
+		if w := pacedLevel(s.levels[Write], 1, time.Now()); w.Pace != 1 || w.Burst != 6 {
+			t.Errorf("the spread write level with 5 left in this process's model: %+v, want its quota's rate and a tenth of it at once, which the store lowers from every process's log", w)
 		}
 	})
 }
