@@ -179,9 +179,10 @@ func (s *State) replayedLocked(t *Ticket, now time.Time) {
 // less c's own take when the server charged it: answers to calls sent at
 // once arrive in any order, and a call admitted earlier may have reached
 // the server later. A Status call knows it of every level (landedAt),
-// other calls of the levels they take from.
-func (c *Call) landedSince(l *level, charged bool) float64 {
-	since, took := 0.0, false
+// other calls of the levels they take from; known is false for a level
+// the call took nothing from.
+func (c *Call) landedSince(l *level, charged bool) (since float64, known bool) {
+	took := false
 	for _, t := range c.takes {
 		if t.l == l {
 			took = true
@@ -192,10 +193,11 @@ func (c *Call) landedSince(l *level, charged bool) float64 {
 			since += max(0, d)
 		}
 	}
-	if mark, ok := c.landedAt[l]; ok && !took {
+	mark, ok := c.landedAt[l]
+	if ok && !took {
 		since = max(0, l.landed-mark)
 	}
-	return since
+	return since, took || ok
 }
 
 // observeLocked follows the server's RateLimit-Policy (quota, window and
@@ -240,9 +242,9 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		if l.name == Egress {
 			c.reported = l
 		}
-		landedSince := c.landedSince(l, charged)
+		landedSince, known := c.landedSince(l, charged)
 		pending := l.inflight + landedSince // what the server may not have counted yet
-		l.heard(remaining, remaining, landedSince, now)
+		l.heard(remaining, remaining, landedSince, !known, now)
 		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now}
 		l.moment, l.momentFreed = now.Add(l.reported.reset), l.log.freed
 		l.learnDepth(remaining, r.reset, now)

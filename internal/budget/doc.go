@@ -30,7 +30,10 @@
 //     are taken) refills at its rate between answers, and a level
 //     of this key alone never holds less than its quota less this key's own
 //     takes in the last window, which every shape grants
-//     (TestTheServersWordBindsUntilItsMoment).
+//     (TestTheServersWordBindsUntilItsMoment). The answer to a call that
+//     took nothing from a level (a server that names the narrowest of all
+//     levels) may carry a word older than the model's: it only lowers it
+//     (level.heard, TestAWordOnALevelACallTookNothingFromOnlyLowersIt).
 //  2. Outcomes beat hints. Fields that are absurd (a quota of 0) or that
 //     contradict themselves (nothing left yet full now: r=0;t=0) are
 //     ignored; malformed fields are ignored (observeLocked,

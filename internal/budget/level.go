@@ -377,16 +377,21 @@ func (l *level) give(amount float64) {
 // decides between the two readings: it is kept when it lies between them,
 // so that calls the server counted before this answer are not taken
 // twice. Outside them it is wrong (others took from the level, or the
-// model is behind), and the careful reading holds.
-func (l *level) heard(remaining, shown, landedSince float64, now time.Time) {
+// model is behind), and the careful reading holds. The answer to a call
+// that took nothing from the level (older: a server that names the
+// narrowest of all levels) says nothing of which calls it counted: its
+// word may be older than the model's and only lowers it.
+func (l *level) heard(remaining, shown, landedSince float64, older bool, now time.Time) {
 	l.refill(now)
 	l.endPrior()
 	l.seenMax = max(l.seenMax, shown)
 	if l.quota > 0 && shown > l.quota*l.share+0.5 {
 		l.bucket = true // it holds more than its quota: a bucket that refills as it goes
 	}
-	upper := remaining - l.inflight
-	if lower := upper - landedSince; l.tokens < lower || l.tokens > upper {
+	switch upper, lower := remaining-l.inflight, remaining-l.inflight-landedSince; {
+	case older:
+		l.tokens = min(l.tokens, upper)
+	case l.tokens < lower || l.tokens > upper:
 		l.tokens = lower
 	}
 	l.rebasePart()

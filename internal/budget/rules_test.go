@@ -55,6 +55,28 @@ func TestTheServersWordBindsUntilItsMoment(t *testing.T) {
 	})
 }
 
+// TestAWordOnALevelACallTookNothingFromOnlyLowersIt (rule 1): a server
+// that names the narrowest of all levels answers a read with the write
+// level. A read sent with a write may have been counted before it, so when
+// the read's r=4 comes after the write's r=2, two writes are left, not
+// four.
+func TestAWordOnALevelACallTookNothingFromOnlyLowersIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=10;t=50`))
+		read := admitNow(t, s, call(ops.GetContact, ""))
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=2;t=58`))
+		read.Finish(answer("", `"write";r=4;t=56`))
+		n := 0
+		for ; n < 5 && held(s, call(ops.CreateContact, "")) == ""; n++ {
+			admitNow(t, s, call(ops.CreateContact, "")) // in flight until the end
+		}
+		if n != 2 {
+			t.Errorf("%d writes went after r=2 and a read's older r=4, want 2", n)
+		}
+	})
+}
+
 // TestOutcomesBeatHints: a server whose every success says the key level
 // has a quota of 0 and nothing left, yet is full now ("key";q=0;w=60 and
 // "key";r=0;t=0), is not believed: 30 reads go at once.

@@ -184,12 +184,12 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 		}
 		landedSince := 0.0
 		if c != nil {
-			landedSince = c.landedSince(l, true)
+			landedSince, _ = c.landedSince(l, true)
 		}
 		if l == s.statusLevel && st.Remaining-l.inflight-landedSince > l.available(now)+1 {
 			l.statusGap = 0 // the model held calls the level had room for
 		}
-		l.heard(st.Remaining, max(st.Remaining, st.Capacity), landedSince, now)
+		l.heard(st.Remaining, max(st.Remaining, st.Capacity), landedSince, false, now)
 		l.reported = reported{remaining: st.Remaining, reset: st.Reset, at: now}
 		l.gate.wakeHead()
 	}
