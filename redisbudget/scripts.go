@@ -321,6 +321,7 @@ if not unbudgeted then
   for _, l in ipairs(levels) do
     local k = p .. ':lv:' .. l.name
     local m
+    local asked = l.rate
     l.tokens, l.rate, m = tokens_of(l)
     local h = redis.call('HMGET', k, 'ru', 'w', 'nb')
     local ru, logw, nb = tonumber(h[1]) or 0, tonumber(h[2]) or 0, tonumber(h[3]) or 0
@@ -360,6 +361,13 @@ if not unbudgeted then
     -- rest of a window. At once go two seconds of that pace or a tenth
     -- of a window's worth at the rate what is left allows (bodo's
     -- paceBurst and spreadBurst), at least one.
+    if bound and l.rate == 0 and l.pace == 0 and asked > 0 then
+      -- Another process showed that the level frees in steps; this one,
+      -- which has not seen it yet, is spread with the rest, at the
+      -- level's quota and a tenth of it at once.
+      l.pace = l.quota * 1000 / l.window
+      l.burst = math.max(2 * l.pace, 0.1 * l.size, 1)
+    end
     if l.pace > 0 and bound and l.rate == 0 then
       local oldest = redis.call('ZRANGE', p .. ':log:' .. l.name, 0, 0, 'WITHSCORES')
       if #oldest > 0 then

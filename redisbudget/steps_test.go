@@ -152,14 +152,22 @@ func TestALevelThatFreesInStepsSpreadsWhatIsLeft(t *testing.T) {
 func TestASpreadLevelLetsATenthOfWhatIsLeftGoAtOnce(t *testing.T) {
 	t.Parallel()
 	a, b, k := twoProcesses(t)
-	ctx := context.Background()
 	write := func(amount, pace, burst float64) []budgetstore.Level {
 		return []budgetstore.Level{{Name: "write", Amount: amount, Size: 100, Quota: 100, Window: time.Minute, Pace: pace, Burst: burst}}
 	}
 	take(t, a, k, "w0", write(89, 0, 0))
-	n := 0
-	for ; n < 11; n++ {
-		g, err := b.Acquire(ctx, k, acquire(fmt.Sprint("w", n+1), time.Minute, write(1, 100, 10)...))
+	if n := elevenLeft(t, b, k, write(1, 100, 10)); n != 1 {
+		t.Errorf("%d of the 11 left went at once, want 1 (a tenth of them)", n)
+	}
+}
+
+// elevenLeft acquires writes of levels on bud, with 11 left of a minute's
+// window, until one is held, which must be held by write for about the
+// 5 s that 10 left over the minute allow; it returns how many went.
+func elevenLeft(t *testing.T, bud *Budget, k string, levels []budgetstore.Level) int {
+	t.Helper()
+	for n := range 11 {
+		g, err := bud.Acquire(context.Background(), k, acquire(fmt.Sprint("w", n+1), time.Minute, levels...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,11 +175,26 @@ func TestASpreadLevelLetsATenthOfWhatIsLeftGoAtOnce(t *testing.T) {
 			if g.Reason != "write" || g.Wait < 4*time.Second {
 				t.Errorf("write %d of the 11 left: %+v, want held by write for about 5 s (10 left over the minute)", n+1, g)
 			}
-			break
+			return n
 		}
 	}
-	if n != 1 {
-		t.Errorf("%d of the 11 left went at once, want 1 (a tenth of them)", n)
+	return 11
+}
+
+// TestAProcessThatHasNotSeenTheStepsIsSpreadToo: once one process has
+// shown that a level frees in steps, another that still asks with its
+// quota's refill and no pace is spread with the rest: with 11 of 60 left
+// for the minute until the oldest take leaves the log, one goes at once,
+// not all 11.
+func TestAProcessThatHasNotSeenTheStepsIsSpreadToo(t *testing.T) {
+	t.Parallel()
+	a, b, k := twoProcesses(t)
+	write := func(amount, rate float64) []budgetstore.Level {
+		return []budgetstore.Level{{Name: "write", Amount: amount, Rate: rate, Size: 60, Quota: 60, Window: time.Minute}}
+	}
+	take(t, a, k, "w0", write(49, 0))
+	if n := elevenLeft(t, b, k, write(1, 1)); n != 1 {
+		t.Errorf("%d of the 11 left went at once, want 1", n)
 	}
 }
 

@@ -89,7 +89,8 @@
 //     TestAWriteTheStoreHoldsHoldsNoRead,
 //     TestAPacedLevelSpreadsTheCallsOfAllProcesses,
 //     TestALevelThatFreesInStepsFreesWhatItsLogFrees,
-//     TestWhatOneProcessShowsOfAStepsLevelBindsAll).
+//     TestWhatOneProcessShowsOfAStepsLevelBindsAll,
+//     TestAProcessThatHasNotSeenTheStepsIsSpreadToo).
 //  8. The documented limits are the prior. Before the server has spoken of a
 //     level the model is the contract's (the key level a bucket holding its
 //     capacity, 600 points); the server's first word on it decides from then
