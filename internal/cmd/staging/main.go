@@ -44,7 +44,7 @@ type config struct {
 	runs     int
 	parallel int
 	only     []string
-	keep     string // a directory for each run's raw stats; "" keeps none
+	keep     string // a directory for each run's raw stats and server log; "" keeps none
 }
 
 func run(args []string, out io.Writer) error {
@@ -58,7 +58,7 @@ func run(args []string, out io.Writer) error {
 	fs.IntVar(&c.runs, "runs", 1, "runs of each variation, with seeds 1, 2, …")
 	fs.IntVar(&c.parallel, "parallel", 4, "runs at once (each has a server of its own)")
 	fs.StringVar(&only, "only", "", "comma-separated variation names; empty: all")
-	fs.StringVar(&c.keep, "keep", "", "directory to write each run's raw /__stats JSON to (NAME-SEED.json)")
+	fs.StringVar(&c.keep, "keep", "", "directory to write each run's raw /__stats JSON (NAME-SEED.json) and the server's -v log (NAME-SEED.log) to")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -129,7 +129,18 @@ func startStaging(ctx context.Context, c config, v variation, seed uint64) (*exe
 		return nil, "", nil, err
 	}
 	log := newWriteLog(apiKey, c.scale)
-	go log.read(stderr)
+	var src io.Reader = stderr
+	if c.keep != "" {
+		f, err := os.Create(filepath.Join(c.keep, fmt.Sprintf("%s-%d.log", v.name, seed)))
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, "", nil, err
+		}
+		src = io.TeeReader(stderr, f)
+		go func() { <-log.done; f.Close() }()
+	}
+	go log.read(src)
 	line := make(chan string, 1)
 	go func() {
 		s := bufio.NewScanner(stdout)
