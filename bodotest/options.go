@@ -193,6 +193,10 @@ const (
 	// of the organisation would: it competes for what the org frees,
 	// including what frees for the other keys.
 	Foreign90Greedy Profile = "foreign-90-greedy"
+	// Foreign90Ticks is Foreign90Greedy with ForeignKey taking 27 points
+	// every 0.6 s, the same rate in a finer grain, so that its takes meet
+	// the calls of the key under test more often.
+	Foreign90Ticks Profile = "foreign-90-ticks"
 	// NarrowestAll has the documented limits and enforces a policy of its
 	// own, "search": 20 searches (listing or counting contacts with q) per
 	// 60 s, a sliding log; the RateLimit field of every answer but a

@@ -15,8 +15,10 @@ type Profile struct {
 	Limits  Limits   // given to WithLimits
 	Options []Option // applied after WithLimits
 	Foreign float64  // WithForeignLoad's rate in points per second; 0 for none
-	Greedy  bool     // the foreign load is WithGreedyForeignLoad's
-	Gateway Gateway  // WithGateway's limiter in front; a zero Rate for none
+	Greedy  bool     // the foreign load is WithGreedyForeignLoadEvery's
+	// ForeignEvery is how often a greedy foreign load takes; 0 for a second.
+	ForeignEvery time.Duration
+	Gateway      Gateway // WithGateway's limiter in front; a zero Rate for none
 	// TargetGoodput and TargetRefused, when positive, are what a client
 	// should reach on this profile in place of the issue's targets (97 %
 	// of AllowanceAt over an hour and 90 % over the first 2 minutes; 429s
@@ -74,6 +76,9 @@ func bigPlan() Limits {
 //	               the org of foreign-90-log; ForeignKey takes 45 points at once, once a
 //	               second, whenever they fit (WithGreedyForeignLoad), as a busy key would:
 //	               it takes what frees for this key too, unless this key takes it first
+//	foreign-90-ticks
+//	               foreign-90-greedy with ForeignKey taking 27 points every 0.6 s, as
+//	               staging's foreign load does
 //	narrowest-all  documented limits and the enforced "search": 20 requests per 60 s, a sliding
 //	               log, over listContacts and countContacts when q is given; the RateLimit of
 //	               every answer but a refusal names the narrowest of all the key's levels,
@@ -127,6 +132,8 @@ func Profiles() []Profile {
 			Limits: foreignLog, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds()},
 		{Name: "foreign-90-greedy", Summary: "another key of the org takes 45 points a second at once whenever they fit in the org, a sliding log",
 			Limits: foreignLog, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds(), Greedy: true},
+		{Name: "foreign-90-ticks", Summary: "another key of the org takes 27 points every 0.6 s whenever they fit in the org, a sliding log",
+			Limits: foreignLog, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds(), Greedy: true, ForeignEvery: 600 * time.Millisecond},
 		{Name: "narrowest-all", Summary: `an enforced "search" policy (20 searches per 60 s), and RateLimit names the narrowest of all the key's levels`,
 			Limits: def, Options: []Option{WithNarrowestOfAll(), WithExtraPolicies(ExtraPolicy{
 				Name: "search", Quota: 20, Window: time.Minute, Unit: unitRequests, Shape: SlidingLog, Enforced: true,
@@ -157,7 +164,7 @@ func (p Profile) New(extra ...Option) *Server {
 	opts = append(opts, p.Options...)
 	switch {
 	case p.Foreign > 0 && p.Greedy:
-		opts = append(opts, WithGreedyForeignLoad(p.Foreign))
+		opts = append(opts, WithGreedyForeignLoadEvery(p.Foreign, p.ForeignEvery))
 	case p.Foreign > 0:
 		opts = append(opts, WithForeignLoad(p.Foreign))
 	}

@@ -141,16 +141,17 @@ func (l Limits) withDefaults() Limits {
 }
 
 type config struct {
-	limits    Limits
-	faults    func(*http.Request) Fault
-	overload  func() Fault // consulted when faults injects no OVERLOADED answer
-	foreign   float64
-	greedy    bool // WithGreedyForeignLoad: foreign is taken once a second, when it fits
-	latency   time.Duration
-	extras    []ExtraPolicy
-	noisy     bool
-	noiseSeed uint64
-	factor    float64 // WithLimitFactor; 1 by default
+	limits      Limits
+	faults      func(*http.Request) Fault
+	overload    func() Fault // consulted when faults injects no OVERLOADED answer
+	foreign     float64
+	greedy      bool // WithGreedyForeignLoad: foreign is taken every greedyEvery, when it fits
+	greedyEvery time.Duration
+	latency     time.Duration
+	extras      []ExtraPolicy
+	noisy       bool
+	noiseSeed   uint64
+	factor      float64 // WithLimitFactor; 1 by default
 	// narrowestAll is WithNarrowestOfAll.
 	narrowestAll bool
 	// contradicted is WithContradictedHeaders.
@@ -186,7 +187,18 @@ func WithForeignLoad(pointsPerSecond float64) Option {
 // WithForeignLoad's load is set aside in advance. What does not fit in its
 // second is not taken later.
 func WithGreedyForeignLoad(pointsPerSecond float64) Option {
-	return func(c *config) { c.foreign, c.greedy = max(pointsPerSecond, 0), true }
+	return WithGreedyForeignLoadEvery(pointsPerSecond, time.Second)
+}
+
+// WithGreedyForeignLoadEvery is WithGreedyForeignLoad with ForeignKey
+// taking what its rate brings in every (a second when every <= 0) at once
+// each time, when it fits: the finer the grain, the more often it meets
+// a call of TestKey's for what the org frees.
+func WithGreedyForeignLoadEvery(pointsPerSecond float64, every time.Duration) Option {
+	if every <= 0 {
+		every = time.Second
+	}
+	return func(c *config) { c.foreign, c.greedy, c.greedyEvery = max(pointsPerSecond, 0), true, every }
 }
 
 // MaxLimitFactor is the largest factor WithLimitFactor takes.
@@ -353,7 +365,7 @@ func New(opts ...Option) *Server {
 		return newLimiter(lim.shapeOf(policy), quota, capacity, lim.Window, s.origin, now, foreign)
 	}
 	if cfg.greedy {
-		s.org = &greedy{limiter: level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), 0), chunk: cfg.foreign, next: now}
+		s.org = &greedy{limiter: level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), 0), chunk: cfg.foreign * cfg.greedyEvery.Seconds(), every: cfg.greedyEvery, next: now}
 	} else {
 		s.org = level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), cfg.foreign)
 	}

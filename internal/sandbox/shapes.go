@@ -96,13 +96,14 @@ func newLimiter(shape Shape, quota, capacity float64, window time.Duration, orig
 	panic(fmt.Sprintf("sandbox: unknown limiter shape %q", shape))
 }
 
-// greedy is a level another key takes chunk units from at once, once a
-// second, whenever they fit (WithGreedyForeignLoad): it competes for what
-// the level frees.
+// greedy is a level another key takes chunk units from at once, every
+// every, whenever they fit (WithGreedyForeignLoadEvery): it competes for
+// what the level frees.
 type greedy struct {
 	limiter
 	chunk float64
-	next  time.Time // its next second
+	every time.Duration
+	next  time.Time // its next take
 	taken float64   // what it took so far
 }
 
@@ -113,7 +114,7 @@ func (g *greedy) advance(now time.Time) {
 			g.limiter.take(g.chunk)
 			g.taken += g.chunk
 		}
-		g.next = g.next.Add(time.Second)
+		g.next = g.next.Add(g.every)
 	}
 	g.limiter.advance(now)
 }
