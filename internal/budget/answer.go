@@ -112,7 +112,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 					}
 				}
 				if charged := tk.amount - back; charged > 0 {
-					l.log.add(now, charged)
+					l.log.add(now, t.start, charged)
 					l.landed += charged
 					if t.lease == "" && s.shared != nil {
 						took = append(took, storeLevel(l, -charged, now))
@@ -170,7 +170,7 @@ func (s *State) replayedLocked(t *Ticket, now time.Time) {
 			l.take(replayPoints, now)
 			l.admitted += replayPoints
 			l.landed += replayPoints
-			l.log.add(now, replayPoints)
+			l.log.add(now, t.start, replayPoints)
 		}
 	}
 }

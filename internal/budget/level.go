@@ -383,6 +383,14 @@ func (l *level) give(amount float64) {
 // word may be older than the model's and only lowers it.
 func (l *level) heard(remaining, shown, landedSince float64, older bool, now time.Time) {
 	l.refill(now)
+	if l.shared && l.window > 0 {
+		// A take of this key's admitted a window before now may have left
+		// the server's window before it counted this answer: r counts
+		// what it freed, which is then freed once, not again later.
+		before := l.log.freed
+		l.log.settle(now.Add(-l.window))
+		l.freedSeen += l.log.freed - before
+	}
 	l.endPrior()
 	l.seenMax = max(l.seenMax, shown)
 	if l.quota > 0 && shown > l.quota*l.share+0.5 {
@@ -405,7 +413,7 @@ func (l *level) heard(remaining, shown, landedSince float64, older bool, now tim
 		// counted already, so that none is taken for another's: entries
 		// taken for others stay a whole window, and on a level that does
 		// not refill they would hold calls the server accepts.
-		l.log.add(now, foreign)
+		l.log.add(now, now, foreign)
 	}
 }
 
@@ -905,16 +913,28 @@ type takeLog struct {
 }
 
 type logEntry struct {
-	at     time.Time
+	at     time.Time // when the server had surely counted it: its answer
+	sent   time.Time // when it may have been counted first: its admission
 	amount float64
 }
 
-func (g *takeLog) add(at time.Time, amount float64) {
+// add logs amount taken by a request admitted at sent and answered at at.
+func (g *takeLog) add(at, sent time.Time, amount float64) {
 	if amount <= 0 {
 		return
 	}
-	g.entries = append(g.entries, logEntry{at, amount})
+	g.entries = append(g.entries, logEntry{at, sent, amount})
 	g.sum += amount
+}
+
+// settle drops, as freed, the oldest takes admitted at or before cut.
+func (g *takeLog) settle(cut time.Time) {
+	for g.head < len(g.entries) && !g.entries[g.head].sent.After(cut) {
+		g.sum -= g.entries[g.head].amount
+		g.freed += g.entries[g.head].amount
+		g.head++
+	}
+	g.prune(time.Time{})
 }
 
 // prune drops the takes at or before cut.

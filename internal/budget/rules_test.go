@@ -330,6 +330,31 @@ func TestASharedLevelFreesWhatTheAnswersShow(t *testing.T) {
 	})
 }
 
+// TestAFreeTheServersWordCountsIsNotFreedAgain: a take of this key's on a
+// level others take from leaves the server's window a window after the
+// server counted it, which may be before the model logs it free (a window
+// after its answer was read); an answer counted in between says what it
+// freed, and the model must not free it once more.
+func TestAFreeTheServersWordCountsIsNotFreedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		time.Sleep(10 * time.Second)
+		org := func(r float64) Answer { return answer(`"org";q=3000;w=60`, fmt.Sprintf(`"org";r=%g;t=60`, r)) }
+		cost := call(ops.CreateContact, "").Cost
+		tk := admitNow(t, s, call(ops.CreateContact, ""))
+		time.Sleep(time.Second) // counted at once, its answer read a second later
+		tk.Finish(org(0))
+		time.Sleep(59*time.Second + 500*time.Millisecond)
+		const r = 5
+		admitNow(t, s, call(ops.GetContact, "")).Finish(org(r)) // counts the create's free
+		time.Sleep(time.Second)
+		if got := availableOf(s, Org); got >= r+cost/2 {
+			t.Errorf("%v left of the org a window after the create's answer, want about the %v the last answer said: the create's %v was freed again", got, r, cost)
+		}
+	})
+}
+
 // TestAReplayTakesNoTurnOfASpreadLevel: a write level that frees in steps
 // spreads its writes, a turn a second; the retry of a write whose answer
 // was lost waits for a turn like any write, but when its answer says it
