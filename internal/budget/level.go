@@ -929,17 +929,17 @@ func (g *takeLog) add(at, sent time.Time, amount float64) {
 
 // settle drops, as freed, the oldest takes admitted at or before cut.
 func (g *takeLog) settle(cut time.Time) {
-	for g.head < len(g.entries) && !g.entries[g.head].sent.After(cut) {
-		g.sum -= g.entries[g.head].amount
-		g.freed += g.entries[g.head].amount
-		g.head++
-	}
-	g.prune(time.Time{})
+	g.free(func(e logEntry) bool { return !e.sent.After(cut) })
 }
 
 // prune drops the takes at or before cut.
 func (g *takeLog) prune(cut time.Time) {
-	for g.head < len(g.entries) && !g.entries[g.head].at.After(cut) {
+	g.free(func(e logEntry) bool { return !e.at.After(cut) })
+}
+
+// free drops, as freed, the oldest takes while gone says they are.
+func (g *takeLog) free(gone func(logEntry) bool) {
+	for g.head < len(g.entries) && gone(g.entries[g.head]) {
 		g.sum -= g.entries[g.head].amount
 		g.freed += g.entries[g.head].amount
 		g.head++

@@ -145,8 +145,7 @@ type config struct {
 	faults      func(*http.Request) Fault
 	overload    func() Fault // consulted when faults injects no OVERLOADED answer
 	foreign     float64
-	greedy      bool // WithGreedyForeignLoad: foreign is taken every greedyEvery, when it fits
-	greedyEvery time.Duration
+	greedyEvery time.Duration // WithGreedyForeignLoadEvery: foreign is taken this often, when it fits; 0 when not greedy
 	latency     time.Duration
 	extras      []ExtraPolicy
 	noisy       bool
@@ -198,7 +197,7 @@ func WithGreedyForeignLoadEvery(pointsPerSecond float64, every time.Duration) Op
 	if every <= 0 {
 		every = time.Second
 	}
-	return func(c *config) { c.foreign, c.greedy, c.greedyEvery = max(pointsPerSecond, 0), true, every }
+	return func(c *config) { c.foreign, c.greedyEvery = max(pointsPerSecond, 0), every }
 }
 
 // MaxLimitFactor is the largest factor WithLimitFactor takes.
@@ -364,7 +363,7 @@ func New(opts ...Option) *Server {
 	level := func(policy string, quota, capacity float64, foreign float64) limiter {
 		return newLimiter(lim.shapeOf(policy), quota, capacity, lim.Window, s.origin, now, foreign)
 	}
-	if cfg.greedy {
+	if cfg.greedyEvery > 0 {
 		s.org = &greedy{limiter: level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), 0), chunk: cfg.foreign * cfg.greedyEvery.Seconds(), every: cfg.greedyEvery, next: now}
 	} else {
 		s.org = level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), cfg.foreign)
