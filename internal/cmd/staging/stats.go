@@ -102,15 +102,17 @@ type result struct {
 
 // allowance is what the key may use in secs contract seconds: the key
 // bucket's capacity and refill, or, when a foreign load eats the org, what
-// the org's refill leaves (with the org's quota as its bucket), if less.
-// foreign is what the load took in those seconds.
+// the org leaves, if less. The org announces a quota a window and no
+// capacity, and lets through exactly that on staging (the key and the
+// foreign load together take its quota each minute, never a bucket's
+// capacity on top); foreign is what the load took in those seconds.
 func (s *stats) allowance(secs, foreign float64) float64 {
 	q := s.Config.Quotas
 	key := q.KeyCapacity + q.Key*secs/60
 	if s.Config.ForeignLoad == 0 {
 		return key
 	}
-	return min(key, q.Org+q.Org*secs/60-foreign)
+	return min(key, q.Org*secs/60-foreign)
 }
 
 // writesAllowed is what the write level allows in secs contract seconds:
@@ -121,8 +123,10 @@ func (s *stats) writesAllowed(secs float64) float64 {
 }
 
 // resultOf measures key's run, which ended when the stats were read, with
-// the key's writes from log (nil: not known).
-func (s *stats) resultOf(key string, log *writeLog) (result, error) {
+// the key's writes from log (nil: not known) and what the foreign load had
+// taken from the org at the end of the run's first minutes (negative: not
+// known, taken as its share of the whole run's).
+func (s *stats) resultOf(key string, log *writeLog, foreignStart float64) (result, error) {
 	k, ok := s.Keys[key]
 	if !ok || k.Requests == 0 {
 		return result{}, fmt.Errorf("stats: no request of key %s", key)
@@ -160,7 +164,10 @@ func (s *stats) resultOf(key string, log *writeLog) (result, error) {
 		}
 	}
 	short := min(firstMinutes, r.Secs)
-	r.GoodputStart = startPoints / s.allowance(short, s.Foreign.TakenFromOrgs*short/max(r.Secs, 1))
+	if foreignStart < 0 {
+		foreignStart = s.Foreign.TakenFromOrgs * short / max(r.Secs, 1)
+	}
+	r.GoodputStart = startPoints / s.allowance(short, foreignStart)
 	if log != nil {
 		r.WritesStart, r.WritesAllowed = log.before(short), s.writesAllowed(short)
 	}

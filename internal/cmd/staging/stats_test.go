@@ -17,7 +17,7 @@ func TestResultOfStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := st.resultOf(apiKey, nil)
+	r, err := st.resultOf(apiKey, nil, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +50,14 @@ func TestAllowanceUnderForeignLoad(t *testing.T) {
 		t.Errorf("allowance over a minute %v, want the key's 1200 + 600", got)
 	}
 	st.Config.ForeignLoad = 45
-	if got := st.allowance(600, 45*600); got != 3000+5*600 {
-		t.Errorf("allowance over 10 minutes with 45 points/s foreign %v, want the org's 3000 + 5 × 600", got)
+	if got := st.allowance(600, 45*600); got != 10*3000-45*600 {
+		t.Errorf("allowance over 10 minutes with 45 points/s foreign %v, want what the org's 10 × 3000 leave", got)
 	}
-	if got := st.allowance(600, 44*600); got != 3000+6*600 {
-		t.Errorf("allowance over 10 minutes with 44 points/s taken of 45 asked %v, want the org's 3000 + 6 × 600", got)
+	if got := st.allowance(120, 4400); got != 2*3000-4400 {
+		t.Errorf("allowance over 2 minutes with 4400 points foreign %v, want what the org's 2 × 3000 leave", got)
+	}
+	if got := st.allowance(120, 1000); got != 1200+2*600 {
+		t.Errorf("allowance over 2 minutes with 1000 points foreign %v, want the key's 1200 + 2 × 600", got)
 	}
 }
 

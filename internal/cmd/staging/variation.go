@@ -76,6 +76,10 @@ func (v variation) run(ctx context.Context, c config, seed uint64) (result, erro
 	}
 	defer stopServer()
 	env := append(os.Environ(), "BODO_BASE_URL="+url, "BODO_API_KEY="+apiKey)
+	foreignStart := make(chan float64, 1)
+	watchCtx, endWatch := context.WithCancel(ctx)
+	defer endWatch()
+	go func() { foreignStart <- foreignAfterFirstMinutes(watchCtx, url, c.scale) }()
 
 	var errs int
 	if v.processes == 1 {
@@ -105,10 +109,56 @@ func (v variation) run(ctx context.Context, c config, seed uint64) (result, erro
 		return result{}, err
 	}
 	stopServer()
-	r, err := st.resultOf(apiKey, log)
+	endWatch()
+	r, err := st.resultOf(apiKey, log, <-foreignStart)
 	r.Errors = errs
 	r.Processes, r.Agents = v.processes, v.agents
 	return r, err
+}
+
+// foreignAfterFirstMinutes returns what the foreign load had taken from the
+// org when the key's first firstMinutes contract seconds ended, or -1 when
+// the run ended first.
+func foreignAfterFirstMinutes(ctx context.Context, url string, scale float64) float64 {
+	read := func() (*stats, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/__stats?series=0", nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		return readStats(io.LimitReader(resp.Body, 16<<20))
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return -1
+		case <-tick.C:
+		}
+		st, err := read()
+		if err != nil {
+			continue
+		}
+		first := st.Keys[apiKey].FirstRequestAt
+		if first.IsZero() {
+			continue
+		}
+		end := first.Add(time.Duration(firstMinutes / scale * float64(time.Second)))
+		select {
+		case <-ctx.Done():
+			return -1
+		case <-time.After(time.Until(end)):
+		}
+		if st, err = read(); err != nil {
+			return -1
+		}
+		return st.Foreign.TakenFromOrgs
+	}
 }
 
 // startStaging starts bodo-staging and returns it with its URL and the log
