@@ -105,20 +105,29 @@ func (st *sendTrace) gotConn(info httptrace.GotConnInfo) {
 		_ = info.Conn.Close()    // and this one, before anything is written
 		return
 	}
-	d := t.Bound(st.Context)
-	if d <= 0 {
-		return
-	}
-	if d > st.hold && !multiplexed(info.Conn) {
-		st.deferred.Store(true)
-		_ = info.Conn.Close()
-		return
-	}
-	timer := time.NewTimer(min(d, st.hold))
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-st.Context.Done():
+	// A wait sat out is looked at again when it ends: another may have
+	// been announced meanwhile (two refusals read a moment apart).
+	left := st.hold
+	for st.Context.Err() == nil {
+		d := t.Bound(st.Context)
+		if d <= 0 {
+			return
+		}
+		if d > left && !multiplexed(info.Conn) {
+			st.deferred.Store(true)
+			_ = info.Conn.Close()
+			return
+		}
+		if left <= 0 {
+			return
+		}
+		timer := time.NewTimer(min(d, left))
+		select {
+		case <-timer.C:
+		case <-st.Context.Done():
+		}
+		timer.Stop()
+		left -= min(d, left)
 	}
 }
 
