@@ -252,10 +252,12 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		l.learnSteps(remaining, r.reset)
 		l.learnGain(remaining, pending, now)
 		rel.left(l, remaining, l.reported.reset, now)
-		if r.reset >= minObservedReset && remaining < l.size() && l.refills() {
+		if r.reset >= minObservedReset && remaining < l.size() && l.shared && l.refills() {
 			// What others take shows as a slower refill than the quota's:
 			// never assume a faster one. t is whole seconds, rounded up,
-			// so a short one says little.
+			// so a short one says little. A level of this key alone
+			// refills at its quota's rate: a t longer than that implies
+			// says it holds more than the model has seen it hold.
 			// t is when the server's level is full again: the whole
 			// level, not this key's share of it (org: half), so the
 			// refill it implies is measured against the whole.

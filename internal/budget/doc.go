@@ -27,7 +27,10 @@
 //     contract documents as a bucket, a full moment further than its
 //     window that adds up to the documented capacity,
 //     TestATLongerThanTheWindowIsABucketsT; or one that moves as points
-//     are taken) refills at its rate between answers, and a level
+//     are taken) refills at its rate between answers, a level of this key
+//     alone at its quota's rate, which no one else slows (a t later than
+//     that rate makes it full shows a bigger level, not a slower refill,
+//     TestABucketOfThisKeyAloneRefillsAtItsQuotasRate), and a level
 //     of this key alone never holds less than its quota less this key's own
 //     takes in the last window, which every shape grants
 //     (TestTheServersWordBindsUntilItsMoment). The answer to a call that
@@ -64,8 +67,10 @@
 //  5. No request leaves after an answer that asks to wait, also not one that
 //     was admitted before the answer was read: the last moment before a
 //     request is written, it waits for refusals still being read and sits
-//     out any wait announced since its admission (lastmoment.go,
-//     TestNoRequestLeavesAfterAnAnswerThatAsksToWait).
+//     out any wait announced since its admission, and when that wait ends,
+//     any announced meanwhile (lastmoment.go, package bodo's unsent.go;
+//     TestNoRequestLeavesAfterAnAnswerThatAsksToWait,
+//     TestAWaitSatOutIsLookedAtAgain).
 //  6. Without any hint, converge just below the limiter. A bare 429 (no
 //     code, no wait) comes from a limiter in front that says nothing of its
 //     limit: the key's pace then counts requests, drains a burst's time,

@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"sync"
 	"testing"
@@ -51,6 +52,27 @@ func TestTheServersWordBindsUntilItsMoment(t *testing.T) {
 		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=0;t=30`))
 		if why := held(s, call(ops.CreateContact, "")); why != Write {
 			t.Errorf("a third write after r=2 is held by %q, want %q", why, Write)
+		}
+	})
+}
+
+// TestABucketOfThisKeyAloneRefillsAtItsQuotasRate: on another plan (300
+// points per 10 s, 30 a second), a key level that said r=475;t=5 holds more
+// than its quota, a bucket. When it then says r=300;t=11, its t is later
+// than the most it has shown (475) and the quota's rate would make it: no
+// one else takes from it, so that is a bucket bigger than seen, not a
+// slower refill, and two seconds later it holds 60 points more.
+func TestABucketOfThisKeyAloneRefillsAtItsQuotasRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		policy := `"key";q=300;w=10;qu="points"`
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(policy, `"key";r=475;t=5`))
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(policy, `"key";r=300;t=11`))
+		time.Sleep(2 * time.Second)
+		for _, l := range s.Snapshot().Levels {
+			if l.Name == Key && math.Abs(l.Remaining-360) > 1 {
+				t.Errorf("2 s after r=300 the key level holds %.1f, want 360 (30 points a second)", l.Remaining)
+			}
 		}
 	})
 }
