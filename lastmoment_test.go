@@ -1,15 +1,85 @@
 package bodo
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 )
+
+// lastMoment is a loopback server of contacts for the tests of the last
+// moment: a get of an id in its refusals arrives (arrived), waits for the
+// refusal's release and answers 503 OVERLOADED with the refusal's wait in
+// the body only (retryAfterMs); it records when the last refusal was
+// written and when every other get of an id arrived.
+type lastMoment struct {
+	mu       sync.Mutex
+	refused  time.Time
+	arrivals []time.Time
+	arrived  chan struct{}
+}
+
+// overloadAfter is a refusal of lastMoment: its wait, asked once release
+// closes.
+type overloadAfter struct {
+	wait    time.Duration
+	release chan struct{}
+}
+
+// newLastMoment starts the server and a client of it with conns
+// connections to the host, whose slow start a first answer has ended.
+func newLastMoment(t *testing.T, conns int, refusals map[string]overloadAfter) (*Client, *lastMoment) {
+	t.Helper()
+	contact, _ := json.Marshal(sampleContact)
+	lm := &lastMoment{arrived: make(chan struct{}, len(refusals))}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := strings.TrimPrefix(r.URL.Path, "/v1/contacts/")
+		if o, ok := refusals[id]; ok {
+			lm.arrived <- struct{}{}
+			<-o.release
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, `{"type":"https://developers.bodo-app.com/problems/OVERLOADED","title":"Überlastet","status":503,"code":"OVERLOADED","requestId":"req_01JBD8Y3K5M7Q2W9X4Z6T1V0NP","retryAfterMs":%d}`, o.wait.Milliseconds())
+			lm.mu.Lock()
+			lm.refused = time.Now()
+			lm.mu.Unlock()
+			return
+		}
+		if id != hostileContactID {
+			lm.mu.Lock()
+			lm.arrivals = append(lm.arrivals, time.Now())
+			lm.mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(contact)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(WithAPIKey(testKey), WithBaseURL(srv.URL), WithLogger(quiet), WithMaxRetries(0),
+		WithHTTPClient(&http.Client{Transport: &http.Transport{MaxConnsPerHost: conns}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Contacts.Get(t.Context(), hostileContactID); err != nil {
+		t.Fatal(err)
+	}
+	return c, lm
+}
+
+// arrivedAfter is how long after the last refusal the one get that
+// arrived after it came.
+func (lm *lastMoment) arrivedAfter(t *testing.T) time.Duration {
+	t.Helper()
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if len(lm.arrivals) != 1 {
+		t.Fatalf("%d requests after the refusal, want 1", len(lm.arrivals))
+	}
+	return lm.arrivals[0].Sub(lm.refused)
+}
 
 // TestNoRequestLeavesAfterAnAnswerThatAsksToWait, over real loopback HTTP
 // with one connection to the host: a call admitted while another's
@@ -22,54 +92,16 @@ func TestNoRequestLeavesAfterAnAnswerThatAsksToWait(t *testing.T) {
 		refusedID = "con_01JBD8Y3K5M7Q2W9X4Z6T1V0AA"
 		afterID   = "con_01JBD8Y3K5M7Q2W9X4Z6T1V0BB"
 	)
-	contact, _ := json.Marshal(sampleContact)
-	var (
-		mu       sync.Mutex
-		refused  time.Time   // when the OVERLOADED answer was written
-		arrivals []time.Time // of the requests after it
-	)
-	first := make(chan struct{})
 	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/v1/contacts/" + hostileContactID:
-		case "/v1/contacts/" + refusedID:
-			close(first)
-			<-release // the other call is admitted meanwhile and waits for this connection
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(`{"type":"https://developers.bodo-app.com/problems/OVERLOADED","title":"Überlastet","status":503,"code":"OVERLOADED","requestId":"req_01JBD8Y3K5M7Q2W9X4Z6T1V0NP","retryAfterMs":300}`))
-			mu.Lock()
-			refused = time.Now()
-			mu.Unlock()
-			return
-		default:
-			mu.Lock()
-			arrivals = append(arrivals, time.Now())
-			mu.Unlock()
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(contact)
-	}))
-	defer srv.Close()
-	c, err := NewClient(WithAPIKey(testKey), WithBaseURL(srv.URL), WithLogger(quiet), WithMaxRetries(0),
-		WithHTTPClient(&http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.Contacts.Get(ctx, hostileContactID); err != nil { // slow start ends with an answer
-		t.Fatal(err)
-	}
+	c, lm := newLastMoment(t, 1, map[string]overloadAfter{refusedID: {wait, release}})
 	done := make(chan error, 2)
 	go func() {
-		_, err := c.Contacts.Get(ctx, refusedID)
+		_, err := c.Contacts.Get(t.Context(), refusedID)
 		done <- err
 	}()
-	<-first
+	<-lm.arrived
 	go func() {
-		_, err := c.Contacts.Get(ctx, afterID)
+		_, err := c.Contacts.Get(t.Context(), afterID)
 		done <- err
 	}()
 	time.Sleep(50 * time.Millisecond) // admitted, and queued for the one connection
@@ -78,12 +110,7 @@ func TestNoRequestLeavesAfterAnAnswerThatAsksToWait(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the call after the refusal: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(arrivals) != 1 {
-		t.Fatalf("%d requests after the refusal, want 1", len(arrivals))
-	}
-	if d := arrivals[0].Sub(refused); d < wait-20*time.Millisecond {
+	if d := lm.arrivedAfter(t); d < wait-20*time.Millisecond {
 		t.Errorf("the call admitted before the refusal was read arrived %v after it, want the %v it asked", d, wait)
 	}
 }
@@ -100,64 +127,21 @@ func TestAWaitSatOutIsLookedAtAgain(t *testing.T) {
 		afterID  = "con_01JBD8Y3K5M7Q2W9X4Z6T1V0BB"
 		second   = 400 * time.Millisecond
 	)
-	contact, _ := json.Marshal(sampleContact)
-	var (
-		mu       sync.Mutex
-		refused  time.Time   // when the second OVERLOADED answer was written
-		arrivals []time.Time // of the requests after it
-	)
-	arrived := make(chan struct{}, 2)
 	releaseFirst, releaseSecond := make(chan struct{}), make(chan struct{})
-	overloaded := func(w http.ResponseWriter, ms int) {
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = fmt.Fprintf(w, `{"type":"https://developers.bodo-app.com/problems/OVERLOADED","title":"Überlastet","status":503,"code":"OVERLOADED","requestId":"req_01JBD8Y3K5M7Q2W9X4Z6T1V0NP","retryAfterMs":%d}`, ms)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/v1/contacts/" + hostileContactID:
-		case "/v1/contacts/" + firstID:
-			arrived <- struct{}{}
-			<-releaseFirst
-			overloaded(w, 200)
-			return
-		case "/v1/contacts/" + secondID:
-			arrived <- struct{}{}
-			<-releaseSecond
-			overloaded(w, int(second/time.Millisecond))
-			mu.Lock()
-			refused = time.Now()
-			mu.Unlock()
-			return
-		default:
-			mu.Lock()
-			arrivals = append(arrivals, time.Now())
-			mu.Unlock()
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(contact)
-	}))
-	defer srv.Close()
-	c, err := NewClient(WithAPIKey(testKey), WithBaseURL(srv.URL), WithLogger(quiet), WithMaxRetries(0),
-		WithHTTPClient(&http.Client{Transport: &http.Transport{MaxConnsPerHost: 2}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.Contacts.Get(ctx, hostileContactID); err != nil { // slow start ends with an answer
-		t.Fatal(err)
-	}
+	c, lm := newLastMoment(t, 2, map[string]overloadAfter{
+		firstID:  {200 * time.Millisecond, releaseFirst},
+		secondID: {second, releaseSecond},
+	})
 	done := make(chan error, 3)
 	for _, id := range []string{firstID, secondID} {
 		go func() {
-			_, err := c.Contacts.Get(ctx, id)
+			_, err := c.Contacts.Get(t.Context(), id)
 			done <- err
 		}()
-		<-arrived
+		<-lm.arrived
 	}
 	go func() {
-		_, err := c.Contacts.Get(ctx, afterID)
+		_, err := c.Contacts.Get(t.Context(), afterID)
 		done <- err
 	}()
 	time.Sleep(50 * time.Millisecond) // admitted, and queued for a connection
@@ -167,12 +151,7 @@ func TestAWaitSatOutIsLookedAtAgain(t *testing.T) {
 	for range 3 {
 		<-done
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(arrivals) != 1 {
-		t.Fatalf("%d requests after the refusals, want 1", len(arrivals))
-	}
-	if d := arrivals[0].Sub(refused); d < second-20*time.Millisecond {
+	if d := lm.arrivedAfter(t); d < second-20*time.Millisecond {
 		t.Errorf("the call admitted before the refusals were read arrived %v after the second, want the %v it asked", d, second)
 	}
 }
