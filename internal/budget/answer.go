@@ -252,7 +252,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		l.learnSteps(remaining, r.reset)
 		l.learnGain(remaining, pending, now)
 		rel.left(l, remaining, l.reported.reset, now)
-		if r.reset >= minObservedReset && remaining < l.size() && l.shared && l.refills() {
+		if r.reset >= minObservedReset && remaining < l.size() && l.shared {
 			// What others take shows as a slower refill than the quota's:
 			// never assume a faster one. t is whole seconds, rounded up,
 			// so a short one says little. A level of this key alone
