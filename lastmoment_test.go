@@ -1,6 +1,7 @@
 package bodo
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,6 +18,9 @@ import (
 // the body only (retryAfterMs); it records when the last refusal was
 // written and when every other get of an id arrived.
 type lastMoment struct {
+	client   *Client
+	ctx      context.Context // of every get: 10 s
+	done     chan error      // each get's outcome (get)
 	mu       sync.Mutex
 	refused  time.Time
 	arrivals []time.Time
@@ -32,10 +36,12 @@ type overloadAfter struct {
 
 // newLastMoment starts the server and a client of it with conns
 // connections to the host, whose slow start a first answer has ended.
-func newLastMoment(t *testing.T, conns int, refusals map[string]overloadAfter) (*Client, *lastMoment) {
+func newLastMoment(t *testing.T, conns int, refusals map[string]overloadAfter) *lastMoment {
 	t.Helper()
 	contact, _ := json.Marshal(sampleContact)
-	lm := &lastMoment{arrived: make(chan struct{}, len(refusals))}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	lm := &lastMoment{ctx: ctx, done: make(chan error, 4), arrived: make(chan struct{}, len(refusals))}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := strings.TrimPrefix(r.URL.Path, "/v1/contacts/")
 		if o, ok := refusals[id]; ok {
@@ -63,10 +69,20 @@ func newLastMoment(t *testing.T, conns int, refusals map[string]overloadAfter) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Contacts.Get(t.Context(), hostileContactID); err != nil {
+	if _, err := c.Contacts.Get(ctx, hostileContactID); err != nil {
 		t.Fatal(err)
 	}
-	return c, lm
+	lm.client = c
+	return lm
+}
+
+// get gets the contact id in a goroutine of its own; its outcome goes to
+// done.
+func (lm *lastMoment) get(id string) {
+	go func() {
+		_, err := lm.client.Contacts.Get(lm.ctx, id)
+		lm.done <- err
+	}()
 }
 
 // arrivedAfter is how long after the last refusal the one get that
@@ -93,21 +109,14 @@ func TestNoRequestLeavesAfterAnAnswerThatAsksToWait(t *testing.T) {
 		afterID   = "con_01JBD8Y3K5M7Q2W9X4Z6T1V0BB"
 	)
 	release := make(chan struct{})
-	c, lm := newLastMoment(t, 1, map[string]overloadAfter{refusedID: {wait, release}})
-	done := make(chan error, 2)
-	go func() {
-		_, err := c.Contacts.Get(t.Context(), refusedID)
-		done <- err
-	}()
+	lm := newLastMoment(t, 1, map[string]overloadAfter{refusedID: {wait, release}})
+	lm.get(refusedID)
 	<-lm.arrived
-	go func() {
-		_, err := c.Contacts.Get(t.Context(), afterID)
-		done <- err
-	}()
+	lm.get(afterID)
 	time.Sleep(50 * time.Millisecond) // admitted, and queued for the one connection
 	close(release)
-	<-done
-	if err := <-done; err != nil {
+	<-lm.done
+	if err := <-lm.done; err != nil {
 		t.Fatalf("the call after the refusal: %v", err)
 	}
 	if d := lm.arrivedAfter(t); d < wait-20*time.Millisecond {
@@ -128,28 +137,21 @@ func TestAWaitSatOutIsLookedAtAgain(t *testing.T) {
 		second   = 400 * time.Millisecond
 	)
 	releaseFirst, releaseSecond := make(chan struct{}), make(chan struct{})
-	c, lm := newLastMoment(t, 2, map[string]overloadAfter{
+	lm := newLastMoment(t, 2, map[string]overloadAfter{
 		firstID:  {200 * time.Millisecond, releaseFirst},
 		secondID: {second, releaseSecond},
 	})
-	done := make(chan error, 3)
 	for _, id := range []string{firstID, secondID} {
-		go func() {
-			_, err := c.Contacts.Get(t.Context(), id)
-			done <- err
-		}()
+		lm.get(id)
 		<-lm.arrived
 	}
-	go func() {
-		_, err := c.Contacts.Get(t.Context(), afterID)
-		done <- err
-	}()
+	lm.get(afterID)
 	time.Sleep(50 * time.Millisecond) // admitted, and queued for a connection
 	close(releaseFirst)
 	time.Sleep(50 * time.Millisecond) // it sits out the first wait on the first's connection
 	close(releaseSecond)
 	for range 3 {
-		<-done
+		<-lm.done
 	}
 	if d := lm.arrivedAfter(t); d < second-20*time.Millisecond {
 		t.Errorf("the call admitted before the refusals were read arrived %v after the second, want the %v it asked", d, second)
