@@ -146,6 +146,13 @@ type Grant struct {
 	// LeaseTTL is the lease time the store gave; zero means the one asked.
 	// The client renews the lease of a call still in flight well before.
 	LeaseTTL time.Duration
+	// Levels, when admitted, is what each level the attempt took from
+	// holds after the take (Amount; negative in debt), over all
+	// processes. The client keeps its model of the level no higher, so
+	// that its share when the store fails is a share of what is left,
+	// not of what this process alone would have left. A store may leave
+	// it empty; the client then keeps what it counted itself.
+	Levels []Level
 	Members
 }
 

@@ -45,6 +45,28 @@ func TestTwoProcessesShareOneBucket(t *testing.T) {
 	}
 }
 
+// TestAGrantSaysWhatTheLevelsHold: an admitted attempt is told what each
+// level it took from holds after its take, over every process; the
+// client's share through an outage is a share of that.
+func TestAGrantSaysWhatTheLevelsHold(t *testing.T) {
+	srv := startRedis(t)
+	a, b := New(srv.Client(t)), New(srv.Client(t))
+	ctx, k := context.Background(), testKey()
+	if _, err := a.Acquire(ctx, k, acquire("a", time.Minute, key(100))); err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.Acquire(ctx, k, acquire("b", time.Minute, key(50), budgetstore.Level{Name: "write", Amount: 1, Size: 60}))
+	if err != nil || !g.Admitted || len(g.Levels) != 2 {
+		t.Fatalf("the second attempt: %+v %v", g, err)
+	}
+	if l := g.Levels[0]; l.Name != "key" || l.Amount < 450 || l.Amount > 451 {
+		t.Errorf("the key after 150 of 600 taken: %+v, want 450 (and at most a second's refill)", l)
+	}
+	if l := g.Levels[1]; l.Name != "write" || l.Amount != 59 {
+		t.Errorf("the write level after 1 of 60 taken: %+v, want 59", l)
+	}
+}
+
 // fillSlots takes all 6 slots of key k through b, with leases prefix0 to
 // prefix5 of lease time ttl.
 func fillSlots(t *testing.T, b *Budget, k, prefix string, ttl time.Duration) {

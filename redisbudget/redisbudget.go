@@ -93,7 +93,7 @@ func (b *Budget) Acquire(ctx context.Context, key string, req budgetstore.Acquir
 	if err != nil {
 		return budgetstore.Grant{}, fmt.Errorf("redisbudget: acquire: %w", err)
 	}
-	if len(res) != 9 {
+	if len(res) != 10 {
 		return budgetstore.Grant{}, fmt.Errorf("redisbudget: acquire: unexpected answer %v", res)
 	}
 	admitted, _ := res[0].(int64)
@@ -103,12 +103,28 @@ func (b *Budget) Acquire(ctx context.Context, key string, req budgetstore.Acquir
 		LeaseTTL: millis(res[5]), Members: members(res[6], res[7])}
 	refusal, _ := res[8].(int64)
 	g.Refusal = refusal == 1
+	g.Levels = heldLevels(res[9])
 	if reason == "quota" {
 		g.Policy, _ = res[3].(string)
 		left, _ := res[4].(int64)
 		g.Until = time.Now().Add(millis(left))
 	}
 	return g, nil
+}
+
+// heldLevels reads the held list of a script's answer: a level's name, then
+// what it holds, for each level taken from.
+func heldLevels(v any) []budgetstore.Level {
+	list, _ := v.([]any)
+	var out []budgetstore.Level
+	for i := 0; i+1 < len(list); i += 2 {
+		name, _ := list[i].(string)
+		s, _ := list[i+1].(string)
+		if f, err := strconv.ParseFloat(s, 64); err == nil && name != "" {
+			out = append(out, budgetstore.Level{Name: name, Amount: f})
+		}
+	}
+	return out
 }
 
 // millis reads a number of milliseconds of a script's answer.

@@ -254,9 +254,11 @@ end
 // levels, then per level name, amount, rate, size, pace, burst, quota,
 // window ms, reset ms, hold ms. It answers {admitted (0/1), wait ms,
 // reason, policy, ms until reset, ttl ms, processes, rank, refusal
-// (0/1)}: a reason when not admitted (a level's name also when its pace
-// holds the call), a policy for an exhausted quota, refusal when a
-// refusal's wait holds the level (its 'ru', set by an owe). A
+// (0/1), held}: a reason when not admitted (a level's name also when its
+// pace holds the call), a policy for an exhausted quota, refusal when a
+// refusal's wait holds the level (its 'ru', set by an owe), and held,
+// when admitted, the name of each level taken from and what it holds
+// after the take (budgetstore.Grant.Levels). A
 // lease already admitted is admitted again without taking anything; a
 // lease already released is not.
 var acquireScript = redis.NewScript(luaPrelude + `
@@ -271,7 +273,7 @@ local unbudgeted = ARGV[8] == '1'
 local n, rank = members(ARGV[9], tonumber(ARGV[10]))
 local levels = levels_from(12, tonumber(ARGV[11]))
 local function no(wait, reason, policy, untilms, refusal)
-  return {0, wait, reason, policy or '', untilms or 0, ttl, n, rank, refusal and 1 or 0}
+  return {0, wait, reason, policy or '', untilms or 0, ttl, n, rank, refusal and 1 or 0, {}}
 end
 
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', p .. ':leases', '-inf', now)) do
@@ -283,7 +285,7 @@ if gone(lease) then
 end
 if redis.call('ZSCORE', p .. ':leases', lease) then
   redis.call('ZADD', p .. ':leases', now + ttl, lease)
-  return {1, 0, '', '', 0, ttl, n, rank, 0}
+  return {1, 0, '', '', 0, ttl, n, rank, 0, {}}
 end
 
 local blocks = {'*'}
@@ -311,6 +313,7 @@ if refusals + leases >= rlimit then
   return no(math.max(wait, 0), 'refusal-guard')
 end
 
+local held = {}
 if not unbudgeted then
   local cap, pace, lc = aimd(maxinflight)
   if leases >= math.floor(cap) then
@@ -338,6 +341,7 @@ if not unbudgeted then
       bound = l.quota - log_sum(l.name, l.window) - (tonumber(redis.call('HGET', p .. ':inflight', l.name)) or 0)
       have = math.max(have, bound)
     end
+    l.have = have
     -- A call bigger than the level goes when it is full, into debt.
     local need = math.min(l.amount, l.size)
     if ru > now then
@@ -413,6 +417,8 @@ if not unbudgeted then
     return no(wait, reason, nil, nil, refusal)
   end
   for _, l in ipairs(levels) do
+    held[#held + 1] = l.name
+    held[#held + 1] = tostring(l.have - l.amount)
     save(l.name, l.tokens - l.amount)
     if l.paced then
       redis.call('HSET', p .. ':lv:' .. l.name, 'pt', tostring(l.paced - l.amount), 'pa', now)
@@ -432,7 +438,7 @@ redis.call('ZADD', p .. ':leases', now + ttl, lease)
 -- entry expires the lease, and drop_lease still finds what to take back
 touch(p .. ':lease:' .. lease)
 touch(p .. ':leases')
-return {1, 0, '', '', 0, ttl, n, rank, 0}
+return {1, 0, '', '', 0, ttl, n, rank, 0, held}
 `)
 
 // releaseScript ends an attempt; a release of a lease released already

@@ -417,6 +417,7 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 				owe -= l.rate(now) * wait.Seconds()
 			}
 			l.cap(owe)
+			l.unheard = 0
 			l.seenAt = now
 			rel.owe(l, owe, wait, now)
 		}

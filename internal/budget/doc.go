@@ -87,11 +87,15 @@
 //     process keeps to its share of the key: of its slots, of its rate and
 //     of what the server's last word left of every level that refills, as
 //     the store refills every level not shown to free in steps; the part
-//     starts from what the model held when the store went down, since what
-//     the store admitted before was shared, and a store back without its
-//     counts starts each level from what the model holds (store.go,
-//     gate_store.go; TestAProcessThatLostTheStoreTakesItsPartOfTheKey,
-//     TestAnOutagePartsWhatIsLeftThen; redisbudget's
+//     starts from the last word on the level, the server's or the store's
+//     (each admission says what the levels it took from hold, over all
+//     processes), less this process's takes since: the refill since then
+//     the others may have taken. A store back without its counts starts
+//     each level from what the model holds (store.go, gate_store.go;
+//     TestAProcessThatLostTheStoreTakesItsPartOfTheKey,
+//     TestAnOutagePartsWhatIsLeftThen, TestAnOutagePartsWhatTheStoreHeld,
+//     TestAnOutageStartsFromTheLastWord; redisbudget's
+//     TestAGrantSaysWhatTheLevelsHold,
 //     TestAStoreBackEmptyStartsFromWhatTheProcessBelieves,
 //     TestTakesWhileRedisWasAwayCountOnceInARedisBackEmpty,
 //     TestOneModelLocalOrShared,

@@ -94,6 +94,10 @@ type level struct {
 
 	tokens float64 // the server's word, brought forward; negative after a refusal
 	at     time.Time
+	// unheard is what the refill added to tokens since the last word on
+	// the level, the server's or the shared store's (heldLocked): of a
+	// pooled level, the other processes may have taken it.
+	unheard float64
 
 	observedRate  float64
 	observedUntil time.Time
@@ -321,7 +325,9 @@ func (l *level) refill(now time.Time) {
 			gained += l.rate(l.at) * until.Sub(l.at).Seconds()
 			l.at = until
 		}
+		before := l.tokens
 		l.tokens = min(max(l.size(), l.tokens), l.tokens+gained)
+		l.unheard += l.tokens - before
 		p := l.partOf
 		l.partTokens = min(max(p*l.size(), l.partTokens), l.partTokens+p*gained)
 	}
@@ -402,6 +408,7 @@ func (l *level) heard(remaining, shown, landedSince float64, older bool, now tim
 	case l.tokens < lower || l.tokens > upper:
 		l.tokens = lower
 	}
+	l.unheard = 0
 	l.rebasePart()
 	l.seenAt, l.usedAt = now, now
 	l.at = now

@@ -236,26 +236,35 @@ func (s *State) shareLocked(now time.Time) fallbackShare {
 	n := s.share.Processes
 	if !limited || n <= 1 {
 		s.pace.ceiling = 0
-		s.partLocked(1)
+		s.partLocked(1, now)
 		return fallbackShare{}
 	}
 	rank := min(max(s.share.Rank, 0), n-1)
 	sh := fallbackShare{on: true, slots: shareOf(s.parallel, n, rank), refusals: shareOf(RefusalLimit, n, rank)}
 	sh.pace = float64(sh.slots) / float64(max(s.parallel, 1))
 	s.pace.ceiling = sh.pace
-	s.partLocked(sh.pace)
+	s.partLocked(sh.pace, now)
 	return sh
 }
 
 // partLocked gives every pooled level the process's part p of it: the
-// others that lost the store read the same word and take their parts.
-func (s *State) partLocked(p float64) {
+// others that lost the store read the same word and take their parts. A
+// part starts from the last word on the level, less what this process took
+// since: the refill since then the other processes may have taken, and
+// the store, which counted their takes, can no longer say. They took no
+// more than the level held: it starts at zero at the least.
+func (s *State) partLocked(p float64, now time.Time) {
 	if p == s.outagePart {
 		return
 	}
+	whole := s.outagePart == 1
 	s.outagePart = p
 	for _, l := range s.levels {
 		if l.pooled {
+			if whole && p < 1 {
+				l.refill(now)
+				l.tokens = max(l.tokens-l.unheard, min(l.tokens, 0))
+			}
 			l.outagePart = p
 		}
 	}
@@ -386,6 +395,7 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 		}
 		s.leases[req.Lease] = leaseRef{st: st, seq: seq, key: key, ttl: ttl}
 		s.startKeeperLocked()
+		s.heldLocked(req.Levels, grant.Levels, now)
 		return req.Lease, 0, "", false, nil
 	case grant.Reason == "quota":
 		s.blocks[grant.Policy] = block{until: grant.Until, name: grant.Policy}
@@ -397,6 +407,30 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 		return "", sharedPoll, grant.Reason, false, nil
 	}
 	return "", grant.Wait, grant.Reason, grant.Refusal, nil
+}
+
+// heldLocked keeps each pooled level that an admitted attempt took from
+// (asked) no higher than the store said it holds after the take (held)
+// plus the take, which the attempt's admission takes off the model next:
+// the model then counts the other processes' takes too, and a share of it
+// when the store fails (part) is a share of what the key has left. The
+// store's figure is a word on the level, as an answer's r is (unheard). A
+// figure the store could not have meant (not a number, or more in debt
+// than the level's size) is passed over.
+func (s *State) heldLocked(asked, held []budgetstore.Level, now time.Time) {
+	for _, h := range held {
+		l := s.levels[h.Name]
+		if l == nil || !l.pooled || math.IsNaN(h.Amount) || math.IsInf(h.Amount, 0) || h.Amount < -l.fitSize() {
+			continue
+		}
+		for _, a := range asked {
+			if a.Name == h.Name {
+				l.refill(now)
+				l.unheard = 0
+				l.cap(h.Amount + a.Amount)
+			}
+		}
+	}
 }
 
 // tookLocallyLocked has the keeper tell the store what a call admitted on

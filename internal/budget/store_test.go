@@ -108,6 +108,16 @@ func (d *downStore) Renew(context.Context, string, budgetstore.Renew) (budgetsto
 	return budgetstore.Members{Processes: 4}, d.fail()
 }
 
+// drainedKey returns a State sharing its budget through st after the
+// server said its key, of 600 points a minute, is drained.
+func drainedKey(t *testing.T, st budgetstore.Store) *State {
+	t.Helper()
+	s := New()
+	s.UseStore(st, "k", nil)
+	admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=0;t=60`))
+	return s
+}
+
 // readsWhileDown takes st down and makes reads on s one after another for
 // d, answered without a word on any level; it returns when the first went
 // and the points of all.
@@ -141,9 +151,7 @@ func readsWhileDown(s *State, st *downStore, d time.Duration) (first time.Durati
 func TestAProcessThatLostTheStoreTakesItsPartOfTheKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &downStore{refunded: map[string]float64{}}
-		s := New()
-		s.UseStore(st, "k", nil)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=0;t=60`))
+		s := drainedKey(t, st)
 		first, points := readsWhileDown(s, st, 30*time.Second)
 		part := 600.0 / 60 * 30 / 6
 		t.Logf("first call after %v; %.0f points in 30 s, the process's part of the refill is %.0f", first, points, part)
@@ -167,7 +175,7 @@ func TestAProcessThatLostTheStoreTakesItsPartOfTheKey(t *testing.T) {
 // while the store is down starts from what was left when it went down. The
 // calls the store admitted before are the store's business: a process that
 // took through it many times the level's size since the server last named
-// the level goes on at its part of the level, not after all it took.
+// the level goes on at its part, not after all it took.
 func TestAnOutagePartsWhatIsLeftThen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &downStore{refunded: map[string]float64{}}
@@ -274,5 +282,65 @@ func TestAProcessWithNoSlotHasNoPartAndGetsItBack(t *testing.T) {
 			}
 		}
 		st.mu2.Unlock()
+	})
+}
+
+// heldStore is a downStore that says, as it admits, that each level taken
+// from holds held after the take: the other processes took the rest.
+type heldStore struct {
+	downStore
+	held float64
+}
+
+func (d *heldStore) Acquire(_ context.Context, _ string, a budgetstore.Acquire) (budgetstore.Grant, error) {
+	if err := d.fail(); err != nil {
+		return budgetstore.Grant{}, err
+	}
+	g := budgetstore.Grant{Admitted: true, Members: budgetstore.Members{Processes: 4}}
+	for _, l := range a.Levels {
+		g.Levels = append(g.Levels, budgetstore.Level{Name: l.Name, Amount: d.held})
+	}
+	return g, nil
+}
+
+// TestAnOutagePartsWhatTheStoreHeld is rule 7 when the answers name
+// another level: the other processes keep the key drained, which this
+// process hears only from the store. When the store goes down, its part
+// is a part of what the store last said the key holds, and of the refill:
+// not of the key this process alone would have left.
+func TestAnOutagePartsWhatTheStoreHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &heldStore{downStore: downStore{refunded: map[string]float64{}}}
+		s := drainedKey(t, st)
+		for range 120 { // a minute of reads, answered with a word on the write level only
+			admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", `"write";r=60;t=0`))
+			time.Sleep(500 * time.Millisecond)
+		}
+		_, points := readsWhileDown(s, &st.downStore, 5*time.Second)
+		part := 600.0 / 60 * 5 / 6 // one slot of six: its part of 5 s of the key's refill
+		if points > part+1 {
+			t.Errorf("%.0f points in the outage's first 5 s after the store said the key is drained, want at most the part of the refill, %.0f", points, part)
+		}
+		st.setDown(false)
+		time.Sleep(time.Second)
+	})
+}
+
+// TestAnOutageStartsFromTheLastWord is rule 7 for a process that was idle
+// while the others drained the key: the refill since the last word on the
+// key (r=0) the others may have taken, so its part of the key starts from
+// that word, and only its part of the refill comes after.
+func TestAnOutageStartsFromTheLastWord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &downStore{refunded: map[string]float64{}}
+		s := drainedKey(t, st)
+		time.Sleep(10 * time.Second)
+		_, points := readsWhileDown(s, st, 5*time.Second)
+		part := 600.0 / 60 * 5 / 6 // one slot of six: its part of 5 s of the key's refill
+		if points > part+1 {
+			t.Errorf("%.0f points in the outage's first 5 s, 10 s after the key's last word said it was drained, want at most the part of the refill, %.0f", points, part)
+		}
+		st.setDown(false)
+		time.Sleep(time.Second)
 	})
 }
