@@ -94,9 +94,10 @@ type level struct {
 
 	tokens float64 // the server's word, brought forward; negative after a refusal
 	at     time.Time
-	// unheard is what the refill added to tokens since the last word on
-	// the level, the server's or the shared store's (heldLocked): of a
-	// pooled level, the other processes may have taken it.
+	// unheard is what refill added to tokens since the last word on the
+	// level, the server's or the shared store's (heldLocked), or since an
+	// outage part began (partLocked): of a pooled level, the other
+	// processes may have taken it.
 	unheard float64
 
 	observedRate  float64
@@ -288,6 +289,8 @@ func (l *level) grossRate() float64 {
 // refill brings the tokens up to now: by the refill of a level that
 // refills continuously, and by one unit at the moment the server named.
 func (l *level) refill(now time.Time) {
+	start := l.tokens
+	defer func() { l.unheard += l.tokens - start }()
 	if l.at.IsZero() {
 		l.at = now
 	}
@@ -325,9 +328,7 @@ func (l *level) refill(now time.Time) {
 			gained += l.rate(l.at) * until.Sub(l.at).Seconds()
 			l.at = until
 		}
-		before := l.tokens
 		l.tokens = min(max(l.size(), l.tokens), l.tokens+gained)
-		l.unheard += l.tokens - before
 		p := l.partOf
 		l.partTokens = min(max(p*l.size(), l.partTokens), l.partTokens+p*gained)
 	}

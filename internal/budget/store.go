@@ -252,7 +252,8 @@ func (s *State) shareLocked(now time.Time) fallbackShare {
 // part starts from the last word on the level, less what this process took
 // since: the refill since then the other processes may have taken, and
 // the store, which counted their takes, can no longer say. They took no
-// more than the level held: it starts at zero at the least.
+// more than the level held: it starts at zero at the least, or at the
+// level's debt.
 func (s *State) partLocked(p float64, now time.Time) {
 	if p == s.outagePart {
 		return
@@ -264,6 +265,7 @@ func (s *State) partLocked(p float64, now time.Time) {
 			if whole && p < 1 {
 				l.refill(now)
 				l.tokens = max(l.tokens-l.unheard, min(l.tokens, 0))
+				l.unheard = 0
 			}
 			l.outagePart = p
 		}

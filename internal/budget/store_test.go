@@ -111,10 +111,16 @@ func (d *downStore) Renew(context.Context, string, budgetstore.Renew) (budgetsto
 // drainedKey returns a State sharing its budget through st after the
 // server said its key, of 600 points a minute, is drained.
 func drainedKey(t *testing.T, st budgetstore.Store) *State {
+	return keyAfter(t, st, `"key";r=0;t=60`)
+}
+
+// keyAfter returns a State sharing its budget through st after the
+// server's word limit on its key, of 600 points a minute.
+func keyAfter(t *testing.T, st budgetstore.Store, limit string) *State {
 	t.Helper()
 	s := New()
 	s.UseStore(st, "k", nil)
-	admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=0;t=60`))
+	admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, limit))
 	return s
 }
 
@@ -304,14 +310,15 @@ func (d *heldStore) Acquire(_ context.Context, _ string, a budgetstore.Acquire) 
 }
 
 // TestAnOutagePartsWhatTheStoreHeld is rule 7 when the answers name
-// another level: the other processes keep the key drained, which this
-// process hears only from the store. When the store goes down, its part
-// is a part of what the store last said the key holds, and of the refill:
-// not of the key this process alone would have left.
+// another level: after the server said the key is full, the other
+// processes drain it, which this process hears only from the store. When
+// the store goes down, its part is a part of what the store last said the
+// key holds, and of the refill: not of the key this process alone would
+// have left.
 func TestAnOutagePartsWhatTheStoreHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &heldStore{downStore: downStore{refunded: map[string]float64{}}}
-		s := drainedKey(t, st)
+		s := keyAfter(t, st, `"key";r=600;t=0`)
 		for range 120 { // a minute of reads, answered with a word on the write level only
 			admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", `"write";r=60;t=0`))
 			time.Sleep(500 * time.Millisecond)
@@ -342,5 +349,25 @@ func TestAnOutageStartsFromTheLastWord(t *testing.T) {
 		}
 		st.setDown(false)
 		time.Sleep(time.Second)
+	})
+}
+
+// TestAnOutageTakesOffTheUnheardRefillOnce: a store that fails, answers
+// and fails again, with no word on the key between, takes the refill since
+// the last word off the key's part once.
+func TestAnOutageTakesOffTheUnheardRefillOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := keyAfter(t, &downStore{refunded: map[string]float64{}}, `"key";r=300;t=30`)
+		time.Sleep(10 * time.Second) // 100 points of refill, unheard
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		now := time.Now()
+		l := s.levels[Key]
+		for _, p := range []float64{0.5, 1, 0.5} {
+			s.partLocked(p, now)
+		}
+		if l.refill(now); math.Abs(l.tokens-300) > 1e-6 {
+			t.Errorf("the key holds %v after the refill since its word (300) was taken off at two outages, want 300", l.tokens)
+		}
 	})
 }
