@@ -416,8 +416,10 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 // plus the take, which the attempt's admission takes off the model next:
 // the model then counts the other processes' takes too, and a share of it
 // when the store fails (part) is a share of what the key has left. The
-// store's figure is a word on the level, as an answer's r is (unheard). A
-// figure the store could not have meant (not a number, or more in debt
+// store's figure is a word on the level, as an answer's r is (unheard).
+// Grants read in another order than the store gave them may take a call of
+// this process off twice; that errs low, and the next word sets it right.
+// A figure the store could not have meant (not a number, or more in debt
 // than the level's size) is passed over.
 func (s *State) heldLocked(asked, held []budgetstore.Level, now time.Time) {
 	for _, h := range held {
