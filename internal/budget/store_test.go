@@ -309,6 +309,20 @@ func (d *heldStore) Acquire(_ context.Context, _ string, a budgetstore.Acquire) 
 	return g, nil
 }
 
+// outageTakesItsPartOfTheRefill takes st down and fails t when s, one of
+// the store's four processes (one slot of six), takes more in the first
+// 5 s than its part of the key's refill (600 points a minute); after says
+// what came before. The store is back when it returns.
+func outageTakesItsPartOfTheRefill(t *testing.T, s *State, st *downStore, after string) {
+	t.Helper()
+	_, points := readsWhileDown(s, st, 5*time.Second)
+	if part := 600.0 / 60 * 5 / 6; points > part+1 {
+		t.Errorf("%.0f points in the outage's first 5 s, %s, want at most the part of the refill, %.0f", points, after, part)
+	}
+	st.setDown(false)
+	time.Sleep(time.Second)
+}
+
 // TestAnOutagePartsWhatTheStoreHeld is rule 7 when the answers name
 // another level: after the server said the key is full, the other
 // processes drain it, which this process hears only from the store. When
@@ -323,13 +337,7 @@ func TestAnOutagePartsWhatTheStoreHeld(t *testing.T) {
 			admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", `"write";r=60;t=0`))
 			time.Sleep(500 * time.Millisecond)
 		}
-		_, points := readsWhileDown(s, &st.downStore, 5*time.Second)
-		part := 600.0 / 60 * 5 / 6 // one slot of six: its part of 5 s of the key's refill
-		if points > part+1 {
-			t.Errorf("%.0f points in the outage's first 5 s after the store said the key is drained, want at most the part of the refill, %.0f", points, part)
-		}
-		st.setDown(false)
-		time.Sleep(time.Second)
+		outageTakesItsPartOfTheRefill(t, s, &st.downStore, "after the store said the key is drained")
 	})
 }
 
@@ -342,13 +350,7 @@ func TestAnOutageStartsFromTheLastWord(t *testing.T) {
 		st := &downStore{refunded: map[string]float64{}}
 		s := drainedKey(t, st)
 		time.Sleep(10 * time.Second)
-		_, points := readsWhileDown(s, st, 5*time.Second)
-		part := 600.0 / 60 * 5 / 6 // one slot of six: its part of 5 s of the key's refill
-		if points > part+1 {
-			t.Errorf("%.0f points in the outage's first 5 s, 10 s after the key's last word said it was drained, want at most the part of the refill, %.0f", points, part)
-		}
-		st.setDown(false)
-		time.Sleep(time.Second)
+		outageTakesItsPartOfTheRefill(t, s, st, "10 s after the key's last word said it was drained")
 	})
 }
 
