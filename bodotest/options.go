@@ -197,6 +197,11 @@ const (
 	// every 0.6 s, the same rate in a finer grain, so that its takes meet
 	// the calls of the key under test more often.
 	Foreign90Ticks Profile = "foreign-90-ticks"
+	// Foreign90Drain has Foreign90's levels with the org a sliding log
+	// whose t says when it is full again; ForeignKey takes up to 27 points
+	// every 0.6 s, as much of them as the org holds: it drains what frees
+	// for the other keys whenever it holds less than 27.
+	Foreign90Drain Profile = "foreign-90-drain"
 	// NarrowestAll has the documented limits and enforces a policy of its
 	// own, "search": 20 searches (listing or counting contacts with q) per
 	// 60 s, a sliding log; the RateLimit field of every answer but a

@@ -16,6 +16,7 @@ type Profile struct {
 	Options []Option // applied after WithLimits
 	Foreign float64  // WithForeignLoad's rate in points per second; 0 for none
 	Greedy  bool     // the foreign load is WithGreedyForeignLoadEvery's
+	Drain   bool     // the greedy load is WithDrainingForeignLoadEvery's
 	// ForeignEvery is how often a greedy foreign load takes; 0 for a second.
 	ForeignEvery time.Duration
 	Gateway      Gateway // WithGateway's limiter in front; a zero Rate for none
@@ -79,6 +80,11 @@ func bigPlan() Limits {
 //	foreign-90-ticks
 //	               foreign-90-greedy with ForeignKey taking 27 points every 0.6 s, as
 //	               staging's foreign load does
+//	foreign-90-drain
+//	               the big plan's levels with the org a sliding log whose t names when it
+//	               is full again (SlidingLogUntilFull); ForeignKey takes up to 27 points
+//	               every 0.6 s, as much of them as the org holds
+//	               (WithDrainingForeignLoadEvery), as staging's foreign load does
 //	narrowest-all  documented limits and the enforced "search": 20 requests per 60 s, a sliding
 //	               log, over listContacts and countContacts when q is given; the RateLimit of
 //	               every answer but a refusal names the narrowest of all the key's levels,
@@ -102,6 +108,8 @@ func Profiles() []Profile {
 	foreign.OrgQuota = def.OrgQuota
 	foreignLog := foreign
 	foreignLog.Shapes = map[string]Shape{policyOrg: SlidingLog}
+	foreignFull := foreign
+	foreignFull.Shapes = map[string]Shape{policyOrg: SlidingLogUntilFull}
 	return []Profile{
 		{Name: "documented", Summary: "the limits of bodo-api.md", Limits: def},
 		{Name: "small-plan", Summary: "a smaller plan: key 150 points/min, capacity 300, the other quotas halved",
@@ -134,6 +142,8 @@ func Profiles() []Profile {
 			Limits: foreignLog, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds(), Greedy: true},
 		{Name: "foreign-90-ticks", Summary: "another key of the org takes 27 points every 0.6 s whenever they fit in the org, a sliding log",
 			Limits: foreignLog, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds(), Greedy: true, ForeignEvery: 600 * time.Millisecond},
+		{Name: "foreign-90-drain", Summary: "another key of the org takes up to 27 points every 0.6 s, what the org holds of them, a sliding log that names when it is full again",
+			Limits: foreignFull, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds(), Greedy: true, Drain: true, ForeignEvery: 600 * time.Millisecond},
 		{Name: "narrowest-all", Summary: `an enforced "search" policy (20 searches per 60 s), and RateLimit names the narrowest of all the key's levels`,
 			Limits: def, Options: []Option{WithNarrowestOfAll(), WithExtraPolicies(ExtraPolicy{
 				Name: "search", Quota: 20, Window: time.Minute, Unit: unitRequests, Shape: SlidingLog, Enforced: true,
@@ -163,6 +173,8 @@ func (p Profile) New(extra ...Option) *Server {
 	opts = append(opts, WithLimits(p.Limits))
 	opts = append(opts, p.Options...)
 	switch {
+	case p.Foreign > 0 && p.Drain:
+		opts = append(opts, WithDrainingForeignLoadEvery(p.Foreign, p.ForeignEvery))
 	case p.Foreign > 0 && p.Greedy:
 		opts = append(opts, WithGreedyForeignLoadEvery(p.Foreign, p.ForeignEvery))
 	case p.Foreign > 0:

@@ -146,6 +146,7 @@ type config struct {
 	overload    func() Fault // consulted when faults injects no OVERLOADED answer
 	foreign     float64
 	greedyEvery time.Duration // WithGreedyForeignLoadEvery: foreign is taken this often, when it fits; 0 when not greedy
+	drain       bool          // WithDrainingForeignLoadEvery: what does not fit is taken in part
 	latency     time.Duration
 	extras      []ExtraPolicy
 	noisy       bool
@@ -198,6 +199,15 @@ func WithGreedyForeignLoadEvery(pointsPerSecond float64, every time.Duration) Op
 		every = time.Second
 	}
 	return func(c *config) { c.foreign, c.greedyEvery = max(pointsPerSecond, 0), every }
+}
+
+// WithDrainingForeignLoadEvery is WithGreedyForeignLoadEvery with
+// ForeignKey taking as much of what its rate brings in every as the org
+// holds, where a greedy load takes all of it or nothing: it drains the org
+// to zero whenever it holds less.
+func WithDrainingForeignLoadEvery(pointsPerSecond float64, every time.Duration) Option {
+	greedy := WithGreedyForeignLoadEvery(pointsPerSecond, every)
+	return func(c *config) { greedy(c); c.drain = true }
 }
 
 // MaxLimitFactor is the largest factor WithLimitFactor takes.
@@ -364,7 +374,7 @@ func New(opts ...Option) *Server {
 		return newLimiter(lim.shapeOf(policy), quota, capacity, lim.Window, s.origin, now, foreign)
 	}
 	if cfg.greedyEvery > 0 {
-		s.org = &greedy{limiter: level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), 0), chunk: cfg.foreign * cfg.greedyEvery.Seconds(), every: cfg.greedyEvery, next: now}
+		s.org = &greedy{limiter: level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), 0), chunk: cfg.foreign * cfg.greedyEvery.Seconds(), every: cfg.greedyEvery, next: now, drain: cfg.drain}
 	} else {
 		s.org = level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), cfg.foreign)
 	}

@@ -105,14 +105,19 @@ type greedy struct {
 	every time.Duration
 	next  time.Time // its next take
 	taken float64   // what it took so far
+	drain bool      // it takes what the level holds when the chunk does not fit
 }
 
 func (g *greedy) advance(now time.Time) {
 	for g.chunk > 0 && !g.next.After(now) {
 		g.limiter.advance(g.next)
-		if g.limiter.has(g.chunk) {
-			g.limiter.take(g.chunk)
-			g.taken += g.chunk
+		n := g.chunk
+		if g.drain {
+			n = min(n, float64(max(g.limiter.remaining(), 0)))
+		}
+		if n > 0 && g.limiter.has(n) {
+			g.limiter.take(n)
+			g.taken += n
 		}
 		g.next = g.next.Add(g.every)
 	}

@@ -232,6 +232,21 @@ func TestGreedyForeignLoadCompetesForWhatFrees(t *testing.T) {
 	})
 }
 
+// TestDrainingForeignLoadTakesWhatIsLeft: a draining foreign load takes
+// as much of its chunk as the org holds, so nothing is left to the others
+// where a greedy one would leave what is too little for it.
+func TestDrainingForeignLoadTakesWhatIsLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := New(WithLimits(Limits{OrgQuota: 60, OrgKeyShare: 1, Shape: SlidingLog}), WithDrainingForeignLoadEvery(25, time.Second))
+		c := newTester(t, srv)
+		time.Sleep(2500 * time.Millisecond) // chunks at 0 s and 1 s; at 2 s the 10 left
+		c.do("GET", "/v1/me", nil).wantRefusal(t, codeRateLimited, "org")
+		if got := srv.ForeignTaken(); got != 60 {
+			t.Errorf("foreign took %v by 2.5 s, want 60", got)
+		}
+	})
+}
+
 func TestKeyCapacityAndBigQuotas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lim := Limits{KeyQuota: 600, KeyCapacity: 900, PrincipalQuota: 500_000, OrgQuota: 1_000_000, EgressQuota: 1_000_000,
