@@ -46,14 +46,11 @@
 //     implies a refill slower than the quota's, such a level gives back
 //     what this key's own takes free a window later, plus the refill its
 //     answers show beyond that (level.frees, level.learnGain,
-//     TestASharedLevelFreesWhatTheAnswersShow); where they show none, it
-//     frees only in steps, and a call that fits may pass one that waits
-//     for them, as on a log (level.backfills,
-//     TestACallPassesAtASharedLevelWhoseAnswersShowNoRefill). A take
-//     admitted a window before an answer may have left the server's window
-//     before the server counted that answer, whose r then counts what it
-//     freed: it is freed then and not again a window after its own answer
-//     (level.heard, TestAFreeTheServersWordCountsIsNotFreedAgain).
+//     TestASharedLevelFreesWhatTheAnswersShow). A take admitted a window
+//     before an answer may have left the server's window before the server
+//     counted that answer, whose r then counts what it freed: it is freed
+//     then and not again a window after its own answer (level.heard,
+//     TestAFreeTheServersWordCountsIsNotFreedAgain).
 //  3. A policy holds what it is seen to take from. A policy the contract
 //     does not document binds the kind of call (an operation at a cost) that
 //     a refusal named it for, or whose answers show it going down two more

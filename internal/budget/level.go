@@ -797,10 +797,9 @@ const backfillSlack = time.Second
 // of the first call that waits for it, because that delays the first by at
 // most backfillSlack over the moment it could go when the first call passed
 // it. A level that refills continuously never lets a call pass: every point
-// taken delays the first. One whose answers showed no refill (rate 0)
-// frees only in steps, what the key took a window before, as a log does.
+// taken delays the first.
 func (l *level) backfills(first *waiter, amount float64, now time.Time) bool {
-	if first == nil || first.c == nil || l.refills() && l.rate(now) > 0 {
+	if first == nil || first.c == nil || l.refills() {
 		return false
 	}
 	need := 0.0

@@ -352,44 +352,6 @@ func TestASharedLevelFreesWhatTheAnswersShow(t *testing.T) {
 	})
 }
 
-// TestACallPassesAtASharedLevelWhoseAnswersShowNoRefill (rules 1 and 2):
-// the org's r went down by what this key took, no more and no less, for
-// 30 s: it refills by nothing for this key, whatever the quota's rate, and
-// frees only what the key took a window before, in steps. A call that fits
-// in what is left then passes, at the org, a costlier one that waits for
-// those takes to leave the window: it delays that one by no more than it
-// would on a log.
-func TestACallPassesAtASharedLevelWhoseAnswersShowNoRefill(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
-		org := func(r float64) Answer { return answer(`"org";q=3000;w=60`, fmt.Sprintf(`"org";r=%g;t=60`, r)) }
-		cost := call(ops.GetContact, "").Cost
-		r := 3 + 3*cost
-		admitNow(t, s, call(ops.GetContact, "")).Finish(org(r))
-		for range 3 {
-			time.Sleep(10 * time.Second)
-			r -= cost
-			admitNow(t, s, call(ops.GetContact, "")).Finish(org(r))
-		}
-		time.Sleep(time.Second)
-		if got := availableOf(s, Org); got > r+0.5 {
-			t.Fatalf("%v left of the org 1 s after r=%v, its answers having shown no refill for 30 s; want %v", got, r, r)
-		}
-		var wg sync.WaitGroup
-		admitLater(t, s, &wg, call(ops.DeleteContact, "")) // 10 points
-		s.mu.Lock()
-		l := s.levels[Org]
-		passes := l.gate.head() != nil && l.backfills(l.gate.head(), 1, time.Now())
-		s.mu.Unlock()
-		if !passes {
-			t.Errorf("a 1-point call, with %v left of the org and a 10-point call waiting for the key's takes to leave the window, may not pass it at the org", r)
-		}
-		time.Sleep(time.Minute)
-		wg.Wait()
-	})
-}
-
 // TestAFreeTheServersWordCountsIsNotFreedAgain: a take of this key's on a
 // level others take from leaves the server's window a window after the
 // server counted it, which may be before the model logs it free (a window
