@@ -16,7 +16,7 @@ type Profile struct {
 	Options []Option // applied after WithLimits
 	Foreign float64  // WithForeignLoad's rate in points per second; 0 for none
 	Greedy  bool     // the foreign load is WithGreedyForeignLoadEvery's
-	Drain   bool     // the greedy load is WithDrainingForeignLoadEvery's
+	Drain   bool     // with Greedy, the load is WithDrainingForeignLoadEvery's
 	// ForeignEvery is how often a greedy foreign load takes; 0 for a second.
 	ForeignEvery time.Duration
 	Gateway      Gateway // WithGateway's limiter in front; a zero Rate for none
@@ -166,14 +166,16 @@ func ProfileByName(name string) (Profile, bool) {
 }
 
 // New returns a sandbox playing the profile: WithLimits(p.Limits), then
-// p.Options, then WithForeignLoad(p.Foreign) when it is positive, then
-// WithGateway(p.Gateway) when its Rate is positive, then extra.
+// p.Options, then, when p.Foreign is positive, WithForeignLoad(p.Foreign)
+// (WithGreedyForeignLoadEvery or, with Drain, WithDrainingForeignLoadEvery
+// when Greedy), then WithGateway(p.Gateway) when its Rate is positive, then
+// extra.
 func (p Profile) New(extra ...Option) *Server {
 	opts := make([]Option, 0, 2+len(p.Options)+len(extra))
 	opts = append(opts, WithLimits(p.Limits))
 	opts = append(opts, p.Options...)
 	switch {
-	case p.Foreign > 0 && p.Drain:
+	case p.Foreign > 0 && p.Greedy && p.Drain:
 		opts = append(opts, WithDrainingForeignLoadEvery(p.Foreign, p.ForeignEvery))
 	case p.Foreign > 0 && p.Greedy:
 		opts = append(opts, WithGreedyForeignLoadEvery(p.Foreign, p.ForeignEvery))

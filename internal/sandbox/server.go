@@ -198,13 +198,13 @@ func WithGreedyForeignLoadEvery(pointsPerSecond float64, every time.Duration) Op
 	if every <= 0 {
 		every = time.Second
 	}
-	return func(c *config) { c.foreign, c.greedyEvery = max(pointsPerSecond, 0), every }
+	return func(c *config) { c.foreign, c.greedyEvery, c.drain = max(pointsPerSecond, 0), every, false }
 }
 
 // WithDrainingForeignLoadEvery is WithGreedyForeignLoadEvery with
 // ForeignKey taking as much of what its rate brings in every as the org
-// holds, where a greedy load takes all of it or nothing: it drains the org
-// to zero whenever it holds less.
+// holds, where a greedy load takes all of it or nothing: whenever the org
+// holds less, it leaves less than a point.
 func WithDrainingForeignLoadEvery(pointsPerSecond float64, every time.Duration) Option {
 	greedy := WithGreedyForeignLoadEvery(pointsPerSecond, every)
 	return func(c *config) { greedy(c); c.drain = true }
