@@ -84,7 +84,8 @@ func bigPlan() Limits {
 //	               the big plan's levels with the org a sliding log whose t names when it
 //	               is full again (SlidingLogUntilFull); ForeignKey takes up to 27 points
 //	               every 0.6 s, as much of them as the org holds
-//	               (WithDrainingForeignLoadEvery), as staging's foreign load does
+//	               (WithDrainingForeignLoadEvery): staging's org and grain, with a
+//	               busy key that takes what it can
 //	narrowest-all  documented limits and the enforced "search": 20 requests per 60 s, a sliding
 //	               log, over listContacts and countContacts when q is given; the RateLimit of
 //	               every answer but a refusal names the narrowest of all the key's levels,
