@@ -434,8 +434,10 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 	}
 	rate, passed := s.levels[Key].rate(now), 0.0
 	if kind == hintless {
-		rate /= max(s.meanCost, 1) // its pace counts requests (paceUnitLocked)
-		passed = s.passed.rate(now)
+		if !s.hintlessLocked(now) {
+			s.requestRate = rate / max(s.meanCost, 1)
+		}
+		rate, passed = s.requestRate, s.passed.rate(now) // its pace counts requests (paceUnitLocked)
 	}
 	if s.pace.cut(kind, sent, wait, rate, passed, now) {
 		rel.cut(kind.cut())

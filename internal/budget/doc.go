@@ -73,9 +73,14 @@
 //     TestAWaitSatOutIsLookedAtAgain).
 //  6. Without any hint, converge just below the limiter. A bare 429 (no
 //     code, no wait) comes from a limiter in front that says nothing of its
-//     limit: the key's pace then counts requests, drains a burst's time,
-//     climbs fast to near the share it was refused at and probes slowly
-//     above (pace.go, TestWithoutAnyHintConvergeJustBelowTheLimiter).
+//     limit: the key's pace then counts requests, at a rate fixed at the
+//     first such refusal (requestRate: what the calls cost then does not
+//     change what the limiter lets through), drains a burst's time, climbs
+//     fast to near the rate the limiter let through when it refused (the
+//     share it was refused at bounds that from above only once the pace
+//     counted requests: the first refusal is of an unpaced burst) and
+//     probes slowly above (pace.go,
+//     TestWithoutAnyHintConvergeJustBelowTheLimiter).
 //  7. One model, local or shared. With a shared store the levels (as
 //     the process models them: refilled continuously or only by their
 //     moments and answers, a level of this key alone bounded by the log of

@@ -25,16 +25,20 @@ const meanCostWeight = 0.05
 
 // paceUnitLocked is what c takes from the key's pace, and the pace's rate
 // at a share of 1: the call's points at the key level's rate, or while a
-// limiter that gave no hint may be in front, one request at the rate of
-// requests that the key level's rate allows calls of the mean cost. Such
-// a limiter most likely counts requests, and a burst of cheap calls is a
-// burst to it.
+// limiter that gave no hint may be in front, one request at requestRate.
+// Such a limiter most likely counts requests, and a burst of cheap calls
+// is a burst to it; its rate does not change with what the calls cost.
 func (s *State) paceUnitLocked(c *Call, now time.Time) (amount, rate float64) {
-	rate = s.levels[Key].rate(now)
-	if s.pace.hintless.IsZero() || now.Sub(s.pace.hintless) >= hintlessFor {
-		return c.Cost, rate
+	if s.hintlessLocked(now) {
+		return 1, s.requestRate
 	}
-	return 1, rate / max(s.meanCost, 1)
+	return c.Cost, s.levels[Key].rate(now)
+}
+
+// hintlessLocked reports whether a limiter that gave no hint may be in
+// front: one refused a call within hintlessFor.
+func (s *State) hintlessLocked(now time.Time) bool {
+	return !s.pace.hintless.IsZero() && now.Sub(s.pace.hintless) < hintlessFor
 }
 
 // adaptLocked raises the key's pace by a step per quiet interval since its

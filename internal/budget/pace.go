@@ -36,6 +36,11 @@ const (
 	hintlessQuiet = time.Second
 	hintlessBelow = 0.9 // of the limiter's rate, where a hint-less refusal cuts the share to at most
 	hintlessFor   = 10 * time.Minute
+	// hintlessTop is the share the pace may climb to while such a
+	// limiter may be in front: its rate counts requests, where the
+	// pace's rate at a share of 1 is the key's rate for calls of the
+	// mean cost, and cheaper calls may go faster than that.
+	hintlessTop = 4
 )
 
 // pace is an adaptive share of a rate: the key's for what speaks of the
@@ -111,10 +116,14 @@ func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, p
 		return false
 	}
 	p.adapt(now)
+	paced := !p.hintless.IsZero() && now.Sub(p.hintless) < hintlessFor // by requests, for a limiter that gave no hint
 	if !p.paces(now) {
 		p.tokens, p.at = p.burst(rate), now
 	}
 	factor := kind.cut()
+	if kind != hintless {
+		p.share = min(p.share, 1)
+	}
 	p.share = max(minPace, p.share*factor)
 	p.quiet, p.step = quietInterval, paceStep
 	switch {
@@ -122,10 +131,16 @@ func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, p
 		// The limiter is full now: it drains for a burst's time before
 		// anything goes. What it let through lately is its rate when the
 		// calls kept it busy, and less when they did not: the share it
-		// refused at, cut, bounds it from below.
+		// refused at, cut, bounds it from below, and from above when the
+		// pace already counted requests (before, a burst was refused,
+		// at no share of their rate).
 		p.refusedAt = p.share
 		if rate > 0 && passed > 0 {
-			p.refusedAt = max(p.share, min(p.share/factor, passed/rate))
+			above := float64(hintlessTop)
+			if paced {
+				above = p.share / factor
+			}
+			p.refusedAt = max(p.share, min(above, passed/rate))
 			p.share = max(minPace, min(p.share, hintlessBelow*p.refusedAt))
 		}
 		p.quiet, p.step, p.hintless = hintlessQuiet, hintlessStep, now
@@ -141,7 +156,7 @@ func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, p
 // adapt raises the share by one step per quiet interval since the last
 // change; it reports whether it rose.
 func (p *pace) adapt(now time.Time) bool {
-	if p.share >= 1 || p.changeAt.IsZero() {
+	if p.share >= p.top() || p.changeAt.IsZero() {
 		return false
 	}
 	steps := int(now.Sub(p.changeAt) / p.quiet)
@@ -149,7 +164,7 @@ func (p *pace) adapt(now time.Time) bool {
 		return false
 	}
 	p.changeAt = p.changeAt.Add(time.Duration(steps) * p.quiet)
-	for ; steps > 0 && p.share < 1; steps-- {
+	for ; steps > 0 && p.share < p.top(); steps-- {
 		step := p.step
 		if p.step == hintlessStep {
 			// Steps in proportion to where the limiter is: fast up to
@@ -159,9 +174,18 @@ func (p *pace) adapt(now time.Time) bool {
 				step = hintlessProbe * p.refusedAt
 			}
 		}
-		p.share = min(1, p.share+step)
+		p.share = min(p.top(), p.share+step)
 	}
 	return true
+}
+
+// top is the share the pace climbs to: 1, or hintlessTop while it steps as
+// for a limiter that gave no hint.
+func (p *pace) top() float64 {
+	if p.step == hintlessStep {
+		return hintlessTop
+	}
+	return 1
 }
 
 // burst is what the pace lets through at once at rate: paceBurst's worth
@@ -218,5 +242,5 @@ func (p *pace) giveBack(amount float64, now time.Time) {
 // capOf is the in-flight cap the key's pace allows of parallel slots: the
 // share of them, at least one.
 func (p *pace) capOf(parallel int) int {
-	return max(1, int(math.Floor(float64(parallel)*p.share+1e-9)))
+	return max(1, int(math.Floor(float64(parallel)*min(p.share, 1)+1e-9)))
 }

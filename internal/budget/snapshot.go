@@ -53,7 +53,7 @@ func (s *State) Snapshot() Snapshot {
 	b := Snapshot{
 		InFlight:    s.inflight,
 		InFlightCap: s.pace.capOf(s.parallel),
-		Pace:        s.pace.share,
+		Pace:        min(s.pace.share, 1),
 		Cuts:        s.pace.cuts,
 		Waiting:     s.waiting,
 		Waits:       s.waits,
