@@ -32,16 +32,13 @@ import (
 // issue's further targets (ProfileResult.Targets: stalls, 0.5 % of 429s in
 // short runs) are logged with the table. A profile with targets of its own
 // (sandbox.Profile.TargetGoodput, TargetRefused) is held to those instead of
-// the goodput floor and the share of 429s. The guarantees of the provisional
-// profiles are logged with the misses instead of failing the test, unless
-// BODO_PROFILE_STRICT=1.
+// the goodput floor and the share of 429s.
 func TestProfiles(t *testing.T) {
 	durations := []time.Duration{2 * time.Minute}
 	if os.Getenv("BODO_LONG") != "" {
 		durations = append(durations, 60*time.Minute)
 	}
 	only := os.Getenv("BODO_PROFILE")
-	strict := os.Getenv("BODO_PROFILE_STRICT") == "1"
 	runs := 1
 	if v := os.Getenv("BODO_RUNS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -76,11 +73,7 @@ func TestProfiles(t *testing.T) {
 							}
 							row = append(row, r)
 							if broken := guarantees(r); broken != "" {
-								if provisional[p.Name] && !strict {
-									misses = append(misses, fmt.Sprintf("%s, %d agents, %v, seed %d: guarantees (provisional): %s", p.Name, n, d, seed+uint64(i), broken))
-								} else {
-									t.Error(broken)
-								}
+								t.Error(broken)
 							}
 							if miss := r.Targets(); len(miss) > 0 {
 								misses = append(misses, fmt.Sprintf("%s, %d agents, %v, seed %d: %s (429s by policy %v, stalls at %v, early %q)", p.Name, n, d, seed+uint64(i), strings.Join(miss, "; "), r.RefusedBy, r.StallsAt, r.FirstEarly))
@@ -90,12 +83,7 @@ func TestProfiles(t *testing.T) {
 				}
 				rows = append(rows, row)
 				if broken := rowGuarantees(row); broken != "" {
-					broken = fmt.Sprintf("%s, %d agents, %v: %s", p.Name, n, d, broken)
-					if provisional[p.Name] && !strict {
-						misses = append(misses, "guarantees (provisional): "+broken)
-					} else {
-						t.Error(broken)
-					}
+					t.Errorf("%s, %d agents, %v: %s", p.Name, n, d, broken)
 				}
 			}
 		}
@@ -108,14 +96,6 @@ func TestProfiles(t *testing.T) {
 		}
 	}
 }
-
-// provisional are the profiles whose guarantees the budget does not keep
-// in every run yet: TestProfiles logs their breaches with the missed
-// targets instead of failing. Remove a profile from here to hold it to
-// them. Behind the gateway the budget keeps them over an hour (93-97 % of
-// what it allows, 1 % refused); in 2 minutes, which its first refusals
-// decide, goodput is 84-99 % in sets of ten runs.
-var provisional = map[string]bool{"gateway": true}
 
 // shortRuns is how many runs a row of 2-minute runs has by default.
 const shortRuns = 3

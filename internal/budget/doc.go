@@ -125,7 +125,13 @@
 // replay, which the server counted on no write, gives its turn back,
 // TestAReplayTakesNoTurnOfASpreadLevel), and so is a level others take from
 // that the server named within its window, at what this key has of it per
-// window; a call bigger than a level the server
+// window; of such a level, what the others took at once between two of its
+// answers is kept back for their next take, which a call sent on the last r
+// would meet, fading over half a window (level.reserve,
+// TestALevelOthersTakeFromInChunksKeepsAChunkBack: letting a remainder
+// smaller than their take go, which one that takes only whole chunks cannot
+// take, ends stalls in the sandbox but adds refusals on the vendor's
+// staging server); a call bigger than a level the server
 // announced waits for the level to be full and then goes (an odd header
 // never wedges a key); a status request about a stale level that the level
 // refuses makes the next one about it wait twice as long, up to

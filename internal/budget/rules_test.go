@@ -496,3 +496,37 @@ func TestASpreadLevelSpreadsWhatIsLeft(t *testing.T) {
 		}
 	})
 }
+
+// TestALevelOthersTakeFromInChunksKeepsAChunkBack: the answers of the org
+// show no refill beyond what this key takes over half a window, and then
+// another key taking 30 points at once between two of them. With 40
+// left, a 7-point search goes and a second waits: 30 of them are kept back
+// for the other key's next take, which a call sent on the last r would
+// meet. What is kept back fades over half a window: with 20 left, the
+// search waits until the other key's take is 17 s old.
+func TestALevelOthersTakeFromInChunksKeepsAChunkBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		org := func(r float64) Answer { return answer(`"org";q=3000;w=60`, fmt.Sprintf(`"org";r=%g;t=60`, r)) }
+		search := func() *Call { return call(ops.ListContacts, "q=a") }
+		admitNow(t, s, call(ops.GetContact, "")).Finish(org(100))
+		time.Sleep(31 * time.Second)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(org(99)) // no refill beyond this key's takes
+		admitNow(t, s, call(ops.GetContact, "")).Finish(org(68)) // the other key took 30
+		took := time.Now()
+		admitNow(t, s, call(ops.GetContact, "")).Finish(org(40))
+		first := admitNow(t, s, search())
+		if why := held(s, search()); why != Org {
+			t.Errorf("a second search with 33 of the org left, 30 of them kept back: held by %q, want %q", why, Org)
+		}
+		first.Finish(org(20))
+		if why := held(s, search()); why != Org {
+			t.Errorf("a search with 20 of the org left, the other key's take of 30 just now: held by %q, want %q", why, Org)
+		}
+		_, waited := admitAt(t, s, search())
+		if goes := time.Since(took); goes < 16*time.Second || goes > 18*time.Second {
+			t.Errorf("the search went %v after the other key's take (waited %v), want 17 s: once 13 of the 30 kept back have faded", goes, waited)
+		}
+	})
+}
