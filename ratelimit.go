@@ -249,7 +249,7 @@ type Budget struct {
 	Levels      []BudgetLevel // in the order RateLimit lists them
 	InFlight    int           // budgeted calls of this key in flight in this process
 	InFlightCap int           // the adaptive cap on them
-	Pace        float64       // the share of the key's rate the client allows itself now (1 = all)
+	Pace        float64       // the share of the key's rate the client allows itself now (1 = all; behind a limiter that gave no hint, of the rate of requests fixed at its first refusal, shown at most 1)
 	Cuts        int           // how often RATE_LIMITED or OVERLOADED cut cap and pace
 	Waiting     int           // calls waiting for the budget now
 	Waits       int64         // calls that waited so far

@@ -38,7 +38,7 @@ func (s *State) paceUnitLocked(c *Call, now time.Time) (amount, rate float64) {
 // hintlessLocked reports whether a limiter that gave no hint may be in
 // front: one refused a call within hintlessFor.
 func (s *State) hintlessLocked(now time.Time) bool {
-	return !s.pace.hintless.IsZero() && now.Sub(s.pace.hintless) < hintlessFor
+	return s.pace.counting(now)
 }
 
 // adaptLocked raises the key's pace by a step per quiet interval since its

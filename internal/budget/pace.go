@@ -51,7 +51,7 @@ const (
 // at least one call: a call costlier than that runs it into debt, so no
 // call is starved.
 type pace struct {
-	share     float64       // of the rate the calls may take: minPace to 1
+	share     float64       // of the rate the calls may take: minPace to top
 	tokens    float64       // what the calls may take at once, while cut
 	at        time.Time     // when tokens were brought up to date
 	cutAt     time.Time     // the last cut
@@ -70,14 +70,14 @@ type pace struct {
 // ceiling, when it spreads a level, or while a limiter that gave no hint
 // may be in front.
 func (p *pace) paces(now time.Time) bool {
-	return p.now() < 1 || p.spread || !p.hintless.IsZero() && now.Sub(p.hintless) < hintlessFor
+	return p.now() < 1 || p.spread || p.counting(now)
 }
 
 // spreadOnly reports whether the pace holds calls only to spread its
 // level: uncut, under no ceiling, and with no limiter that gave no hint in
 // front.
 func (p *pace) spreadOnly(now time.Time) bool {
-	return p.spread && p.now() >= 1 && (p.hintless.IsZero() || now.Sub(p.hintless) >= hintlessFor)
+	return p.spread && p.now() >= 1 && !p.counting(now)
 }
 
 // now is the share in force: share, under the ceiling.
@@ -116,12 +116,14 @@ func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, p
 		return false
 	}
 	p.adapt(now)
-	paced := !p.hintless.IsZero() && now.Sub(p.hintless) < hintlessFor // by requests, for a limiter that gave no hint
+	counting := p.counting(now)
 	if !p.paces(now) {
 		p.tokens, p.at = p.burst(rate), now
 	}
 	factor := kind.cut()
-	if kind != hintless {
+	if kind != hintless || !counting {
+		// Over 1 the share is of a rate of requests, which a cut of
+		// another kind, or a first hint-less one, does not count.
 		p.share = min(p.share, 1)
 	}
 	p.share = max(minPace, p.share*factor)
@@ -137,7 +139,7 @@ func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, p
 		p.refusedAt = p.share
 		if rate > 0 && passed > 0 {
 			above := float64(hintlessTop)
-			if paced {
+			if counting {
 				above = p.share / factor
 			}
 			p.refusedAt = max(p.share, min(above, passed/rate))
@@ -156,7 +158,7 @@ func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, p
 // adapt raises the share by one step per quiet interval since the last
 // change; it reports whether it rose.
 func (p *pace) adapt(now time.Time) bool {
-	if p.share >= p.top() || p.changeAt.IsZero() {
+	if p.share >= p.top(now) || p.changeAt.IsZero() {
 		return false
 	}
 	steps := int(now.Sub(p.changeAt) / p.quiet)
@@ -164,7 +166,7 @@ func (p *pace) adapt(now time.Time) bool {
 		return false
 	}
 	p.changeAt = p.changeAt.Add(time.Duration(steps) * p.quiet)
-	for ; steps > 0 && p.share < p.top(); steps-- {
+	for ; steps > 0 && p.share < p.top(now); steps-- {
 		step := p.step
 		if p.step == hintlessStep {
 			// Steps in proportion to where the limiter is: fast up to
@@ -174,18 +176,25 @@ func (p *pace) adapt(now time.Time) bool {
 				step = hintlessProbe * p.refusedAt
 			}
 		}
-		p.share = min(p.top(), p.share+step)
+		p.share = min(p.top(now), p.share+step)
 	}
 	return true
 }
 
-// top is the share the pace climbs to: 1, or hintlessTop while it steps as
-// for a limiter that gave no hint.
-func (p *pace) top() float64 {
-	if p.step == hintlessStep {
+// top is the share the pace climbs to: 1, or hintlessTop while a limiter
+// that gave no hint may be in front (within hintlessFor of its last
+// refusal).
+func (p *pace) top(now time.Time) float64 {
+	if p.counting(now) {
 		return hintlessTop
 	}
 	return 1
+}
+
+// counting reports whether the pace counts requests: a limiter that gave
+// no hint refused within hintlessFor.
+func (p *pace) counting(now time.Time) bool {
+	return !p.hintless.IsZero() && now.Sub(p.hintless) < hintlessFor
 }
 
 // burst is what the pace lets through at once at rate: paceBurst's worth
@@ -205,8 +214,8 @@ func (p *pace) refill(rate float64, now time.Time) {
 }
 
 // wait is how long a call that takes amount waits for the pace at rate
-// (0: it may go), cut short at the next step up, when the call looks
-// again; forever when the rate is zero.
+// (0: it may go; also when the rate is zero, which gives the pace nothing
+// to count), cut short at the next step up, when the call looks again.
 func (p *pace) wait(amount, rate float64, now time.Time) time.Duration {
 	if !p.paces(now) || rate <= 0 {
 		return 0
@@ -217,7 +226,7 @@ func (p *pace) wait(amount, rate float64, now time.Time) time.Duration {
 		return 0
 	}
 	d := durationOf(deficit / (p.now() * rate))
-	if p.share < 1 {
+	if p.share < p.top(now) {
 		d = min(d, p.changeAt.Add(p.quiet).Sub(now))
 	}
 	return d

@@ -231,6 +231,38 @@ func TestWithoutAnyHintConvergeJustBelowTheLimiter(t *testing.T) {
 	}
 }
 
+// TestAHintlessShareStaysWithItsLimiter: behind a limiter that gave no
+// hint the pace's share, of a rate of requests, climbs past 1 while the
+// limiter may be in front and no further once it may not; the cap on calls
+// in flight stays within the parallel slots; and a cut that does not count
+// requests (another kind, or the first hint-less refusal after such a
+// limiter was gone) starts from at most 1.
+func TestAHintlessShareStaysWithItsLimiter(t *testing.T) {
+	start := time.Unix(0, 0)
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	p := newPace()
+	p.cut(hintless, at(-time.Millisecond), 0, 1, 1, start)
+	p.adapt(at(5 * time.Minute))
+	if p.share <= 1 || p.capOf(6) != 6 {
+		t.Fatalf("5 minutes after a hint-less refusal at 1 request a second the share is %v and the cap %d, want past 1 and 6", p.share, p.capOf(6))
+	}
+	p.adapt(at(hintlessFor))
+	atExpiry := p.share
+	p.adapt(at(40 * time.Minute))
+	if p.share != atExpiry {
+		t.Errorf("the share climbed from %v to %v after the limiter's %v were over, want it to stay", atExpiry, p.share, hintlessFor)
+	}
+	p.cut(hintless, at(40*time.Minute-time.Millisecond), 0, 1, 1, at(40*time.Minute))
+	if p.share > hintlessBelow {
+		t.Errorf("a first hint-less refusal after %v cut the share to %v, want at most %v of what passed", hintlessFor, p.share, hintlessBelow)
+	}
+	p.adapt(at(45 * time.Minute))
+	p.cut(rateLimited, at(45*time.Minute-time.Millisecond), 0, 1, 0, at(45*time.Minute))
+	if p.share > rateLimitCut {
+		t.Errorf("a RATE_LIMITED cut the share to %v, want at most %v", p.share, rateLimitCut)
+	}
+}
+
 // limited is a request behind the limiter of behindHintlessLimiter: when it
 // was sent, from the start, and whether the limiter let it through.
 type limited struct {
