@@ -434,7 +434,7 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 	}
 	rate, passed := s.levels[Key].rate(now), 0.0
 	if kind == hintless {
-		if !s.hintlessLocked(now) {
+		if !s.pace.counting(now) {
 			s.requestRate = rate / max(s.meanCost, 1)
 		}
 		rate, passed = s.requestRate, s.passed.rate(now) // its pace counts requests (paceUnitLocked)

@@ -29,16 +29,10 @@ const meanCostWeight = 0.05
 // Such a limiter most likely counts requests, and a burst of cheap calls
 // is a burst to it; its rate does not change with what the calls cost.
 func (s *State) paceUnitLocked(c *Call, now time.Time) (amount, rate float64) {
-	if s.hintlessLocked(now) {
+	if s.pace.counting(now) {
 		return 1, s.requestRate
 	}
 	return c.Cost, s.levels[Key].rate(now)
-}
-
-// hintlessLocked reports whether a limiter that gave no hint may be in
-// front: one refused a call within hintlessFor.
-func (s *State) hintlessLocked(now time.Time) bool {
-	return s.pace.counting(now)
 }
 
 // adaptLocked raises the key's pace by a step per quiet interval since its
