@@ -59,6 +59,7 @@ type pace struct {
 	quiet     time.Duration // the interval of a step up
 	step      float64       // what a step up adds to share
 	refusedAt float64       // the share a limiter that gave no hint last refused
+	limit     float64       // the requests a second that limiter let through, as last read (refusedAt at its rate); 0 before it refused
 	hintless  time.Time     // the last cut by a limiter that gave no hint: the pace holds calls, uncut too, until hintlessFor after it
 	cuts      int           // cuts so far
 	ceiling   float64       // a share it never exceeds (a shared store's fallback share); 0: none
@@ -134,16 +135,25 @@ func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, p
 		// anything goes. What it let through lately is its rate when the
 		// calls kept it busy, and less when they did not: the share it
 		// refused at, cut, bounds it from below, and from above when the
-		// pace already counted requests (before, a burst was refused,
-		// at no share of their rate).
+		// pace already counted requests. Before, a burst was refused, at
+		// no share of their rate: then the rate a limiter that gave no
+		// hint was last read at stands, as most likely it is the same
+		// one, and only what passed bounds a first one's.
 		p.refusedAt = p.share
-		if rate > 0 && passed > 0 {
+		switch {
+		case rate <= 0:
+		case !counting && p.limit > 0:
+			p.refusedAt = p.limit / rate
+		case passed > 0:
 			above := float64(hintlessTop)
 			if counting {
 				above = p.share / factor
 			}
 			p.refusedAt = max(p.share, min(above, passed/rate))
+		}
+		if rate > 0 && (passed > 0 || p.limit > 0) {
 			p.share = max(minPace, min(p.share, hintlessBelow*p.refusedAt))
+			p.limit = p.refusedAt * rate
 		}
 		p.quiet, p.step, p.hintless = hintlessQuiet, hintlessStep, now
 		p.tokens, p.at = min(p.tokens, 0)-p.burst(rate), now
