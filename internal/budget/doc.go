@@ -79,10 +79,12 @@
 //     fast to near the rate the limiter let through when it refused (the
 //     share it was refused at bounds that from above only once the pace
 //     counted requests: the first refusal is of an unpaced burst; after
-//     hintlessFor without one, the rate it was last read at stands, as
-//     most likely the limiter is the same) and probes slowly above
-//     (pace.go, TestWithoutAnyHintConvergeJustBelowTheLimiter,
-//     TestAHintlessShareStaysWithItsLimiter).
+//     hintlessFor without one, the rate it was last read at stands, or
+//     what passed if more, as most likely the limiter is the same) and
+//     probes slowly above (pace.go,
+//     TestWithoutAnyHintConvergeJustBelowTheLimiter,
+//     TestAHintlessShareStaysWithItsLimiter,
+//     TestAHintlessLimiterIsReadAgainAfterAQuietSpell).
 //  7. One model, local or shared. With a shared store the levels (as
 //     the process models them: refilled continuously or only by their
 //     moments and answers, a level of this key alone bounded by the log of

@@ -59,7 +59,7 @@ type pace struct {
 	quiet     time.Duration // the interval of a step up
 	step      float64       // what a step up adds to share
 	refusedAt float64       // the share a limiter that gave no hint last refused
-	limit     float64       // the requests a second that limiter let through, as last read (refusedAt at its rate); 0 before it refused
+	limit     float64       // the requests a second that limiter let through, as read at its last refusal while the pace counted requests; 0 before one
 	hintless  time.Time     // the last cut by a limiter that gave no hint: the pace holds calls, uncut too, until hintlessFor after it
 	cuts      int           // cuts so far
 	ceiling   float64       // a share it never exceeds (a shared store's fallback share); 0: none
@@ -111,7 +111,8 @@ func (k refusalKind) cut() float64 {
 // does not when the attempt was sent before the last cut. For a hint-less
 // refusal, passed is the rate of the calls that the limiter let through
 // lately, in rate's unit: the limiter's own rate, as near as the client
-// can tell, which the share is cut to just below.
+// can tell (after a quiet spell, its last reading when that is more),
+// which the share is cut to just below.
 func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, passed float64, now time.Time) bool {
 	if !p.cutAt.IsZero() && !sent.After(p.cutAt) {
 		return false
@@ -133,27 +134,29 @@ func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, p
 	case kind == hintless:
 		// The limiter is full now: it drains for a burst's time before
 		// anything goes. What it let through lately is its rate when the
-		// calls kept it busy, and less when they did not: the share it
-		// refused at, cut, bounds it from below, and from above when the
-		// pace already counted requests. Before, a burst was refused, at
-		// no share of their rate: then the rate a limiter that gave no
-		// hint was last read at stands, as most likely it is the same
-		// one, and only what passed bounds a first one's.
+		// calls kept it busy, and less when they did not: while the pace
+		// counts requests, the share it refused at bounds that from
+		// above and, cut, from below, and the reading is kept (limit).
+		// Before, a burst was refused at no share of their rate: after a
+		// quiet spell the limiter's last reading stands, as most likely
+		// it is the same one, unless more passed; for a first one, what
+		// passed, above the cut share.
 		p.refusedAt = p.share
+		read := rate > 0
 		switch {
-		case rate <= 0:
-		case !counting && p.limit > 0:
-			p.refusedAt = p.limit / rate
-		case passed > 0:
-			above := float64(hintlessTop)
-			if counting {
-				above = p.share / factor
-			}
-			p.refusedAt = max(p.share, min(above, passed/rate))
-		}
-		if rate > 0 && (passed > 0 || p.limit > 0) {
-			p.share = max(minPace, min(p.share, hintlessBelow*p.refusedAt))
+		case !read:
+		case counting && passed > 0:
+			p.refusedAt = max(p.share, min(p.share/factor, passed/rate))
 			p.limit = p.refusedAt * rate
+		case !counting && p.limit > 0:
+			p.refusedAt = min(hintlessTop, max(p.limit, passed)/rate)
+		case !counting && passed > 0:
+			p.refusedAt = max(p.share, min(hintlessTop, passed/rate))
+		default:
+			read = false
+		}
+		if read {
+			p.share = max(minPace, min(p.share, hintlessBelow*p.refusedAt))
 		}
 		p.quiet, p.step, p.hintless = hintlessQuiet, hintlessStep, now
 		p.tokens, p.at = min(p.tokens, 0)-p.burst(rate), now

@@ -202,8 +202,9 @@ func TestWithoutAnyHintConvergeJustBelowTheLimiter(t *testing.T) {
 			allowed += 5
 		}
 		// The share of refusals binds over longer runs, and after an idle
-		// gap: the first burst has up to 8 requests in flight before the
-		// first refusal.
+		// gap, when the limiter's last reading paces what follows the
+		// burst; in the first 2 minutes, the first burst has up to 8
+		// requests in flight before anything is known of the limiter.
 		share, refusedShare := float64(accepted)/allowed, float64(refused)/float64(max(accepted+refused, 1))
 		t.Logf("%s: %d accepted (%.1f %% of %v), %d refused (%.2f %%)", what, accepted, 100*share, allowed, refused, 100*refusedShare)
 		if share < 0.9 || refusedShare > 0.05 && (to-from > 2*time.Minute || afterIdle) {
@@ -269,6 +270,31 @@ func TestAHintlessShareStaysWithItsLimiter(t *testing.T) {
 	p.cut(rateLimited, at(45*time.Minute-time.Millisecond), 0, 1, 0, at(45*time.Minute))
 	if p.share > rateLimitCut {
 		t.Errorf("a RATE_LIMITED cut the share to %v, want at most %v", p.share, rateLimitCut)
+	}
+}
+
+// TestAHintlessLimiterIsReadAgainAfterAQuietSpell: the first hint-less
+// refusal, of a burst, leaves no reading of the limiter; one while the pace
+// counts requests does (1 request a second). After hintlessFor without a
+// refusal the next one starts from that reading, and from what passed
+// when that is more: a limiter that now lets 5 a second through has the
+// share near 4.5 a second within a minute.
+func TestAHintlessLimiterIsReadAgainAfterAQuietSpell(t *testing.T) {
+	start := time.Unix(0, 0)
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	p := newPace()
+	p.cut(hintless, at(-time.Millisecond), 0, 1, 1, start)
+	if p.limit != 0 {
+		t.Errorf("a first hint-less refusal read the limiter at %v requests a second, want no reading", p.limit)
+	}
+	p.cut(hintless, at(time.Minute-time.Millisecond), 0, 1, 1, at(time.Minute))
+	if p.limit != 1 {
+		t.Fatalf("a hint-less refusal while 1 request a second passed read the limiter at %v, want 1", p.limit)
+	}
+	p.cut(hintless, at(40*time.Minute-time.Millisecond), 0, 1, 5, at(40*time.Minute))
+	p.adapt(at(41 * time.Minute))
+	if p.share < hintlessBelow*4 {
+		t.Errorf("a minute after a refusal with 5 requests a second passing the share is %v, want %v", p.share, hintlessBelow*4)
 	}
 }
 
