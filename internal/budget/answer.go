@@ -434,10 +434,7 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 	}
 	rate, passed := s.levels[Key].rate(now), 0.0
 	if kind == hintless {
-		if !s.pace.counting(now) {
-			s.requestRate = rate / max(s.meanCost, 1)
-		}
-		rate, passed = s.requestRate, s.passed.rate(now) // its pace counts requests (paceUnitLocked)
+		rate, passed = rate/max(s.meanCost, 1), s.passed.rate(now) // its pace counts requests (paceUnitLocked)
 	}
 	if s.pace.cut(kind, sent, wait, rate, passed, now) {
 		rel.cut(kind.cut())

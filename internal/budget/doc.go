@@ -74,7 +74,7 @@
 //  6. Without any hint, converge just below the limiter. A bare 429 (no
 //     code, no wait) comes from a limiter in front that says nothing of its
 //     limit: the key's pace then counts requests, at a rate fixed at the
-//     first such refusal (requestRate: what the calls cost then does not
+//     first such refusal (pace.requestRate: what the calls cost then does not
 //     change what the limiter lets through), drains a burst's time, climbs
 //     fast to near the rate the limiter let through when it refused (the
 //     share it was refused at bounds that from above only once the pace

@@ -25,12 +25,13 @@ const meanCostWeight = 0.05
 
 // paceUnitLocked is what c takes from the key's pace, and the pace's rate
 // at a share of 1: the call's points at the key level's rate, or while a
-// limiter that gave no hint may be in front, one request at requestRate.
-// Such a limiter most likely counts requests, and a burst of cheap calls
-// is a burst to it; its rate does not change with what the calls cost.
+// limiter that gave no hint may be in front, one request at the pace's
+// requestRate. Such a limiter most likely counts requests, and a burst of
+// cheap calls is a burst to it; its rate does not change with what the
+// calls cost.
 func (s *State) paceUnitLocked(c *Call, now time.Time) (amount, rate float64) {
 	if s.pace.counting(now) {
-		return 1, s.requestRate
+		return 1, s.pace.requestRate
 	}
 	return c.Cost, s.levels[Key].rate(now)
 }

@@ -51,20 +51,21 @@ const (
 // at least one call: a call costlier than that runs it into debt, so no
 // call is starved.
 type pace struct {
-	share     float64       // of the rate the calls may take: minPace to top
-	tokens    float64       // what the calls may take at once, while cut
-	at        time.Time     // when tokens were brought up to date
-	cutAt     time.Time     // the last cut
-	changeAt  time.Time     // the last cut or step up
-	quiet     time.Duration // the interval of a step up
-	step      float64       // what a step up adds to share
-	refusedAt float64       // the share a limiter that gave no hint last refused
-	limit     float64       // the requests a second that limiter let through, as read at its last refusal while the pace counted requests; 0 before one
-	hintless  time.Time     // the last cut by a limiter that gave no hint: the pace holds calls, uncut too, until hintlessFor after it
-	cuts      int           // cuts so far
-	ceiling   float64       // a share it never exceeds (a shared store's fallback share); 0: none
-	spread    bool          // it holds calls uncut too: its level frees in steps (level.spreads)
-	minBurst  float64       // what it lets through at once at least
+	share       float64       // of the rate the calls may take: minPace to top
+	tokens      float64       // what the calls may take at once, while cut
+	at          time.Time     // when tokens were brought up to date
+	cutAt       time.Time     // the last cut
+	changeAt    time.Time     // the last cut or step up
+	quiet       time.Duration // the interval of a step up
+	step        float64       // what a step up adds to share
+	refusedAt   float64       // the share a limiter that gave no hint last refused
+	requestRate float64       // while it counts requests, the requests a second its share is of: the rate given at the first such refusal
+	limit       float64       // the requests a second that limiter let through, as read at its last refusal while the pace counted requests; 0 before one
+	hintless    time.Time     // the last cut by a limiter that gave no hint: the pace holds calls, uncut too, until hintlessFor after it
+	cuts        int           // cuts so far
+	ceiling     float64       // a share it never exceeds (a shared store's fallback share); 0: none
+	spread      bool          // it holds calls uncut too: its level frees in steps (level.spreads)
+	minBurst    float64       // what it lets through at once at least
 }
 
 // paces reports whether the pace holds calls at all: when cut, under a
@@ -109,16 +110,23 @@ func (k refusalKind) cut() float64 {
 // cut cuts the share after a refusal of kind of an attempt admitted at
 // sent that asked for wait (0: none); it reports whether it did, which it
 // does not when the attempt was sent before the last cut. For a hint-less
-// refusal, passed is the rate of the calls that the limiter let through
-// lately, in rate's unit: the limiter's own rate, as near as the client
-// can tell (after a quiet spell, its last reading when that is more),
-// which the share is cut to just below.
+// refusal, rate is in requests a second, kept as requestRate unless the
+// pace counts requests already, and passed is the rate of the calls that
+// the limiter let through lately, in that unit: the limiter's own rate, as
+// near as the client can tell (after a quiet spell, its last reading when
+// that is more), which the share is cut to just below.
 func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, passed float64, now time.Time) bool {
 	if !p.cutAt.IsZero() && !sent.After(p.cutAt) {
 		return false
 	}
 	p.adapt(now)
 	counting := p.counting(now)
+	if kind == hintless {
+		if !counting {
+			p.requestRate = rate
+		}
+		rate = p.requestRate
+	}
 	if !p.paces(now) {
 		p.tokens, p.at = p.burst(rate), now
 	}

@@ -28,11 +28,7 @@ type State struct {
 
 	pace     pace    // AIMD of what speaks of the key as a whole: its share of the key's rate and of the parallel slots
 	meanCost float64 // the points of the calls admitted lately, on average (meanCostWeight)
-	// requestRate is the rate of the key's pace in requests per second
-	// while a limiter that gave no hint may be in front: what the key
-	// level allowed calls of the mean cost at the first such refusal.
-	requestRate float64
-	passed      meter // the answers that came from the API, not from a limiter in front
+	passed   meter   // the answers that came from the API, not from a limiter in front
 
 	seq                    uint64
 	waiting                int
