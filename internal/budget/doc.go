@@ -130,8 +130,9 @@
 // TestAReplayTakesNoTurnOfASpreadLevel), and so is a level others take from
 // that the server named within its window, at what this key has of it per
 // window; of such a level, what the others took at once between two of its
-// answers is kept back for their next take, which a call sent on the last r
-// would meet, fading over half a window (level.reserve,
+// answers (at most 2 s apart: the fall since an older answer is many takes
+// and refills) is kept back for their next take, which a call sent on the
+// last r would meet, fading over half a window (level.reserve,
 // TestALevelOthersTakeFromInChunksKeepsAChunkBack: letting a remainder
 // smaller than their take go, which one that takes only whole chunks cannot
 // take, ends stalls in the sandbox but adds refusals on the vendor's

@@ -524,9 +524,10 @@ const (
 )
 
 // reserve is what a level others take from keeps back: what the others
-// took at once between two of its answers, less as it ages, nothing half
-// a window after. They take in bursts (of what frees for them, a window
-// after their last), and a call sent on the last r would meet the next.
+// took at once between two of its answers (maxDropGap), less as it ages,
+// nothing half a window after. They take in bursts (of what frees for
+// them, a window after their last), and a call sent on the last r would
+// meet the next.
 func (l *level) reserve(now time.Time) float64 {
 	age, span := now.Sub(l.dropAt), l.window/reserveSpan
 	if !l.frees(now) || age >= span {
@@ -538,6 +539,13 @@ func (l *level) reserve(now time.Time) float64 {
 // reserveSpan is the part of a level's window over which its reserve
 // shrinks to nothing.
 const reserveSpan = 2
+
+// maxDropGap is the longest time between two answers across which what a
+// level others take from fell counts as taken at once (reserve): others
+// that take in bursts take them a tick apart, less than that, and this
+// key's answers come several a second while the level binds. Over a longer
+// gap the fall is many takes and refills.
+const maxDropGap = 2 * time.Second
 
 // learnGain reads the net refill of a level others take from off r of a
 // RateLimit member naming it (pending: what the server had not counted
@@ -551,8 +559,11 @@ func (l *level) learnGain(remaining, pending float64, now time.Time) {
 	l.log.prune(now.Add(-l.window))
 	mark := remaining + l.admitted - pending - l.log.freed
 	// A drop of the mark beyond what the server may not have counted at
-	// either answer is what others took between them.
-	if drop := l.lastMark - mark - max(l.lastPending, pending); !l.markAt.IsZero() && drop > 0 && drop > l.reserve(now) {
+	// either answer is what others took between them, at once when the
+	// answers came within maxDropGap: the fall since an older answer is
+	// many takes and refills, and kept back it would hold every call for
+	// up to half a window.
+	if drop := l.lastMark - mark - max(l.lastPending, pending); !l.markAt.IsZero() && now.Sub(l.markAt) <= maxDropGap && drop > 0 && drop > l.reserve(now) {
 		l.drop, l.dropAt = drop, now
 	}
 	l.lastMark, l.lastPending, l.markAt = mark, pending, now

@@ -576,7 +576,8 @@ func TestASpreadLevelSpreadsWhatIsLeft(t *testing.T) {
 // left, a 7-point search goes and a second waits: 30 of them are kept back
 // for the other key's next take, which a call sent on the last r would
 // meet. What is kept back fades over half a window: with 20 left, the
-// search waits until the other key's take is 17 s old.
+// search waits until the other key's take is 17 s old. A fall since an
+// answer 20 s before is no take at once: nothing is kept back.
 func TestALevelOthersTakeFromInChunksKeepsAChunkBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
@@ -600,6 +601,20 @@ func TestALevelOthersTakeFromInChunksKeepsAChunkBack(t *testing.T) {
 		_, waited := admitAt(t, s, search())
 		if goes := time.Since(took); goes < 16*time.Second || goes > 18*time.Second {
 			t.Errorf("the search went %v after the other key's take (waited %v), want 17 s: once 13 of the 30 kept back have faded", goes, waited)
+		}
+
+		// 20 s without word on the org, which falls by 79 meanwhile:
+		// many takes and refills, not one at once, and nothing is kept
+		// back.
+		s = New()
+		learn(t, s)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(org(100))
+		time.Sleep(31 * time.Second)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(org(99))
+		time.Sleep(20 * time.Second)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(org(20))
+		if why := held(s, search()); why != "" {
+			t.Errorf("a search with 20 of the org left, which fell by 79 over 20 s without word: held by %q, want none", why)
 		}
 	})
 }
