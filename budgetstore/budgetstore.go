@@ -93,7 +93,8 @@ type Level struct {
 	Quota  float64
 	Window time.Duration
 	// Reset, in Left, is when the level frees more (RateLimit t, from
-	// now): then it holds one unit more than Left left it.
+	// now): then it holds at least one unit more than Left left it, its
+	// refill at Rate until then counting toward that unit.
 	Reset time.Duration
 	// Hold, in Owe, is the refusal's wait: no call that takes from the
 	// level is admitted for that long from now.

@@ -23,8 +23,9 @@ local function touch(k)
 end
 
 -- tokens_of is what level l holds now: its tokens ('t' at 'a') refilled
--- at its rate up to its size, and one unit more once its moment ('m',
--- when the server said it frees more) has come. A level that a process
+-- at its rate up to its size, and once its moment ('m', when the server
+-- said it frees more) has come, what that refill has not brought of one
+-- unit ('mu'). A level that a process
 -- showed to free in steps (rate 0 with a window) does not refill for a
 -- window after ('sw'), whatever rate others give: the processes that
 -- share it learn its shape one by one. A level the store has no count
@@ -37,7 +38,7 @@ end
 -- now.
 local function tokens_of(l)
   local k = p .. ':lv:' .. l.name
-  local h = redis.call('HMGET', k, 't', 'a', 'm', 'sw')
+  local h = redis.call('HMGET', k, 't', 'a', 'm', 'sw', 'mu')
   local rate = l.rate
   if rate == 0 and l.window > 0 then
     redis.call('HSET', k, 'sw', now + l.window)
@@ -61,9 +62,9 @@ local function tokens_of(l)
   tokens = math.min(l.size, tokens)
   local m = tonumber(h[3])
   if m and m <= now then
-    tokens = math.min(tokens + 1, math.max(l.size, tokens))
+    tokens = math.min(tokens + (tonumber(h[5]) or 1), math.max(l.size, tokens))
     redis.call('HSET', k, 't', tostring(tokens), 'a', now)
-    redis.call('HDEL', k, 'm')
+    redis.call('HDEL', k, 'm', 'mu')
     m = nil
   end
   return tokens, rate, m, fresh
@@ -502,10 +503,10 @@ for _, l in ipairs(left) do
     local ld = tonumber(redis.call('HGET', k, 'ld')) or 0
     lower = upper - math.max(0, ld - landed[l.name] - (charged[l.name] or 0))
   end
-  local tokens = tokens_of(l)
+  local tokens, rate = tokens_of(l)
   tokens = math.max(math.min(tokens, upper), lower)
   save(l.name, tokens)
-  redis.call('HSET', k, 'm', now + l.reset)
+  redis.call('HSET', k, 'm', now + l.reset, 'mu', tostring(math.max(0, 1 - rate * l.reset / 1000)))
   if l.quota > 0 and l.window > 0 then
     log_add(l.name, l.quota - log_sum(l.name, l.window) - inflight - l.amount)
   end

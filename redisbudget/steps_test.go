@@ -123,6 +123,27 @@ func TestAnAnswerSetsALevelThatDoesNotRefill(t *testing.T) {
 	}
 }
 
+// TestAMomentAddsWhatTheRefillHasNot: at the moment an answer named, a
+// level that refills holds at least one unit more than the answer left it,
+// its refill since counting toward that unit: a bucket refilling 0.1 a
+// second, left empty for 1 s, holds 1 then, not 1.1, and a call of 1.05
+// waits for the refill.
+func TestAMomentAddsWhatTheRefillHasNot(t *testing.T) {
+	t.Parallel()
+	bud, _, k := twoProcesses(t)
+	bucket := func(amount float64) budgetstore.Level {
+		return budgetstore.Level{Name: "bucket", Amount: amount, Rate: 0.1, Size: 10}
+	}
+	left := bucket(0)
+	left.Reset = time.Second
+	take(t, bud, k, "b0", []budgetstore.Level{bucket(10)}, left)
+	time.Sleep(left.Reset + 50*time.Millisecond)
+	g, err := bud.Acquire(context.Background(), k, acquire("b1", time.Minute, bucket(1.05)))
+	if err != nil || g.Admitted || g.Reason != "bucket" || g.Wait < 200*time.Millisecond {
+		t.Fatalf("a call of 1.05 just after the moment: %+v %v, want held by bucket for the refill", g, err)
+	}
+}
+
 // TestALevelThatFreesInStepsSpreadsWhatIsLeft: a paced level that frees in
 // steps lets what is left of it go over the time until its oldest take
 // leaves the log, over all processes, however fast the pace a process

@@ -20,23 +20,24 @@
 //
 //  1. The server's word binds until its moment. A level that RateLimit says
 //     has r left takes no more than r (less what was sent since) before the
-//     moment now+t; at that moment it holds one unit more, whatever its
-//     shape, and the next answer says how much (level.refill). How the
-//     server counts is its business: a level that showed it refills
-//     continuously (more left than its quota; for the key level, which the
-//     contract documents as a bucket, a full moment further than its
-//     window that adds up to the documented capacity,
-//     TestATLongerThanTheWindowIsABucketsT; or one that moves as points
-//     are taken) refills at its rate between answers, a level of this key
-//     alone at its quota's rate, which no one else slows (a t later than
-//     that rate makes it full shows a bigger level, not a slower refill,
-//     TestABucketOfThisKeyAloneRefillsAtItsQuotasRate), and a level
-//     of this key alone never holds less than its quota less this key's own
-//     takes in the last window, which every shape grants
-//     (TestTheServersWordBindsUntilItsMoment). The answer to a call that
-//     took nothing from a level (a server that names the narrowest of all
-//     levels) may carry a word older than the model's: it only lowers it
-//     (level.heard, TestAWordOnALevelACallTookNothingFromOnlyLowersIt).
+//     moment now+t; at that moment it holds at least one unit more than the
+//     word left, whatever its shape (of a level that refills, its refill since
+//     counts toward that unit, TestAMomentAddsWhatTheRefillSinceHasNot), and
+//     the next answer says how much (level.refill). How the server counts is
+//     its business: a level that showed it refills continuously (more left
+//     than its quota; for the key level, which the contract documents as a
+//     bucket, a full moment further than its window that adds up to the
+//     documented capacity, TestATLongerThanTheWindowIsABucketsT; or one that
+//     moves as points are taken) refills at its rate between answers, a level
+//     of this key alone at its quota's rate, which no one else slows (a t
+//     later than that rate makes it full shows a bigger level, not a slower
+//     refill, TestABucketOfThisKeyAloneRefillsAtItsQuotasRate), and a level of
+//     this key alone never holds less than its quota less this key's own takes
+//     in the last window, which every shape grants
+//     (TestTheServersWordBindsUntilItsMoment). The answer to a call that took
+//     nothing from a level (a server that names the narrowest of all levels)
+//     may carry a word older than the model's: it only lowers it (level.heard,
+//     TestAWordOnALevelACallTookNothingFromOnlyLowersIt).
 //  2. Outcomes beat hints. Fields that are absurd (a quota of 0) or that
 //     contradict themselves (nothing left yet full now: r=0;t=0) are
 //     ignored; malformed fields are ignored (observeLocked,

@@ -131,8 +131,9 @@ type level struct {
 	// moment is when the server's last word said the level frees more
 	// (now + t): then it holds at least one unit more than the word left
 	// it, whatever its shape, and how much more the next answer says.
-	moment      time.Time
-	momentFreed float64 // log.freed when the moment was named
+	moment       time.Time
+	momentFreed  float64 // log.freed when the moment was named
+	momentGained float64 // what refill added since the moment was named
 
 	// Bucket evidence from t: a full moment (now + t) that moves later by
 	// what is taken, at the quota's rate, is a bucket's.
@@ -287,7 +288,8 @@ func (l *level) grossRate() float64 {
 }
 
 // refill brings the tokens up to now: by the refill of a level that
-// refills continuously, and by one unit at the moment the server named.
+// refills continuously, and at the moment the server named by what the
+// refill since the word has not brought of one unit (momentUnit).
 func (l *level) refill(now time.Time) {
 	start := l.tokens
 	defer func() { l.unheard += l.tokens - start }()
@@ -304,21 +306,7 @@ func (l *level) refill(now time.Time) {
 		}
 		l.freedSeen = l.log.freed
 	}
-	if !l.moment.IsZero() && !now.Before(l.moment) {
-		if !l.frees(now) || l.log.freed == l.momentFreed {
-			// For a level that frees what this key took, the moment
-			// frees the unit unless something of the key's left the
-			// window since: that was what the moment named.
-			l.tokens = min(l.tokens+1, max(l.size(), l.tokens))
-			l.partTokens = min(l.partTokens+l.partOf, max(l.partOf*l.size(), l.partTokens))
-		}
-		l.moment = time.Time{}
-	}
-	if !now.After(l.at) {
-		l.syncPart()
-		return
-	}
-	if l.refills() {
+	if now.After(l.at) && l.refills() {
 		gained := 0.0
 		for l.at.Before(now) {
 			until := l.rateChange(l.at)
@@ -332,8 +320,27 @@ func (l *level) refill(now time.Time) {
 		p := l.partOf
 		l.partTokens = min(max(p*l.size(), l.partTokens), l.partTokens+p*gained)
 	}
-	l.at = now
+	l.momentGained += l.tokens - start
+	if !l.moment.IsZero() && !now.Before(l.moment) {
+		if unit := l.momentUnit(now); unit > 0 {
+			l.tokens = min(l.tokens+unit, max(l.size(), l.tokens))
+			l.partTokens = min(l.partTokens+l.partOf*unit, max(l.partOf*l.size(), l.partTokens))
+		}
+		l.moment = time.Time{}
+	}
+	l.at = later(l.at, now)
 	l.syncPart()
+}
+
+// momentUnit is what the level gains at its moment: one unit, less what
+// its refill brought since the word named the moment. For a level that
+// frees what this key took, nothing once something of the key's left the
+// window since: that was what the moment named.
+func (l *level) momentUnit(now time.Time) float64 {
+	if l.frees(now) && l.log.freed != l.momentFreed {
+		return 0
+	}
+	return max(0, 1-l.momentGained)
 }
 
 // syncPart starts the key's part of the level anew from what the model
@@ -781,7 +788,7 @@ func (l *level) logFrees(missing float64, now time.Time) time.Duration {
 // boundsWait is how long until the larger of the lower bounds holds n.
 func (l *level) boundsWait(n float64, now time.Time) time.Duration {
 	d := l.refillWait(n-l.tokens, 1, now)
-	if now.Before(l.moment) && l.tokens+1 >= n-1e-9 {
+	if now.Before(l.moment) && l.tokens+l.momentUnit(now) >= n-1e-9 {
 		d = min(d, l.moment.Sub(now))
 	}
 	if l.own && l.window > 0 {

@@ -56,6 +56,40 @@ func TestTheServersWordBindsUntilItsMoment(t *testing.T) {
 	})
 }
 
+// TestAMomentAddsWhatTheRefillSinceHasNot (rule 1): the moment a word
+// named leaves the level at least one unit above what the word left, less
+// what was taken since; a bucket's refill since the word counts toward
+// that unit. After "key";r=4;t=20 on a bucket (5 points a second), calls
+// take it back down to 4 every 100 ms; 100 ms after the last, at the
+// moment, it holds 4.5, not 5.5: a unit on top of the refill would let
+// through, every t, a call the server refuses. Left alone, it holds 104 at
+// the moment, not 105. A level that does not refill still frees its one
+// unit at the moment (TestTheServersWordBindsUntilItsMoment).
+func TestAMomentAddsWhatTheRefillSinceHasNot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		word := func() *State {
+			s := New()
+			admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+			admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=4;t=20`))
+			return s
+		}
+		s := word()
+		for range 199 {
+			time.Sleep(100 * time.Millisecond)
+			s.Spend(Key, 4)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if got := availableOf(s, Key); math.Abs(got-4.5) > 1e-6 {
+			t.Errorf("at the moment, taken down to 4 until 100 ms before, the key level holds %v, want 4.5", got)
+		}
+		s = word()
+		time.Sleep(20 * time.Second)
+		if got := availableOf(s, Key); math.Abs(got-104) > 1e-6 {
+			t.Errorf("at the moment, left alone, the key level holds %v, want 104", got)
+		}
+	})
+}
+
 // TestABucketOfThisKeyAloneRefillsAtItsQuotasRate: on another plan (300
 // points per 10 s, 30 a second), a key level that said r=475;t=5 holds more
 // than its quota, a bucket. When it then says r=300;t=11, its t is later
