@@ -25,17 +25,16 @@ end
 -- tokens_of is what level l holds now: its tokens ('t' at 'a') refilled
 -- at its rate up to its size, and once its moment ('m', when the server
 -- said it frees more) has come, what that refill has not brought of one
--- unit ('mu'). A level that a process
--- showed to free in steps (rate 0 with a window) does not refill for a
--- window after ('sw'), whatever rate others give: the processes that
--- share it learn its shape one by one. A level the store has no count
--- of (new, or Redis came back empty) starts at what the asking process's
--- model holds (its size less 'taken'); when that is less than full, its
--- log bounds it only from the server's next word on it (a Left) or a
--- window later ('nb'): an empty log says nothing of what was taken
--- before the store had it. It returns the tokens, the rate they refill
--- at, the moment while it is still to come, and whether the count began
--- now.
+-- unit ('mu'). A level that a process showed to free in steps (rate 0
+-- with a window) does not refill for a window after ('sw'), whatever
+-- rate others give: the processes that share it learn its shape one by
+-- one. A level the store has no count of (new, or Redis came back
+-- empty) starts at what the asking process's model holds (its size less
+-- 'taken'); when that is less than full, its log bounds it only from
+-- the server's next word on it (a Left) or a window later ('nb'): an
+-- empty log says nothing of what was taken before the store had it. It
+-- returns the tokens, the rate they refill at, the moment while it is
+-- still to come, and whether the count began now.
 local function tokens_of(l)
   local k = p .. ':lv:' .. l.name
   local h = redis.call('HMGET', k, 't', 'a', 'm', 'sw', 'mu')
