@@ -133,8 +133,11 @@
 // window; of such a level, what the others took at once between two of its
 // answers (at most 2 s apart: the fall since an older answer is many takes
 // and refills) is kept back for their next take, which a call sent on the
-// last r would meet, fading over half a window (level.reserve,
-// TestALevelOthersTakeFromInChunksKeepsAChunkBack: letting a remainder
+// last r would meet: the most they took so within the last window, since
+// what they take comes back to them a window later and they take it again
+// (level.reserve, TestALevelOthersTakeFromInChunksKeepsAChunkBack; the
+// larger of two falls binds until it leaves the window,
+// TestTheLargestRecentFallIsKeptBack: letting a remainder
 // smaller than their take go, which one that takes only whole chunks cannot
 // take, ends stalls in the sandbox but adds refusals on the vendor's
 // staging server); a call bigger than a level the server

@@ -113,8 +113,7 @@ type level struct {
 	lastMark    float64   // the mark of the last answer
 	lastPending float64   // what the server had not counted then
 	markAt      time.Time // when it came
-	drop        float64   // the most others took between two answers lately (reserve)
-	dropAt      time.Time
+	drops       drops     // what others took between two answers within a window (reserve)
 	gainAt      time.Time // when gainMark was read
 	gainMark    float64
 	netRate     float64   // the refill measured last
@@ -530,22 +529,16 @@ const (
 	gainSpanWindow = 2
 )
 
-// reserve is what a level others take from keeps back: what the others
-// took at once between two of its answers (maxDropGap), less as it ages,
-// nothing half a window after. They take in bursts (of what frees for
-// them, a window after their last), and a call sent on the last r would
-// meet the next.
+// reserve is what a level others take from keeps back: the most the
+// others took at once between two of its answers (maxDropGap) within the
+// last window. They take in bursts (of what frees for them, a window after
+// their last), and a call sent on the last r would meet the next.
 func (l *level) reserve(now time.Time) float64 {
-	age, span := now.Sub(l.dropAt), l.window/reserveSpan
-	if !l.frees(now) || age >= span {
+	if !l.frees(now) {
 		return 0
 	}
-	return l.drop * (1 - float64(age)/float64(span))
+	return l.drops.max(now.Add(-l.window))
 }
-
-// reserveSpan is the part of a level's window over which its reserve
-// shrinks to nothing.
-const reserveSpan = 2
 
 // maxDropGap is the longest time between two answers across which what a
 // level others take from fell counts as taken at once (reserve): others
@@ -569,9 +562,9 @@ func (l *level) learnGain(remaining, pending float64, now time.Time) {
 	// either answer is what others took between them, at once when the
 	// answers came within maxDropGap: the fall since an older answer is
 	// many takes and refills, and kept back it would hold every call for
-	// up to half a window.
-	if drop := l.lastMark - mark - max(l.lastPending, pending); !l.markAt.IsZero() && now.Sub(l.markAt) <= maxDropGap && drop > 0 && drop > l.reserve(now) {
-		l.drop, l.dropAt = drop, now
+	// up to a window.
+	if drop := l.lastMark - mark - max(l.lastPending, pending); !l.markAt.IsZero() && now.Sub(l.markAt) <= maxDropGap && drop > 0 {
+		l.drops.add(drop, now, now.Add(-l.window))
 	}
 	l.lastMark, l.lastPending, l.markAt = mark, pending, now
 	if remaining >= l.size() || l.gainAt.IsZero() || now.Before(l.gainAt) {
@@ -743,9 +736,8 @@ func (l *level) wait(n float64, now time.Time) time.Duration {
 	if reserve := l.reserve(now); l.believed(now)-reserve < n-1e-9 {
 		d = l.boundsWait(n+reserve, now)
 		if reserve > 0 {
-			// The reserve shrinks as its drop ages: n fits once it is
-			// down to what is left over n.
-			until := l.dropAt.Add(time.Duration(float64(l.window/reserveSpan) * (1 - max(l.believed(now)-n, 0)/l.drop)))
+			// n fits once the drops that leave less have left the window.
+			until := l.drops.lastOver(l.believed(now)-n, now.Add(-l.window)).Add(l.window)
 			d = min(d, max(until.Sub(now), time.Millisecond))
 		}
 	}
@@ -927,6 +919,57 @@ func (l *level) amountFor(cost float64) float64 {
 		return 1
 	}
 	return 0
+}
+
+// drops are the falls of a level that others take from, each larger than
+// every later one (so the first still in the window is the most since):
+// a sliding maximum.
+type drops []dropEntry
+
+type dropEntry struct {
+	at     time.Time
+	amount float64
+}
+
+// maxDrops bounds the falls kept: the oldest go first.
+const maxDrops = 16
+
+// add records a fall of amount at at, which ends every smaller earlier
+// one and those at or before cut.
+func (d *drops) add(amount float64, at, cut time.Time) {
+	e := *d
+	for len(e) > 0 && !e[0].at.After(cut) {
+		e = e[1:]
+	}
+	for len(e) > 0 && e[len(e)-1].amount <= amount {
+		e = e[:len(e)-1]
+	}
+	if len(e) == maxDrops {
+		e = e[1:]
+	}
+	*d = append(e, dropEntry{at, amount})
+}
+
+// max is the largest fall after cut.
+func (d drops) max(cut time.Time) float64 {
+	for _, e := range d {
+		if e.at.After(cut) {
+			return e.amount
+		}
+	}
+	return 0
+}
+
+// lastOver is when the last fall after cut larger than limit came: once it
+// has left the window, the largest is at most limit. Zero when none did.
+func (d drops) lastOver(limit float64, cut time.Time) time.Time {
+	var at time.Time
+	for _, e := range d {
+		if e.at.After(cut) && e.amount > limit {
+			at = e.at
+		}
+	}
+	return at
 }
 
 // takeLog is a level's own takes within its window, oldest first, with

@@ -485,10 +485,9 @@ func TestASharedLevelFreesWhatTheAnswersShow(t *testing.T) {
 		learn(t, s)
 		left := func() float64 { return availableOf(s, Org) }
 		cost := call(ops.CreateContact, "").Cost
-		org := func(r float64) Answer { return answer(`"org";q=3000;w=60`, fmt.Sprintf(`"org";r=%g;t=60`, r)) }
-		admitNow(t, s, call(ops.CreateContact, "")).Finish(org(cost))
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(orgAnswer(cost))
 		time.Sleep(30 * time.Second)
-		admitNow(t, s, call(ops.CreateContact, "")).Finish(org(0))
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(orgAnswer(0))
 		time.Sleep(29 * time.Second)
 		if got := left(); got != 0 {
 			t.Errorf("%v left of the org 29 s after it said r=0, want 0", got)
@@ -501,10 +500,10 @@ func TestASharedLevelFreesWhatTheAnswersShow(t *testing.T) {
 		s = New()
 		learn(t, s)
 		for r := 100.0; r <= 250; r += 50 {
-			admitNow(t, s, call(ops.GetContact, "")).Finish(org(r))
+			admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(r))
 			time.Sleep(10 * time.Second)
 		}
-		admitNow(t, s, call(ops.GetContact, "")).Finish(org(0))
+		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(0))
 		time.Sleep(time.Second)
 		if got := left(); got < 0.95*cost || got > 1.05*cost {
 			t.Errorf("%v left 1 s after r=0 of an org whose answers showed it refilling by %v points/s, want about %v", got, cost, cost)
@@ -522,14 +521,13 @@ func TestAFreeTheServersWordCountsIsNotFreedAgain(t *testing.T) {
 		s := New()
 		learn(t, s)
 		time.Sleep(10 * time.Second)
-		org := func(r float64) Answer { return answer(`"org";q=3000;w=60`, fmt.Sprintf(`"org";r=%g;t=60`, r)) }
 		cost := call(ops.CreateContact, "").Cost
 		tk := admitNow(t, s, call(ops.CreateContact, ""))
 		time.Sleep(time.Second) // counted at once, its answer read a second later
-		tk.Finish(org(0))
+		tk.Finish(orgAnswer(0))
 		time.Sleep(59*time.Second + 500*time.Millisecond)
 		const r = 5
-		admitNow(t, s, call(ops.GetContact, "")).Finish(org(r)) // counts the create's free
+		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(r)) // counts the create's free
 		time.Sleep(time.Second)
 		if got := availableOf(s, Org); got >= r+cost/2 {
 			t.Errorf("%v left of the org a window after the create's answer, want about the %v the last answer said: the create's %v was freed again", got, r, cost)
@@ -609,32 +607,32 @@ func TestASpreadLevelSpreadsWhatIsLeft(t *testing.T) {
 // another key taking 30 points at once between two of them. With 40
 // left, a 7-point search goes and a second waits: 30 of them are kept back
 // for the other key's next take, which a call sent on the last r would
-// meet. What is kept back fades over half a window: with 20 left, the
-// search waits until the other key's take is 17 s old. A fall since an
-// answer 20 s before is no take at once: nothing is kept back.
+// meet. What is kept back binds for a window: with 20 left and nothing
+// refilling, the search waits until the other key's take has left it. A
+// fall since an answer 20 s before is no take at once: nothing is kept
+// back.
 func TestALevelOthersTakeFromInChunksKeepsAChunkBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
 		learn(t, s)
-		org := func(r float64) Answer { return answer(`"org";q=3000;w=60`, fmt.Sprintf(`"org";r=%g;t=60`, r)) }
 		search := func() *Call { return call(ops.ListContacts, "q=a") }
-		admitNow(t, s, call(ops.GetContact, "")).Finish(org(100))
+		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(100))
 		time.Sleep(31 * time.Second)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(org(99)) // no refill beyond this key's takes
-		admitNow(t, s, call(ops.GetContact, "")).Finish(org(68)) // the other key took 30
+		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(99)) // no refill beyond this key's takes
+		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(68)) // the other key took 30
 		took := time.Now()
-		admitNow(t, s, call(ops.GetContact, "")).Finish(org(40))
+		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(40))
 		first := admitNow(t, s, search())
 		if why := held(s, search()); why != Org {
 			t.Errorf("a second search with 33 of the org left, 30 of them kept back: held by %q, want %q", why, Org)
 		}
-		first.Finish(org(20))
+		first.Finish(orgAnswer(20))
 		if why := held(s, search()); why != Org {
 			t.Errorf("a search with 20 of the org left, the other key's take of 30 just now: held by %q, want %q", why, Org)
 		}
 		_, waited := admitAt(t, s, search())
-		if goes := time.Since(took); goes < 16*time.Second || goes > 18*time.Second {
-			t.Errorf("the search went %v after the other key's take (waited %v), want 17 s: once 13 of the 30 kept back have faded", goes, waited)
+		if goes := time.Since(took); goes != time.Minute {
+			t.Errorf("the search went %v after the other key's take (waited %v), want a minute: when the take has left the window", goes, waited)
 		}
 
 		// 20 s without word on the org, which falls by 79 meanwhile:
@@ -642,13 +640,47 @@ func TestALevelOthersTakeFromInChunksKeepsAChunkBack(t *testing.T) {
 		// back.
 		s = New()
 		learn(t, s)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(org(100))
+		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(100))
 		time.Sleep(31 * time.Second)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(org(99))
+		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(99))
 		time.Sleep(20 * time.Second)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(org(20))
+		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(20))
 		if why := held(s, search()); why != "" {
 			t.Errorf("a search with 20 of the org left, which fell by 79 over 20 s without word: held by %q, want none", why)
+		}
+	})
+}
+
+// orgAnswer is an answer naming the org, a minute's 3000, with r left.
+func orgAnswer(r float64) Answer {
+	return answer(`"org";q=3000;w=60`, fmt.Sprintf(`"org";r=%g;t=60`, r))
+}
+
+// TestTheLargestRecentFallIsKeptBack: of the falls others caused within
+// the last window, the largest is kept back, also after a smaller later
+// one; once it has left the window, the next largest binds.
+func TestTheLargestRecentFallIsKeptBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		get := func() *Call { return call(ops.GetContact, "") }
+		admitNow(t, s, get()).Finish(orgAnswer(200))
+		time.Sleep(31 * time.Second)
+		admitNow(t, s, get()).Finish(orgAnswer(199))
+		admitNow(t, s, get()).Finish(orgAnswer(148)) // the other key took 50
+		time.Sleep(20 * time.Second)
+		admitNow(t, s, get()).Finish(orgAnswer(147))
+		admitNow(t, s, get()).Finish(orgAnswer(126)) // and 20
+		if r := s.levels[Org].reserve(time.Now()); r != 50 {
+			t.Errorf("kept back after falls of 50 and then 20: %v, want 50", r)
+		}
+		time.Sleep(40*time.Second + time.Millisecond) // the fall of 50 has left the window
+		if r := s.levels[Org].reserve(time.Now()); r != 20 {
+			t.Errorf("kept back once the fall of 50 has left the window: %v, want the 20 of the later one", r)
+		}
+		time.Sleep(20 * time.Second)
+		if r := s.levels[Org].reserve(time.Now()); r != 0 {
+			t.Errorf("kept back once both falls have left the window: %v, want none", r)
 		}
 	})
 }
