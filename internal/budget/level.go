@@ -532,9 +532,12 @@ const (
 // reserve is what a level others take from keeps back: the most the
 // others took at once between two of its answers (maxDropGap) within the
 // last window. They take in bursts (of what frees for them, a window after
-// their last), and a call sent on the last r would meet the next.
+// their last), and a call sent on the last r would meet the next. Nothing
+// once the server has not named the level for reserveUnheard: the calls it
+// held sent no answer meanwhile, so the others' next take has come or
+// will not, and only a call sent can tell what is left.
 func (l *level) reserve(now time.Time) float64 {
-	if !l.frees(now) {
+	if !l.frees(now) || now.Sub(l.markAt) > l.window/reserveUnheard {
 		return 0
 	}
 	return l.drops.max(now.Add(-l.window))
@@ -546,6 +549,11 @@ func (l *level) reserve(now time.Time) float64 {
 // key's answers come several a second while the level binds. Over a longer
 // gap the fall is many takes and refills.
 const maxDropGap = 2 * time.Second
+
+// reserveUnheard is the part of a level's window after its last answer
+// that its reserve holds calls: less than a window of 10 s with no call,
+// which the others' next take would leave a stall.
+const reserveUnheard = 8
 
 // learnGain reads the net refill of a level others take from off r of a
 // RateLimit member naming it (pending: what the server had not counted

@@ -607,8 +607,10 @@ func TestASpreadLevelSpreadsWhatIsLeft(t *testing.T) {
 // another key taking 30 points at once between two of them. With 40
 // left, a 7-point search goes and a second waits: 30 of them are kept back
 // for the other key's next take, which a call sent on the last r would
-// meet. What is kept back binds for a window: with 20 left and nothing
-// refilling, the search waits until the other key's take has left it. A
+// meet. What is kept back binds while the server names the org: with 20
+// left and nothing refilling, the search waits until the org has gone
+// unheard for an eighth of its window (7.5 s), when the other key's next
+// take has come or will not, and then goes as the org's spread lets it. A
 // fall since an answer 20 s before is no take at once: nothing is kept
 // back.
 func TestALevelOthersTakeFromInChunksKeepsAChunkBack(t *testing.T) {
@@ -631,8 +633,8 @@ func TestALevelOthersTakeFromInChunksKeepsAChunkBack(t *testing.T) {
 			t.Errorf("a search with 20 of the org left, the other key's take of 30 just now: held by %q, want %q", why, Org)
 		}
 		_, waited := admitAt(t, s, search())
-		if goes := time.Since(took); goes != time.Minute {
-			t.Errorf("the search went %v after the other key's take (waited %v), want a minute: when the take has left the window", goes, waited)
+		if goes := time.Since(took); goes < 7500*time.Millisecond || goes > 15*time.Second {
+			t.Errorf("the search went %v after the other key's take and the last word on the org (waited %v), want 7.5 s to 15 s: once the org has gone unheard for 7.5 s", goes, waited)
 		}
 
 		// 20 s without word on the org, which falls by 79 meanwhile:
@@ -651,6 +653,43 @@ func TestALevelOthersTakeFromInChunksKeepsAChunkBack(t *testing.T) {
 	})
 }
 
+// TestAReserveLapsesWhileTheLevelGoesUnheard: what the org keeps back for
+// the other key's next take holds calls while the server names the org,
+// and not once it has gone unnamed for an eighth of its window (7.5 s):
+// the calls it held sent nothing that could show that take. The next
+// answer naming the org brings it back.
+func TestAReserveLapsesWhileTheLevelGoesUnheard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := orgFallen(t)
+		get := func() *Call { return call(ops.GetContact, "") }
+		org := s.levels[Org]
+		time.Sleep(7500 * time.Millisecond)
+		if r := org.reserve(time.Now()); r != 50 {
+			t.Errorf("kept back 7.5 s after the last answer naming the org: %v, want 50", r)
+		}
+		time.Sleep(time.Millisecond)
+		if r := org.reserve(time.Now()); r != 0 {
+			t.Errorf("kept back once the org has gone unnamed for more than 7.5 s: %v, want none", r)
+		}
+		admitNow(t, s, get()).Finish(orgAnswer(147))
+		if r := org.reserve(time.Now()); r != 50 {
+			t.Errorf("kept back after the next answer naming the org: %v, want the 50 again", r)
+		}
+	})
+}
+
+// orgFallen is a state whose org showed no refill beyond this key's takes
+// over half a window and then fell by 50 that another key took at once.
+func orgFallen(t *testing.T) *State {
+	s := New()
+	learn(t, s)
+	admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(200))
+	time.Sleep(31 * time.Second)
+	admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(199))
+	admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(148))
+	return s
+}
+
 // orgAnswer is an answer naming the org, a minute's 3000, with r left.
 func orgAnswer(r float64) Answer {
 	return answer(`"org";q=3000;w=60`, fmt.Sprintf(`"org";r=%g;t=60`, r))
@@ -661,26 +700,22 @@ func orgAnswer(r float64) Answer {
 // one; once it has left the window, the next largest binds.
 func TestTheLargestRecentFallIsKeptBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := orgFallen(t)
 		get := func() *Call { return call(ops.GetContact, "") }
-		admitNow(t, s, get()).Finish(orgAnswer(200))
-		time.Sleep(31 * time.Second)
-		admitNow(t, s, get()).Finish(orgAnswer(199))
-		admitNow(t, s, get()).Finish(orgAnswer(148)) // the other key took 50
 		time.Sleep(20 * time.Second)
 		admitNow(t, s, get()).Finish(orgAnswer(147))
 		admitNow(t, s, get()).Finish(orgAnswer(126)) // and 20
-		if r := s.levels[Org].reserve(time.Now()); r != 50 {
+		org := s.levels[Org]
+		if r := org.reserve(time.Now()); r != 50 {
 			t.Errorf("kept back after falls of 50 and then 20: %v, want 50", r)
 		}
 		time.Sleep(40*time.Second + time.Millisecond) // the fall of 50 has left the window
-		if r := s.levels[Org].reserve(time.Now()); r != 20 {
-			t.Errorf("kept back once the fall of 50 has left the window: %v, want the 20 of the later one", r)
+		if r := org.drops.max(time.Now().Add(-org.window)); r != 20 {
+			t.Errorf("the largest fall once the one of 50 has left the window: %v, want the 20 of the later one", r)
 		}
 		time.Sleep(20 * time.Second)
-		if r := s.levels[Org].reserve(time.Now()); r != 0 {
-			t.Errorf("kept back once both falls have left the window: %v, want none", r)
+		if r := org.drops.max(time.Now().Add(-org.window)); r != 0 {
+			t.Errorf("the largest fall once both have left the window: %v, want none", r)
 		}
 	})
 }
