@@ -137,13 +137,13 @@
 // what they take comes back to them a window later and they take it again
 // (level.reserve, TestALevelOthersTakeFromInChunksKeepsAChunkBack; the
 // larger of two falls binds until it leaves the window,
-// TestTheLargestRecentFallIsKeptBack), while the server names the level:
-// unnamed for an eighth of its window, it keeps nothing back, since the
-// calls it held sent nothing that could show the others' next take
+// TestTheLargestRecentFallIsKeptBack), while answers to calls name the
+// level: unnamed in them for an eighth of its window (status answers do
+// not count), it keeps nothing back, since the calls it held sent nothing
+// that could show the others' next take
 // (TestAReserveLapsesWhileTheLevelGoesUnheard); a remainder smaller than
-// their take is kept back too (letting it go, since one that takes only
-// whole chunks cannot take it, ends stalls in the sandbox but adds
-// refusals on the vendor's staging server); a call bigger than a level the server
+// their take is kept back too, since others may take part of a chunk; a
+// call bigger than a level the server
 // announced waits for the level to be full and then goes (an odd header
 // never wedges a key); a status request about a stale level that the level
 // refuses makes the next one about it wait twice as long, up to

@@ -533,9 +533,11 @@ const (
 // others took at once between two of its answers (maxDropGap) within the
 // last window. They take in bursts (of what frees for them, a window after
 // their last), and a call sent on the last r would meet the next. Nothing
-// once the server has not named the level for reserveUnheard: the calls it
-// held sent no answer meanwhile, so the others' next take has come or
-// will not, and only a call sent can tell what is left.
+// once no answer to a call has named the level (RateLimit) for
+// reserveUnheard: the calls it held sent nothing meanwhile, so the others'
+// next take has come or will not, and only a call sent can tell what is
+// left. A status answer does not count: asked while the key is idle, it
+// would keep the reserve from ever lapsing.
 func (l *level) reserve(now time.Time) float64 {
 	if !l.frees(now) || now.Sub(l.markAt) > l.window/reserveUnheard {
 		return 0
@@ -550,9 +552,9 @@ func (l *level) reserve(now time.Time) float64 {
 // gap the fall is many takes and refills.
 const maxDropGap = 2 * time.Second
 
-// reserveUnheard is the part of a level's window after its last answer
-// that its reserve holds calls: less than a window of 10 s with no call,
-// which the others' next take would leave a stall.
+// The reserve lapses once no answer has named the level for its window
+// over reserveUnheard (7.5 s of a minute): under the 10 s without a call
+// that make a stall.
 const reserveUnheard = 8
 
 // learnGain reads the net refill of a level others take from off r of a
@@ -744,8 +746,12 @@ func (l *level) wait(n float64, now time.Time) time.Duration {
 	if reserve := l.reserve(now); l.believed(now)-reserve < n-1e-9 {
 		d = l.boundsWait(n+reserve, now)
 		if reserve > 0 {
-			// n fits once the drops that leave less have left the window.
+			// n fits once every fall larger than what is left over n
+			// has left the window, or once the reserve lapses.
 			until := l.drops.lastOver(l.believed(now)-n, now.Add(-l.window)).Add(l.window)
+			if lapse := l.markAt.Add(l.window/reserveUnheard + 1); lapse.Before(until) {
+				until = lapse
+			}
 			d = min(d, max(until.Sub(now), time.Millisecond))
 		}
 	}
@@ -939,11 +945,12 @@ type dropEntry struct {
 	amount float64
 }
 
-// maxDrops bounds the falls kept: the oldest go first.
+// maxDrops bounds the falls kept: past it the second oldest goes, and the
+// oldest, the largest, stays.
 const maxDrops = 16
 
-// add records a fall of amount at at, which ends every smaller earlier
-// one and those at or before cut.
+// add records a fall of amount at at, which ends every earlier one no
+// larger and those at or before cut.
 func (d *drops) add(amount float64, at, cut time.Time) {
 	e := *d
 	for len(e) > 0 && !e[0].at.After(cut) {
@@ -953,7 +960,7 @@ func (d *drops) add(amount float64, at, cut time.Time) {
 		e = e[:len(e)-1]
 	}
 	if len(e) == maxDrops {
-		e = e[1:]
+		e = append(e[:1], e[2:]...)
 	}
 	*d = append(e, dropEntry{at, amount})
 }

@@ -607,12 +607,12 @@ func TestASpreadLevelSpreadsWhatIsLeft(t *testing.T) {
 // another key taking 30 points at once between two of them. With 40
 // left, a 7-point search goes and a second waits: 30 of them are kept back
 // for the other key's next take, which a call sent on the last r would
-// meet. What is kept back binds while the server names the org: with 20
-// left and nothing refilling, the search waits until the org has gone
-// unheard for an eighth of its window (7.5 s), when the other key's next
-// take has come or will not, and then goes as the org's spread lets it. A
-// fall since an answer 20 s before is no take at once: nothing is kept
-// back.
+// meet. What is kept back binds while answers name the org: with 20 left
+// and nothing refilling, the search waits until the org has gone unnamed
+// for an eighth of its window (7.5 s), when the other key's next take has
+// come or will not, and then goes as the org's spread over its window lets
+// it (at 10.7 s). A fall since an answer 20 s before is no take at once:
+// nothing is kept back.
 func TestALevelOthersTakeFromInChunksKeepsAChunkBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
@@ -663,6 +663,9 @@ func TestAReserveLapsesWhileTheLevelGoesUnheard(t *testing.T) {
 		s := orgFallen(t)
 		get := func() *Call { return call(ops.GetContact, "") }
 		org := s.levels[Org]
+		if d := org.wait(120, time.Now()); d != 7500*time.Millisecond+1 {
+			t.Errorf("120 of the 148 left, 50 kept back, nothing refilling: waits %v, want 7.5 s, until the reserve lapses", d)
+		}
 		time.Sleep(7500 * time.Millisecond)
 		if r := org.reserve(time.Now()); r != 50 {
 			t.Errorf("kept back 7.5 s after the last answer naming the org: %v, want 50", r)
@@ -697,25 +700,43 @@ func orgAnswer(r float64) Answer {
 
 // TestTheLargestRecentFallIsKeptBack: of the falls others caused within
 // the last window, the largest is kept back, also after a smaller later
-// one; once it has left the window, the next largest binds.
+// one; once it has left the window, the next largest binds. A larger later
+// fall ends a smaller earlier one.
 func TestTheLargestRecentFallIsKeptBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := orgFallen(t)
+		s := orgFallen(t) // 148 left, after a fall of 50
 		get := func() *Call { return call(ops.GetContact, "") }
-		time.Sleep(20 * time.Second)
-		admitNow(t, s, get()).Finish(orgAnswer(147))
-		admitNow(t, s, get()).Finish(orgAnswer(126)) // and 20
 		org := s.levels[Org]
+		left := 148.0
+		say := func(fall float64) { // an answer naming the org, after a fall
+			left -= 1 + fall
+			admitNow(t, s, get()).Finish(orgAnswer(left))
+		}
+		for range 4 { // 20 s with word on the org every 5 s, no fall
+			time.Sleep(5 * time.Second)
+			say(0)
+		}
+		say(20)
 		if r := org.reserve(time.Now()); r != 50 {
 			t.Errorf("kept back after falls of 50 and then 20: %v, want 50", r)
 		}
-		time.Sleep(40*time.Second + time.Millisecond) // the fall of 50 has left the window
-		if r := org.drops.max(time.Now().Add(-org.window)); r != 20 {
-			t.Errorf("the largest fall once the one of 50 has left the window: %v, want the 20 of the later one", r)
+		for range 8 { // the fall of 50 leaves the window
+			time.Sleep(5 * time.Second)
+			say(0)
 		}
-		time.Sleep(20 * time.Second)
-		if r := org.drops.max(time.Now().Add(-org.window)); r != 0 {
-			t.Errorf("the largest fall once both have left the window: %v, want none", r)
+		if r := org.reserve(time.Now()); r != 20 {
+			t.Errorf("kept back once the fall of 50 has left the window: %v, want the 20 of the later one", r)
+		}
+		say(30)
+		if r, n := org.reserve(time.Now()), len(org.drops); r != 30 || n != 1 {
+			t.Errorf("kept back after a fall of 30 that came after one of 20: %v of %d falls, want 30 of 1", r, n)
+		}
+		for range 13 {
+			time.Sleep(5 * time.Second)
+			say(0)
+		}
+		if r := org.reserve(time.Now()); r != 0 {
+			t.Errorf("kept back once every fall has left the window: %v, want none", r)
 		}
 	})
 }
