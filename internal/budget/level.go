@@ -552,9 +552,9 @@ func (l *level) reserve(now time.Time) float64 {
 // gap the fall is many takes and refills.
 const maxDropGap = 2 * time.Second
 
-// The reserve lapses once no answer has named the level for its window
-// over reserveUnheard (7.5 s of a minute): under the 10 s without a call
-// that make a stall.
+// reserveUnheard divides a level's window into how long its reserve holds
+// after the last answer naming it (7.5 s of a minute): under the 10 s
+// without a call that make a stall.
 const reserveUnheard = 8
 
 // learnGain reads the net refill of a level others take from off r of a
