@@ -743,12 +743,12 @@ func (l *level) oldestFree(now time.Time) float64 {
 // only an answer or a release can help.
 func (l *level) wait(n float64, now time.Time) time.Duration {
 	d := time.Duration(0)
-	if reserve := l.reserve(now); l.believed(now)-reserve < n-1e-9 {
+	if reserve, left := l.reserve(now), l.believed(now); left-reserve < n-1e-9 {
 		d = l.boundsWait(n+reserve, now)
 		if reserve > 0 {
 			// n fits once every fall larger than what is left over n
 			// has left the window, or once the reserve lapses.
-			until := l.drops.lastOver(l.believed(now)-n, now.Add(-l.window)).Add(l.window)
+			until := l.drops.lastOver(left-n, now.Add(-l.window)).Add(l.window)
 			if lapse := l.markAt.Add(l.window/reserveUnheard + 1); lapse.Before(until) {
 				until = lapse
 			}
