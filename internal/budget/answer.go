@@ -248,7 +248,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now}
 		l.moment, l.momentFreed, l.momentGained = now.Add(l.reported.reset), l.log.freed, 0
 		l.learnDepth(remaining, r.reset, now)
-		l.learnShape(remaining, r.reset, pending, now)
+		l.learnShape(remaining, r.reset, now)
 		l.learnSteps(remaining, r.reset)
 		l.learnGain(remaining, pending, now)
 		rel.left(l, remaining, l.reported.reset, now)

@@ -141,10 +141,10 @@ type level struct {
 	depthSeen time.Time
 	// steps: the level frees in steps (a sliding log or a window): a t
 	// further than a bucket would need to be full again (learnSteps).
-	steps        bool
-	shapeAt      time.Time // the moment the last answer's t named
-	shapeCounted float64   // what the server had counted then
-	shapeSeen    time.Time // when that answer came
+	steps          bool
+	shapeAt        time.Time // the moment the last answer's t named
+	shapeRemaining float64   // r of that answer
+	shapeSeen      time.Time // when that answer came
 
 	log      takeLog
 	inflight float64 // taken by attempts still in flight
@@ -479,46 +479,46 @@ func (l *level) partLeft() float64 {
 	return l.partTokens
 }
 
-// minShapeTaken is how far, in seconds of the quota's rate, takes must
-// have moved a bucket's full moment before learnShape reads it: a sliding
-// log whose t runs until it is full again moves its moment by the time
-// between takes, at most half of what was taken (takes at twice the
-// rate), and t in whole seconds blurs both by slack; only past 4 s of
-// takes does half of them stay further from them than slack and a tenth.
+// minShapeTaken is how far, in seconds of the quota's rate, r must have
+// fallen before learnShape reads a bucket's full moment: a sliding log's
+// moment moves by the time between takes, a fixed window's not at all, and
+// t in whole seconds blurs both by slack; only past 4 s of fall does that
+// stay further from a bucket's move than slack and a tenth.
 const minShapeTaken = 4
 
-// learnShape reads the t of a RateLimit member naming the level (r left,
-// t seconds; pending is what the server had not counted yet) for a
-// bucket's: its full moment, now+t, moves later by what is taken, at the
-// quota's rate, where a window's reset and a sliding log's moments move no
-// faster than the clock. Only takes at twice the quota's rate or more tell
-// them apart (spread at the rate, every shape looks alike); seen twice,
-// the level refills continuously.
-func (l *level) learnShape(remaining float64, t int64, pending float64, now time.Time) {
+// learnShape reads r and t of a RateLimit member naming the level for a
+// bucket's: its full moment, now+t, moves later by what the server counted
+// between two answers (the fall of r plus the refill between them), where
+// a window's reset and a sliding log's moments move no faster than the
+// clock. Only a fall at the quota's rate or faster tells them apart
+// (spread at the rate, every shape looks alike); seen twice, the level
+// refills continuously. It reads the answers alone, not what this key
+// sent, so that answers to calls sent at once may come in any order.
+func (l *level) learnShape(remaining float64, t int64, now time.Time) {
 	if !l.own || t < 0 || l.grossRate() <= 0 || l.bucket {
 		return
 	}
 	const slack = 1.5 // t is whole seconds, rounded up
 	at := now.Add(time.Duration(t) * time.Second)
-	counted := l.admitted - pending
-	if l.shapeAt.IsZero() || at.Before(l.shapeAt.Add(-time.Hour)) {
-		l.shapeAt, l.shapeCounted, l.shapeSeen = at, counted, now
+	fall := (l.shapeRemaining - remaining) / l.grossRate()
+	if l.shapeAt.IsZero() || fall < 0 {
+		l.shapeAt, l.shapeRemaining, l.shapeSeen = at, remaining, now
 		return
 	}
-	moved := at.Sub(l.shapeAt).Seconds()
-	taken := (counted - l.shapeCounted) / l.grossRate() // how far a bucket's moment would have moved
-	elapsed := now.Sub(l.shapeSeen).Seconds()
-	if taken < minShapeTaken {
-		return // too little taken since the anchor to tell: keep it
+	if fall < minShapeTaken {
+		return // too little fall since the anchor to tell: keep it
 	}
-	if taken >= 2*elapsed && remaining < l.size() && math.Abs(moved-taken) <= slack+taken/10 {
+	moved := at.Sub(l.shapeAt).Seconds()
+	elapsed := now.Sub(l.shapeSeen).Seconds()
+	counted := fall + elapsed // how far a bucket's moment would have moved
+	if fall >= elapsed && remaining < l.size() && math.Abs(moved-counted) <= slack+counted/10 {
 		if l.bucketEvidence++; l.bucketEvidence >= 2 {
 			l.bucket = true
 		}
 	} else {
 		l.bucketEvidence = 0
 	}
-	l.shapeAt, l.shapeCounted, l.shapeSeen = at, counted, now
+	l.shapeAt, l.shapeRemaining, l.shapeSeen = at, remaining, now
 }
 
 // Shortest span, and part of its window, over which the net refill of a

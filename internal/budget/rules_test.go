@@ -470,6 +470,52 @@ func TestASlidingLogUntilFullIsNoBucket(t *testing.T) {
 	})
 }
 
+// TestABucketShowsInAnyOrderOfItsAnswers: six writes sent at once arrive
+// at once, the server counts them in one order and their answers are read
+// in another, while each caller sends its next write as soon as it has its
+// answer. A bucket's r and t (t until full again, at the quota's rate)
+// still show it: the write level refills continuously before the writes
+// have emptied it. The same r with a sliding log's t (a window after the
+// newest take) or a fixed window's (its end) shows no bucket.
+func TestABucketShowsInAnyOrderOfItsAnswers(t *testing.T) {
+	for _, shape := range []string{"bucket", "sliding log", "fixed window"} {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			reset := func(left int) int {
+				switch shape {
+				case "bucket":
+					return 60 - left
+				case "sliding log":
+					return 60
+				}
+				return 60 - int(time.Since(start).Seconds())
+			}
+			s := New()
+			admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=59;t=1`))
+			var flight []*Ticket
+			for range 6 {
+				tk, _ := admitAt(t, s, call(ops.CreateContact, ""))
+				flight = append(flight, tk)
+			}
+			counted := 1
+			for counted < 40 {
+				time.Sleep(30 * time.Millisecond)
+				// The six arrived at once and the server counted them in
+				// one order; their answers are read in another.
+				for _, i := range []int{1, 0, 4, 5, 3, 2} {
+					left := 60 - counted - []int{5, 6, 2, 1, 3, 4}[i]
+					flight[i].Finish(answer("", fmt.Sprintf(`"write";r=%d;t=%d`, left, reset(left))))
+					flight[i], _ = admitAt(t, s, call(ops.CreateContact, "")) // its caller sends the next at once
+				}
+				counted += 6
+			}
+			if l := s.levels[Write]; l.bucket != (shape == "bucket") {
+				t.Errorf("the write level after %d writes on a %s, answered out of order: bucket %v", counted, shape, l.bucket)
+			}
+		})
+	}
+}
+
 // TestASharedLevelFreesWhatTheAnswersShow (rules 1 and 2 for a level others
 // take from): its t says when it would be full if no one took more, and
 // the refill that implies is a hint the answers contradict. Others keep
