@@ -134,16 +134,17 @@ type level struct {
 	momentFreed  float64 // log.freed when the moment was named
 	momentGained float64 // what refill added since the moment was named
 
-	// Bucket evidence from t: a full moment (now + t) that moves later by
-	// what is taken, at the quota's rate, is a bucket's.
+	// Bucket evidence from r and t (learnShape): a full moment (now + t)
+	// that moves later by what the server counted, r and t that add up to
+	// the size, are a bucket's.
 	bucketEvidence int
 	// depthSeen: when a word first showed the documented bucket (learnDepth).
 	depthSeen time.Time
 	// steps: the level frees in steps (a sliding log or a window): a t
 	// further than a bucket would need to be full again (learnSteps).
 	steps          bool
-	shapeAt        time.Time // the moment the last answer's t named
-	shapeRemaining float64   // r of that answer
+	shapeAt        time.Time // the moment the anchor answer's t named
+	shapeRemaining float64   // r of the anchor answer
 	shapeSeen      time.Time // when that answer came
 
 	log      takeLog
@@ -480,19 +481,21 @@ func (l *level) partLeft() float64 {
 }
 
 // minShapeTaken is how far, in seconds of the quota's rate, r must have
-// fallen before learnShape reads a bucket's full moment: a sliding log's
-// moment moves by the time between takes, a fixed window's not at all, and
-// t in whole seconds blurs both by slack; only past 4 s of fall does that
-// stay further from a bucket's move than slack and a tenth.
+// fallen before learnShape reads a bucket's full moment: a sliding log
+// whose t runs until it is full moves its moment by the time between
+// takes, a fixed window's not at all, and t in whole seconds blurs both by
+// slack; only past 4 s of fall does that stay further from a bucket's move
+// than slack and a tenth.
 const minShapeTaken = 4
 
 // learnShape reads r and t of a RateLimit member naming the level for a
 // bucket's: its full moment, now+t, moves later by what the server counted
 // between two answers (the fall of r plus the refill between them), where
 // a window's reset and a sliding log's moments move no faster than the
-// clock. Only a fall at the quota's rate or faster tells them apart
-// (spread at the rate, every shape looks alike); seen twice, the level
-// refills continuously. It reads the answers alone, not what this key
+// clock, and r and t add up to the bucket's size. Only a fall at the
+// quota's rate or faster tells them apart (spread at the rate, every shape
+// looks alike); seen twice with no answer against it, the level refills
+// continuously. It reads the answers alone, not what this key
 // sent, so that answers to calls sent at once may come in any order.
 func (l *level) learnShape(remaining float64, t int64, now time.Time) {
 	if !l.own || t < 0 || l.grossRate() <= 0 || l.bucket {
@@ -511,7 +514,13 @@ func (l *level) learnShape(remaining float64, t int64, now time.Time) {
 	moved := at.Sub(l.shapeAt).Seconds()
 	elapsed := now.Sub(l.shapeSeen).Seconds()
 	counted := fall + elapsed // how far a bucket's moment would have moved
-	if fall >= elapsed && remaining < l.size() && math.Abs(moved-counted) <= slack+counted/10 {
+	// A bucket's r and t add up to its size, each answer alone; a sliding
+	// log's t (a window after its newest take, or when its oldest leaves)
+	// may move as a bucket's does between two answers, but its r and t do
+	// not add up so.
+	full := max(l.size(), l.capacity)
+	addsUp := math.Abs(remaining+float64(t)*l.grossRate()-full) <= slack*l.grossRate()
+	if fall >= elapsed && remaining < l.size() && addsUp && math.Abs(moved-counted) <= slack+counted/10 {
 		if l.bucketEvidence++; l.bucketEvidence >= 2 {
 			l.bucket = true
 		}

@@ -470,6 +470,55 @@ func TestASlidingLogUntilFullIsNoBucket(t *testing.T) {
 	})
 }
 
+// TestASlidingLogAcrossAGapIsNoBucket: reads whose answers name the write
+// level (a server that names the narrowest of all) show a sliding log
+// until full across a gap in its takes: after the takes of a minute ago
+// leave, r rises and t names a take of seconds ago, and the writes that
+// follow move that moment as a bucket's would. r and t do not add up to
+// the level's size, so the write level must not refill continuously.
+func TestASlidingLogAcrossAGapIsNoBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		start := time.Now()
+		var takes []time.Time
+		word := func() string { // a sliding log of 60 a minute, t until it is full again
+			for len(takes) > 0 && time.Since(takes[0]) >= time.Minute {
+				takes = takes[1:]
+			}
+			reset := 0
+			if len(takes) > 0 {
+				reset = int(math.Ceil(time.Until(takes[len(takes)-1].Add(time.Minute)).Seconds()))
+			}
+			return fmt.Sprintf(`"write";r=%d;t=%d`, 60-len(takes), reset)
+		}
+		at := func(d time.Duration) { time.Sleep(time.Until(start.Add(d))) }
+		write := func() {
+			tk, _ := admitAt(t, s, call(ops.CreateContact, ""))
+			takes = append(takes, time.Now())
+			tk.Finish(answer("", word()))
+		}
+		for cycle := range 3 {
+			base := time.Duration(cycle) * time.Minute
+			if cycle == 0 {
+				for range 5 {
+					write()
+				}
+			}
+			at(base + 56*time.Second)
+			write()
+			at(base + 60*time.Second + 200*time.Millisecond)
+			tk, _ := admitAt(t, s, call(ops.GetContact, ""))
+			tk.Finish(answer("", word()))
+			for range 4 {
+				write()
+			}
+		}
+		if l := s.levels[Write]; l.bucket {
+			t.Errorf("the write level after a sliding log's answers across a gap: bucket")
+		}
+	})
+}
+
 // TestABucketShowsInAnyOrderOfItsAnswers: six writes sent at once arrive
 // at once, the server counts them in one order and their answers are read
 // in another, while each caller sends its next write as soon as it has its
