@@ -24,6 +24,7 @@ type lastMoment struct {
 	mu       sync.Mutex
 	refused  time.Time
 	arrivals []time.Time
+	paths    []string // of the arrivals, for the failure message
 	arrived  chan struct{}
 }
 
@@ -58,6 +59,7 @@ func newLastMoment(t *testing.T, conns int, refusals map[string]overloadAfter) *
 		if id != hostileContactID {
 			lm.mu.Lock()
 			lm.arrivals = append(lm.arrivals, time.Now())
+			lm.paths = append(lm.paths, r.Method+" "+r.URL.Path)
 			lm.mu.Unlock()
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -92,7 +94,11 @@ func (lm *lastMoment) arrivedAfter(t *testing.T) time.Duration {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
 	if len(lm.arrivals) != 1 {
-		t.Fatalf("%d requests after the refusal, want 1", len(lm.arrivals))
+		var got []string
+		for i, at := range lm.arrivals {
+			got = append(got, fmt.Sprintf("%s at %v", lm.paths[i], at.Sub(lm.refused)))
+		}
+		t.Fatalf("%d requests after the refusal (%s), want 1", len(lm.arrivals), strings.Join(got, ", "))
 	}
 	return lm.arrivals[0].Sub(lm.refused)
 }
