@@ -28,10 +28,12 @@
 //     than its quota; for the key level, which the contract documents as a
 //     bucket, a full moment further than its window that adds up to the
 //     documented capacity, TestATLongerThanTheWindowIsABucketsT; or one that
-//     moves as points are taken) refills at its rate between answers, a level
-//     of this key alone at its quota's rate, which no one else slows (a t
-//     later than that rate makes it full shows a bigger level, not a slower
-//     refill, TestABucketOfThisKeyAloneRefillsAtItsQuotasRate), and a level of
+//     moves as points are taken, with r and t adding up to its size,
+//     TestABucketShowsInAnyOrderOfItsAnswers) refills at its rate between
+//     answers, a level of this key alone at its quota's rate, which no one
+//     else slows (a t later than that rate makes it full shows a bigger
+//     level, not a slower refill,
+//     TestABucketOfThisKeyAloneRefillsAtItsQuotasRate), and a level of
 //     this key alone never holds less than its quota less this key's own takes
 //     in the last window, which every shape grants
 //     (TestTheServersWordBindsUntilItsMoment). The answer to a call that took
