@@ -480,13 +480,13 @@ func (l *level) partLeft() float64 {
 	return l.partTokens
 }
 
-// minShapeTaken is how far, in seconds of the quota's rate, r must have
+// minShapeFall is how far, in seconds of the quota's rate, r must have
 // fallen before learnShape reads a bucket's full moment: a sliding log
 // whose t runs until it is full moves its moment by the time between
 // takes, a fixed window's not at all, and t in whole seconds blurs both by
 // slack; only past 4 s of fall does that stay further from a bucket's move
 // than slack and a tenth.
-const minShapeTaken = 4
+const minShapeFall = 4
 
 // learnShape reads r and t of a RateLimit member naming the level for a
 // bucket's: its full moment, now+t, moves later by what the server counted
@@ -495,8 +495,8 @@ const minShapeTaken = 4
 // clock, and r and t add up to the bucket's size. Only a fall at the
 // quota's rate or faster tells them apart (spread at the rate, every shape
 // looks alike); seen twice with no answer against it, the level refills
-// continuously. It reads the answers alone, not what this key
-// sent, so that answers to calls sent at once may come in any order.
+// continuously. It reads the answers alone, not what this key sent, so
+// that answers to calls sent at once may come in any order.
 func (l *level) learnShape(remaining float64, t int64, now time.Time) {
 	if !l.own || t < 0 || l.grossRate() <= 0 || l.bucket {
 		return
@@ -508,7 +508,7 @@ func (l *level) learnShape(remaining float64, t int64, now time.Time) {
 		l.shapeAt, l.shapeRemaining, l.shapeSeen = at, remaining, now
 		return
 	}
-	if fall < minShapeTaken {
+	if fall < minShapeFall {
 		return // too little fall since the anchor to tell: keep it
 	}
 	moved := at.Sub(l.shapeAt).Seconds()
