@@ -470,6 +470,27 @@ func TestASlidingLogUntilFullIsNoBucket(t *testing.T) {
 	})
 }
 
+// TestABucketTakenOverSecondsShowsIt: writes three a second on a bucket of
+// 60 refilling one a second; between two answers seconds apart the moment
+// moves by the fall of r plus the refill meanwhile, and the write level
+// refills continuously before the writes have emptied it.
+func TestABucketTakenOverSecondsShowsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		v, at := 60.0, time.Now() // the bucket
+		for range 36 {
+			tk, _ := admitAt(t, s, call(ops.CreateContact, ""))
+			v = min(60, v+time.Since(at).Seconds()) - 1
+			at = time.Now()
+			tk.Finish(answer("", fmt.Sprintf(`"write";r=%d;t=%d`, int(v), int(math.Ceil(60-v)))))
+			time.Sleep(time.Second / 3)
+		}
+		if l := s.levels[Write]; !l.bucket {
+			t.Errorf("the write level after 36 writes in 12 s on a bucket: no bucket (r=%d)", int(v))
+		}
+	})
+}
+
 // TestASlidingLogAcrossAGapIsNoBucket: reads whose answers name the write
 // level (a server that names the narrowest of all) show a sliding log
 // until full across a gap in its takes: after the takes of a minute ago
