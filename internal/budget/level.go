@@ -548,10 +548,16 @@ const (
 // left. A status answer does not count: asked while the key is idle, it
 // would keep the reserve from ever lapsing.
 func (l *level) reserve(now time.Time) float64 {
-	if !l.frees(now) || now.Sub(l.markAt) > l.window/reserveUnheard {
+	if !l.frees(now) || now.After(l.reserveLapse()) {
 		return 0
 	}
 	return l.drops.max(now.Add(-l.window))
+}
+
+// reserveLapse is the last moment the level's reserve holds: reserveUnheard
+// after the last answer to a call that named it.
+func (l *level) reserveLapse() time.Time {
+	return l.markAt.Add(l.window / reserveUnheard)
 }
 
 // maxDropGap is the longest time between two answers across which what a
@@ -758,7 +764,7 @@ func (l *level) wait(n float64, now time.Time) time.Duration {
 			// n fits once every fall larger than what is left over n
 			// has left the window, or once the reserve lapses.
 			until := l.drops.lastOver(left-n, now.Add(-l.window)).Add(l.window)
-			if lapse := l.markAt.Add(l.window/reserveUnheard + 1); lapse.Before(until) {
+			if lapse := l.reserveLapse().Add(1); lapse.Before(until) {
 				until = lapse
 			}
 			d = min(d, max(until.Sub(now), time.Millisecond))
