@@ -244,7 +244,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		}
 		landedSince, known := c.landedSince(l, charged)
 		pending := l.inflight + landedSince // what the server may not have counted yet
-		l.heard(remaining, remaining, landedSince, !known, now)
+		l.heard(remaining, remaining, landedSince, r.reset, !known, now)
 		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now}
 		l.moment, l.momentFreed, l.momentGained = now.Add(l.reported.reset), l.log.freed, 0
 		l.learnDepth(remaining, r.reset, now)

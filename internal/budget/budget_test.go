@@ -134,7 +134,7 @@ func TestFollowsRateLimitHeaders(t *testing.T) {
 	if takes := s.takesLocked(c); slices.ContainsFunc(takes, func(t take) bool { return t.l == burst }) {
 		t.Errorf("an announced policy the server tied to no call holds a call")
 	}
-	s.observeLocked(c, http.Header{"Ratelimit": {`"key";r=12;t=118`}}, now, nil, true)
+	s.observeLocked(c, http.Header{"Ratelimit": {`"key";r=12;t=48`}}, now, nil, true)
 	if key.available(now) != 12 {
 		t.Errorf("available = %v after r=12", key.available(now))
 	}

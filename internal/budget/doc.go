@@ -118,8 +118,11 @@
 //     TestAProcessThatHasNotSeenTheStepsIsSpreadToo).
 //  8. The documented limits are the prior. Before the server has spoken of a
 //     level the model is the contract's (the key level a bucket holding its
-//     capacity, 600 points); the server's first word on it decides from then
-//     on (level.endPrior, TestTheDocumentedLimitsAreThePrior).
+//     capacity, 600 points, refilling 5 a second), and it stays so while
+//     the server's words are that bucket's (r plus t's refill its capacity:
+//     drained at once, r=0;t=120); the first word the bucket would not say,
+//     or another plan, ends it, and the server decides from then on
+//     (level.endPrior, level.addsUp, TestTheDocumentedLimitsAreThePrior).
 //
 // Where the rules are silent: a level that showed it frees in steps (a t
 // after a take further than a bucket would need to be full again) is

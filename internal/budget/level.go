@@ -80,8 +80,9 @@ type level struct {
 	known      bool    // a level of the API, whose scope the contract gives
 	own        bool    // counted for this key alone: its own log bounds it
 	seenMax    float64 // the most the server showed the level to hold
-	// prior: the server has not spoken of the level yet, and the model is
-	// the contract's (the key level a bucket holding its capacity, 600).
+	// prior: the server has said nothing the contract's model would not
+	// (the key level a bucket holding its capacity, 600), and the model is
+	// the contract's.
 	prior bool
 
 	// bucket: the server showed more left than the quota (r > q), so the
@@ -181,17 +182,22 @@ func newLevel(name string) *level {
 	return l
 }
 
-// endPrior ends the contract's model of the level: the server has spoken
-// of it, and decides from now on.
+// endPrior ends the contract's model of the level: the server said what
+// the contract's bucket would not (heard, addsUp) or announced another
+// plan, and decides from now on. What its words showed the level to hold
+// stays: more than its quota is a bucket's.
 func (l *level) endPrior() {
 	if l.prior {
-		l.prior, l.bucket, l.seenMax = false, false, 0
+		l.prior, l.bucket = false, l.seenMax > l.quota*l.share+0.5
 		l.cap(l.size())
 	}
 }
 
 // size is what the level holds when full, as far as the server has shown.
 func (l *level) size() float64 {
+	if l.prior {
+		return max(l.quota*l.share, l.seenMax, l.capacity)
+	}
 	return max(l.quota*l.share, l.seenMax)
 }
 
@@ -394,8 +400,9 @@ func (l *level) give(amount float64) {
 // model is behind), and the careful reading holds. The answer to a call
 // that took nothing from the level (older: a server that names the
 // narrowest of all levels) says nothing of which calls it counted: its
-// word may be older than the model's and only lowers it.
-func (l *level) heard(remaining, shown, landedSince float64, older bool, now time.Time) {
+// word may be older than the model's and only lowers it. A word that the
+// contract's bucket would say (addsUp) leaves the prior standing.
+func (l *level) heard(remaining, shown, landedSince float64, reset int64, older bool, now time.Time) {
 	l.refill(now)
 	if l.shared && l.window > 0 {
 		// A take of this key's admitted a window before now may have left
@@ -405,7 +412,9 @@ func (l *level) heard(remaining, shown, landedSince float64, older bool, now tim
 		l.log.settle(now.Add(-l.window))
 		l.freedSeen += l.log.freed - before
 	}
-	l.endPrior()
+	if !l.addsUp(remaining, reset) {
+		l.endPrior()
+	}
 	l.seenMax = max(l.seenMax, shown)
 	if l.quota > 0 && shown > l.quota*l.share+0.5 {
 		l.bucket = true // it holds more than its quota: a bucket that refills as it goes
@@ -638,8 +647,7 @@ func (l *level) learnDepth(remaining float64, t int64, now time.Time) {
 	if l.bucket || !l.documentedBucket() || l.window <= 0 || float64(t-1) <= l.window.Seconds() {
 		return
 	}
-	rate := l.grossRate()
-	if l.capacity < remaining+float64(t-1)*rate-1e-9 || l.capacity > remaining+float64(t)*rate+1e-9 {
+	if !l.addsUp(remaining, t) {
 		l.depthSeen = time.Time{}
 		return
 	}
@@ -650,6 +658,16 @@ func (l *level) learnDepth(remaining float64, t int64, now time.Time) {
 		l.bucket = true
 		l.seenMax = max(l.seenMax, l.capacity)
 	}
+}
+
+// addsUp reports whether r and t of a word on a level the contract
+// documents as a bucket bigger than its quota are that bucket's: r plus
+// t's refill at the quota's rate is the documented capacity, to t's
+// rounding (whole seconds, rounded up).
+func (l *level) addsUp(remaining float64, t int64) bool {
+	rate := l.grossRate()
+	return l.documentedBucket() && rate > 0 &&
+		l.capacity >= remaining+float64(t-1)*rate-1e-9 && l.capacity <= remaining+float64(t)*rate+1e-9
 }
 
 // minDepthApart is how far apart two words must be that show the
@@ -1091,7 +1109,7 @@ func documentedLevels() map[string]*level {
 		l.known, l.docQuota, l.shared, l.own = true, d.quota, d.shared, !d.shared
 		l.tokens = l.quota * l.share
 		if d.capacity > 0 {
-			l.prior, l.bucket, l.seenMax, l.tokens = true, true, d.capacity, d.capacity
+			l.prior, l.bucket, l.tokens = true, true, d.capacity
 		}
 		m[d.name] = l
 	}

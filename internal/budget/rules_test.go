@@ -416,6 +416,25 @@ func TestTheDocumentedLimitsAreThePrior(t *testing.T) {
 			t.Errorf("after the server's first word the key level holds %v of quota %d, want 149 of 150", l.Remaining, l.Quota)
 		}
 	})
+	// Drained at once, the contract's bucket says r=0;t=120 and frees 5
+	// points a second: the prior stands on that word. One it would not
+	// say (a sliding log's t=60) ends it.
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		tk := admitNow(t, s, call(ops.GetMe, ""))
+		s.Spend(Key, 0)
+		tk.Finish(answer("", `"key";r=0;t=120`))
+		if why := held(s, call(ops.GetMe, "")); why != Key {
+			t.Fatalf("a call right after r=0 is held by %q, want %q", why, Key)
+		}
+		time.Sleep(time.Second)
+		tk = admitNow(t, s, call(ops.GetMe, ""))
+		tk.Finish(answer("", `"key";r=0;t=60`))
+		time.Sleep(time.Second)
+		if why := held(s, call(ops.GetMe, "")); why != Key {
+			t.Errorf("a second after a sliding log's r=0;t=60 a call is held by %q, want %q: the key level refills as the contract's bucket", why, Key)
+		}
+	})
 }
 
 // TestALevelThatFreesInStepsIsSpread: a write level whose t after a write

@@ -1,6 +1,9 @@
 package budget
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // A level the server rarely names (RateLimit carries only the narrowest
 // policy, so the org level of a key that others drain may show only in a
@@ -189,7 +192,7 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 		if l == s.statusLevel && st.Remaining-l.inflight-landedSince > l.available(now)+1 {
 			l.statusGap = 0 // the model held calls the level had room for
 		}
-		l.heard(st.Remaining, max(st.Remaining, st.Capacity), landedSince, false, now)
+		l.heard(st.Remaining, max(st.Remaining, st.Capacity), landedSince, int64(math.Ceil(st.Reset.Seconds())), false, now)
 		l.reported = reported{remaining: st.Remaining, reset: st.Reset, at: now}
 		l.gate.wakeHead()
 	}
