@@ -129,8 +129,10 @@
 // spread over its window, a tenth of it at once and then at its quota's
 // rate, so that a burst never leaves it freeing nothing for a window while
 // every caller waits on it; with little left until its oldest take leaves
-// the window, a tenth of what is left, spread over that time (level.spreads,
+// the window, a tenth of what is left, spread over that time, with the
+// refill of a level the model refills (level.spreads, level.lastingRate,
 // TestALevelThatFreesInStepsIsSpread, TestASpreadLevelSpreadsWhatIsLeft,
+// TestASpreadPolicyCountsItsRefill,
 // TestASpreadLevelLetsATenthOfWhatIsLeftGoAtOnce; a retry answered as an idempotent
 // replay, which the server counted on no write, gives its turn back,
 // TestAReplayTakesNoTurnOfASpreadLevel), and so is a level others take from

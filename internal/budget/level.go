@@ -713,10 +713,9 @@ func (l *level) named(now time.Time) bool {
 }
 
 // spreadBurstOf is what a spread level's calls may take at once:
-// spreadBurst of a window's worth at the rate what is left allows until
-// the key's log frees its oldest take (its size when the log is empty),
-// or for a level that frees what this key took, of what this key has of
-// it (what it took within the window and what is left). A tenth of the
+// spreadBurst of a window's worth at lastingRate (its size when the key's
+// log is empty), or for a level that frees what this key took, of what
+// this key has of it (what it took within the window and what is left). A tenth of the
 // size when little is left for long would leave nothing for most of the
 // window; when much frees soon, the burst that took it goes again. A level
 // the contract documents as a bucket keeps a tenth of its size: its steps
@@ -726,15 +725,26 @@ func (l *level) spreadBurstOf(now time.Time) float64 {
 		return spreadBurst * min(l.size(), l.log.sum+max(l.available(now), 0))
 	}
 	if secs := l.oldestFree(now); secs > 0 && !l.documentedBucket() {
-		return spreadBurst * min(l.size(), max(l.available(now), 0)/secs*l.window.Seconds())
+		return spreadBurst * min(l.size(), l.lastingRate(secs, now)*l.window.Seconds())
 	}
 	return spreadBurst * l.size()
 }
 
+// lastingRate is the rate at which what is left of the level lasts the secs
+// until the key's log frees its oldest take, and the level's refill until
+// then when it refills (a policy others may take from too, which the model
+// refills at its rate).
+func (l *level) lastingRate(secs float64, now time.Time) float64 {
+	r := max(l.available(now), 0) / secs
+	if l.refills() {
+		r += l.rate(now)
+	}
+	return r
+}
+
 // spreadRate is the rate a spread level's calls go at: its quota's, or
 // slower while what is left would not last until the key's log frees its
-// oldest take (a burst took much of the window): what is left over the
-// time until then.
+// oldest take (a burst took much of the window): lastingRate.
 func (l *level) spreadRate(now time.Time) float64 {
 	if l.frees(now) {
 		// What this key has of it, over the window (a hole in its takes
@@ -744,7 +754,7 @@ func (l *level) spreadRate(now time.Time) float64 {
 	}
 	r := l.grossRate()
 	if secs := l.oldestFree(now); secs > 0 {
-		r = min(r, max(l.available(now), 0)/secs)
+		r = min(r, l.lastingRate(secs, now))
 	}
 	return r
 }

@@ -737,6 +737,31 @@ func TestASpreadLevelSpreadsWhatIsLeft(t *testing.T) {
 	})
 }
 
+// TestASpreadPolicyCountsItsRefill: a policy the contract does not
+// document (20 searches a minute), tied to searches by two answers that
+// show it going down, frees in steps (t=60 with 18 left). The model
+// refills it at its quota's rate, since others may take from it too; its
+// spread counts that refill beside what is left until the key's oldest
+// search leaves the window, so that drained searches go as the refill lets
+// them, one every 3 s, and not one a minute.
+func TestASpreadPolicyCountsItsRefill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		search := func() *Call { return call(ops.ListContacts, "q=a") }
+		admitNow(t, s, search()).Finish(answer(`"search";q=20;w=60`, `"search";r=19;t=60`))
+		admitNow(t, s, search()).Finish(answer("", `"search";r=18;t=60`))
+		admitNow(t, s, search()).Finish(answer("", `"search";r=0;t=60`))
+		start := time.Now()
+		for range 5 {
+			tk, _ := admitAt(t, s, search())
+			tk.Finish(answer("", `"search";r=0;t=60`))
+		}
+		if el := time.Since(start); el > 20*time.Second {
+			t.Errorf("5 searches on a drained policy that refills 1 every 3 s took %v, want about 15 s", el)
+		}
+	})
+}
+
 // TestALevelOthersTakeFromInChunksKeepsAChunkBack: the answers of the org
 // show no refill beyond what this key takes over half a window, and then
 // another key taking 30 points at once between two of them. With 40
