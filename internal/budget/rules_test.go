@@ -3,8 +3,10 @@ package budget
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -506,6 +508,59 @@ func TestABucketTakenOverSecondsShowsIt(t *testing.T) {
 		}
 		if l := s.levels[Write]; !l.bucket {
 			t.Errorf("the write level after 36 writes in 12 s on a bucket: no bucket (r=%d)", int(v))
+		}
+	})
+}
+
+// sayAt gives s the RateLimit line limit, answering a write, at each
+// offset from now, in turn.
+func sayAt(s *State, words map[time.Duration]string) {
+	start := time.Now()
+	offsets := slices.Sorted(maps.Keys(words))
+	for _, d := range offsets {
+		time.Sleep(time.Until(start.Add(d)))
+		s.mu.Lock()
+		s.observeLocked(call(ops.CreateContact, ""), http.Header{"Ratelimit": {words[d]}}, time.Now(), nil, true)
+		s.mu.Unlock()
+	}
+}
+
+// TestASlowFallIsNoBucketsMove: a sliding log until full (t a window
+// after its newest take) taken one write every 6 s with little left: its
+// moment moves by the time between takes, which over a fall of 4 writes in
+// 24 s is within t's rounding of what a bucket's would move (the fall and
+// the refill meanwhile), and r and t add up to its size. Only a fall at
+// the quota's rate or faster tells them apart: after two such falls the
+// write level must not refill continuously.
+func TestASlowFallIsNoBucketsMove(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		sayAt(s, map[time.Duration]string{
+			0: `"write";r=5;t=60`, 6 * time.Second: `"write";r=4;t=60`, 12 * time.Second: `"write";r=3;t=60`,
+			18 * time.Second: `"write";r=2;t=60`, 24 * time.Second: `"write";r=1;t=60`,
+			30 * time.Second: `"write";r=5;t=54`, // the first takes left the window
+			36 * time.Second: `"write";r=4;t=60`, 42 * time.Second: `"write";r=3;t=60`,
+			48 * time.Second: `"write";r=2;t=60`, 54 * time.Second: `"write";r=1;t=60`,
+		})
+		if l := s.levels[Write]; l.bucket || l.refills() {
+			t.Error("a sliding log taken one write every 6 s read as a bucket")
+		}
+	})
+}
+
+// TestABucketThatRoseIsReadFromTheRise: a write bucket (60, one a second)
+// refilled while idle from 30 to 50; the writes that follow, 6 a second,
+// move its moment from there. The reading starts again where r rose, not
+// from the answer before it, and the write level refills continuously.
+func TestABucketThatRoseIsReadFromTheRise(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		sayAt(s, map[time.Duration]string{
+			0: `"write";r=30;t=30`, 20 * time.Second: `"write";r=50;t=10`,
+			21 * time.Second: `"write";r=44;t=16`, 22 * time.Second: `"write";r=38;t=22`,
+		})
+		if l := s.levels[Write]; !l.bucket {
+			t.Error("a write bucket that rose while idle and then fell 6 a second did not read as a bucket")
 		}
 	})
 }
