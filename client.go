@@ -625,7 +625,7 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 		if st, ok := out.(*RateLimitStatus); ok && c.budgeted {
 			levels := make([]budget.LevelStatus, len(st.Policies))
 			for i, p := range st.Policies {
-				levels[i] = budget.LevelStatus{Name: p.Name, Remaining: float64(p.Remaining), Reset: p.Reset}
+				levels[i] = budget.LevelStatus{Name: p.Name, Remaining: float64(p.Remaining), Reset: p.Reset, Quota: float64(p.Quota), Window: p.Window}
 				if p.Capacity != p.Quota { // the server said: a burst
 					levels[i].Capacity = float64(p.Capacity)
 				}

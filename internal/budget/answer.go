@@ -398,6 +398,9 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 		}
 	case !overload && p.Policy != "" && p.Policy != Parallel:
 		l = s.refusingLevelLocked(c, p.Policy, now)
+		if l != nil {
+			l.endPrior() // the contract's bucket would have let it through
+		}
 		if l != nil && c.Status && l == s.statusLevel {
 			l.statusRefusedLocked()
 		}

@@ -121,16 +121,19 @@
 //     capacity, 600 points, refilling 5 a second), and it stays so while
 //     the server's words are that bucket's (r plus t's refill its capacity:
 //     drained at once, r=0;t=120); the first word the bucket would not say,
-//     or another plan, ends it, and the server decides from then on
-//     (level.endPrior, level.addsUp, TestTheDocumentedLimitsAreThePrior).
+//     a refusal on the level (which the bucket would have let through) or
+//     another plan (RateLimit-Policy, a status) ends it, and the server
+//     decides from then on (level.endPrior, level.addsUp,
+//     TestTheDocumentedLimitsAreThePrior).
 //
 // Where the rules are silent: a level that showed it frees in steps (a t
 // after a take further than a bucket would need to be full again) is
 // spread over its window, a tenth of it at once and then at its quota's
 // rate, so that a burst never leaves it freeing nothing for a window while
 // every caller waits on it; with little left until its oldest take leaves
-// the window, a tenth of what is left, spread over that time, with the
-// refill of a level the model refills (level.spreads, level.lastingRate,
+// the window, a tenth of what is left, spread over that time; a level the
+// model refills between answers (a learned policy) is spread at the pace
+// its refill allows on top of that (level.spreads, level.lastingRate,
 // TestALevelThatFreesInStepsIsSpread, TestASpreadLevelSpreadsWhatIsLeft,
 // TestASpreadPolicyCountsItsRefill,
 // TestASpreadLevelLetsATenthOfWhatIsLeftGoAtOnce; a retry answered as an idempotent

@@ -731,9 +731,10 @@ func (l *level) spreadBurstOf(now time.Time) float64 {
 }
 
 // lastingRate is the rate at which what is left of the level lasts the secs
-// until the key's log frees its oldest take, and the level's refill until
-// then when it refills (a policy others may take from too, which the model
-// refills at its rate).
+// until the key's log frees its oldest take, with the level's refill until
+// then when the model refills it between answers (refills: a learned
+// policy, which others may take from too, at its quota's rate while its t
+// lies within its window).
 func (l *level) lastingRate(secs float64, now time.Time) float64 {
 	r := max(l.available(now), 0) / secs
 	if l.refills() {

@@ -40,6 +40,8 @@ type LevelStatus struct {
 	Remaining float64
 	Capacity  float64 // what the level holds when full, when the server says (0: its quota)
 	Reset     time.Duration
+	Quota     float64       // the quota it reported; 0: not said
+	Window    time.Duration // the quota's window; 0: not said
 }
 
 // statusDueLocked is when a call held by l may next ask for the status
@@ -191,6 +193,9 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 		}
 		if l == s.statusLevel && st.Remaining-l.inflight-landedSince > l.available(now)+1 {
 			l.statusGap = 0 // the model held calls the level had room for
+		}
+		if st.Quota > 0 && st.Quota != l.docQuota || st.Window > 0 && st.Window != l.window {
+			l.endPrior() // another plan
 		}
 		l.heard(st.Remaining, max(st.Remaining, st.Capacity), landedSince, int64(math.Ceil(st.Reset.Seconds())), false, now)
 		l.reported = reported{remaining: st.Remaining, reset: st.Reset, at: now}
