@@ -398,9 +398,6 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 		}
 	case !overload && p.Policy != "" && p.Policy != Parallel:
 		l = s.refusingLevelLocked(c, p.Policy, now)
-		if l != nil {
-			l.endPrior() // the contract's bucket would have let it through
-		}
 		if l != nil && c.Status && l == s.statusLevel {
 			l.statusRefusedLocked()
 		}
@@ -415,6 +412,9 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 			}
 			// The level holds the call's need when the wait ends: one
 			// that refills owes the rest of the wait's refill too.
+			if l.prior && wait.Seconds() > priorWaitSlack*amount/l.grossRate()+0.05 {
+				l.endPrior() // a longer wait than the contract's bucket asks of any call
+			}
 			owe := l.need(amount)
 			if l.refills() {
 				owe -= l.rate(now) * wait.Seconds()
@@ -443,6 +443,11 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 		rel.cut(kind.cut())
 	}
 }
+
+// priorWaitSlack is how much longer than the contract's bucket needs to
+// refill a whole call a refusal's wait may be before it ends the prior:
+// that bucket never asks a call to wait longer, but the wait is rounded.
+const priorWaitSlack = 1.25
 
 // refusingLevelLocked returns the level a RATE_LIMITED named, made when
 // the policy was never announced (it then holds the refused kind of call);

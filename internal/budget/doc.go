@@ -121,7 +121,7 @@
 //     capacity, 600 points, refilling 5 a second), and it stays so while
 //     the server's words are that bucket's (r plus t's refill its capacity:
 //     drained at once, r=0;t=120); the first word the bucket would not say,
-//     a refusal on the level (which the bucket would have let through) or
+//     a refusal on the level with a longer wait than that bucket would ask or
 //     another plan (RateLimit-Policy, a status) ends it, and the server
 //     decides from then on (level.endPrior, level.addsUp,
 //     TestTheDocumentedLimitsAreThePrior).
