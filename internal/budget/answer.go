@@ -410,11 +410,11 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 					amount = t.amount
 				}
 			}
-			// The level holds the call's need when the wait ends: one
-			// that refills owes the rest of the wait's refill too.
 			if l.prior && wait.Seconds() > priorWaitSlack*amount/l.grossRate()+0.05 {
 				l.endPrior() // a longer wait than the contract's bucket asks of any call
 			}
+			// The level holds the call's need when the wait ends: one
+			// that refills owes the rest of the wait's refill too.
 			owe := l.need(amount)
 			if l.refills() {
 				owe -= l.rate(now) * wait.Seconds()

@@ -183,8 +183,8 @@ func newLevel(name string) *level {
 }
 
 // endPrior ends the contract's model of the level: the server said what
-// the contract's bucket would not (heard, addsUp) or announced another
-// plan, and decides from now on. What its words showed the level to hold
+// the contract's bucket would not (heard, addsUp; a refusal's longer wait,
+// refusedLocked) or announced another plan, and decides from now on. What its words showed the level to hold
 // stays: more than its quota is a bucket's.
 func (l *level) endPrior() {
 	if l.prior {
@@ -715,9 +715,9 @@ func (l *level) named(now time.Time) bool {
 // spreadBurstOf is what a spread level's calls may take at once:
 // spreadBurst of a window's worth at lastingRate (its size when the key's
 // log is empty), or for a level that frees what this key took, of what
-// this key has of it (what it took within the window and what is left). A tenth of the
-// size when little is left for long would leave nothing for most of the
-// window; when much frees soon, the burst that took it goes again. A level
+// this key has of it (what it took within the window and what is left). A
+// tenth of the size when little is left for long would leave nothing for
+// most of the window; when much frees soon, the burst that took it goes again. A level
 // the contract documents as a bucket keeps a tenth of its size: its steps
 // may be a drained bucket's t read as a step's.
 func (l *level) spreadBurstOf(now time.Time) float64 {
