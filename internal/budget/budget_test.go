@@ -1177,35 +1177,30 @@ func TestATLongerThanTheWindowIsABucketsT(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
 		learn(t, s)
-		say := func(limit string) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.observeLocked(call(ops.GetMe, ""), http.Header{"Ratelimit": {limit}}, time.Now(), nil, true)
-		}
 		key, write := s.levels[Key], s.levels[Write]
 		refills := func() (bool, bool) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			return key.refills(), write.refills()
 		}
-		say(`"key";r=10;t=300, "write";r=59;t=119`)
+		say(s, ops.GetMe, `"key";r=10;t=300, "write";r=59;t=119`)
 		time.Sleep(2 * time.Second)
-		say(`"key";r=10;t=300, "write";r=59;t=117`)
+		say(s, ops.GetMe, `"key";r=10;t=300, "write";r=59;t=117`)
 		if k, w := refills(); k || w {
 			t.Errorf("key r=10;t=300 (a lockout's) and write r=59;t=119 (a counter's) read as buckets: key %v, write %v", k, w)
 		}
-		say(`"key";r=0;t=120`) // a drained bucket's, or a drained counter's
+		say(s, ops.GetMe, `"key";r=0;t=120`) // a drained bucket's, or a drained counter's
 		time.Sleep(2 * time.Second)
-		say(`"key";r=0;t=118`) // a counter's: nothing freed
+		say(s, ops.GetMe, `"key";r=0;t=118`) // a counter's: nothing freed
 		if k, _ := refills(); k {
 			t.Error("a counter drained at once, which freed nothing 2 s later, read as a bucket")
 		}
-		say(`"key";r=10;t=119`)
+		say(s, ops.GetMe, `"key";r=10;t=119`)
 		if k, _ := refills(); k {
 			t.Error("one word read as the bucket's")
 		}
 		time.Sleep(2 * time.Second)
-		say(`"key";r=19;t=117`)
+		say(s, ops.GetMe, `"key";r=19;t=117`)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if !key.refills() || key.size() != 600 {

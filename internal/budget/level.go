@@ -184,8 +184,9 @@ func newLevel(name string) *level {
 
 // endPrior ends the contract's model of the level: the server said what
 // the contract's bucket would not (heard, addsUp; a refusal's longer wait,
-// refusedLocked) or announced another plan, and decides from now on. What its words showed the level to hold
-// stays: more than its quota is a bucket's.
+// refusedLocked) or announced another plan, and decides from now on. What
+// its words showed the level to hold stays: more than its quota is a
+// bucket's.
 func (l *level) endPrior() {
 	if l.prior {
 		l.prior, l.bucket = false, l.seenMax > l.quota*l.share+0.5
@@ -528,8 +529,8 @@ func (l *level) learnShape(remaining float64, t int64, now time.Time) {
 	// may move as a bucket's does between two answers, but its r and t do
 	// not add up so.
 	full := max(l.size(), l.capacity)
-	addsUp := math.Abs(remaining+float64(t)*l.grossRate()-full) <= slack*l.grossRate()
-	if fall >= elapsed && remaining < l.size() && addsUp && math.Abs(moved-counted) <= slack+counted/10 {
+	sized := math.Abs(remaining+float64(t)*l.grossRate()-full) <= slack*l.grossRate()
+	if fall >= elapsed && remaining < l.size() && sized && math.Abs(moved-counted) <= slack+counted/10 {
 		if l.bucketEvidence++; l.bucketEvidence >= 2 {
 			l.bucket = true
 		}
@@ -717,9 +718,9 @@ func (l *level) named(now time.Time) bool {
 // log is empty), or for a level that frees what this key took, of what
 // this key has of it (what it took within the window and what is left). A
 // tenth of the size when little is left for long would leave nothing for
-// most of the window; when much frees soon, the burst that took it goes again. A level
-// the contract documents as a bucket keeps a tenth of its size: its steps
-// may be a drained bucket's t read as a step's.
+// most of the window; when much frees soon, the burst that took it goes
+// again. A level the contract documents as a bucket keeps a tenth of its
+// size: its steps may be a drained bucket's t read as a step's.
 func (l *level) spreadBurstOf(now time.Time) float64 {
 	if l.frees(now) {
 		return spreadBurst * min(l.size(), l.log.sum+max(l.available(now), 0))

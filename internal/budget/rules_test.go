@@ -541,16 +541,20 @@ func TestABucketTakenOverSecondsShowsIt(t *testing.T) {
 	})
 }
 
-// sayAt gives s the RateLimit line limit, answering a write, at each
-// offset from now, in turn.
+// say gives s the RateLimit line limit as the answer to a call of op, now.
+func say(s *State, op *ops.Operation, limit string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.observeLocked(call(op, ""), http.Header{"Ratelimit": {limit}}, time.Now(), nil, true)
+}
+
+// sayAt gives s each RateLimit line, answering a write, at its offset from
+// now, in turn.
 func sayAt(s *State, words map[time.Duration]string) {
 	start := time.Now()
-	offsets := slices.Sorted(maps.Keys(words))
-	for _, d := range offsets {
+	for _, d := range slices.Sorted(maps.Keys(words)) {
 		time.Sleep(time.Until(start.Add(d)))
-		s.mu.Lock()
-		s.observeLocked(call(ops.CreateContact, ""), http.Header{"Ratelimit": {words[d]}}, time.Now(), nil, true)
-		s.mu.Unlock()
+		say(s, ops.CreateContact, words[d])
 	}
 }
 
