@@ -102,11 +102,14 @@
 //     starts from the last word on the level, the server's or the store's
 //     (each admission says what the levels it took from hold, over all
 //     processes), less this process's takes since: the refill since then
-//     the others may have taken. A store back without its counts starts
+//     the others may have taken; an answer's word then only lowers the
+//     part, since what it says is left holds the others' parts that they
+//     have not taken yet. A store back without its counts starts
 //     each level from what the model holds (store.go, gate_store.go;
 //     TestAProcessThatLostTheStoreTakesItsPartOfTheKey,
 //     TestAnOutagePartsWhatIsLeftThen, TestAnOutagePartsWhatTheStoreHeld,
-//     TestAnOutageStartsFromTheLastWord; redisbudget's
+//     TestAnOutageStartsFromTheLastWord,
+//     TestAWordInAnOutageLowersAPartNeverRaisesIt; redisbudget's
 //     TestAGrantSaysWhatTheLevelsHold,
 //     TestAStoreBackEmptyStartsFromWhatTheProcessBelieves,
 //     TestTakesWhileRedisWasAwayCountOnceInARedisBackEmpty,

@@ -427,7 +427,17 @@ func (l *level) heard(remaining, shown, landedSince float64, reset int64, older 
 		l.tokens = lower
 	}
 	l.unheard = 0
-	l.rebasePart()
+	if l.refills() && l.outagePart < 1 {
+		// The word is on the whole level, whose part of the refill each
+		// process that lost the store counts already, and some of what
+		// it says is left is the parts the others have not taken yet:
+		// it lowers this process's part to its part of that, never
+		// raises it.
+		l.syncPart()
+		l.partTokens = min(l.partTokens, l.partOf*l.tokens)
+	} else {
+		l.rebasePart()
+	}
 	l.seenAt, l.usedAt = now, now
 	l.at = now
 	if foreign := l.logAvailable(now) - remaining; foreign > 0 {

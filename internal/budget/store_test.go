@@ -128,6 +128,12 @@ func keyAfter(t *testing.T, st budgetstore.Store, limit string) *State {
 // d, answered without a word on any level; it returns when the first went
 // and the points of all.
 func readsWhileDown(s *State, st *downStore, d time.Duration) (first time.Duration, points float64) {
+	return readsWhileDownSaying(s, st, d, "")
+}
+
+// readsWhileDownSaying is readsWhileDown with each read answered with the
+// RateLimit field limit.
+func readsWhileDownSaying(s *State, st *downStore, d time.Duration, limit string) (first time.Duration, points float64) {
 	st.setDown(true)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -142,7 +148,7 @@ func readsWhileDown(s *State, st *downStore, d time.Duration) (first time.Durati
 			first = time.Since(start)
 		}
 		points += c.Cost
-		tk.Finish(answer("", ""))
+		tk.Finish(answer("", limit))
 	}
 }
 
@@ -371,5 +377,43 @@ func TestAnOutageTakesOffTheUnheardRefillOnce(t *testing.T) {
 		if l.refill(now); math.Abs(l.tokens-300) > 1e-6 {
 			t.Errorf("the key holds %v after the refill since its word (300) was taken off at two outages, want 300", l.tokens)
 		}
+	})
+}
+
+// TestAWordInAnOutageLowersAPartNeverRaisesIt is rule 7 through an outage
+// whose answers say that much of the key is left: what they say is left
+// holds the parts of the refill that the other processes have not taken
+// yet, and this process's part counts its own already. It gets no more
+// than its part of the refill (one slot of six: 100 points a minute of
+// 600), also not once the word is older than the store's retry.
+func TestAWordInAnOutageLowersAPartNeverRaisesIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &downStore{refunded: map[string]float64{}}
+		s := drainedKey(t, st)
+		st.setDown(true)
+		start := time.Now()
+		read := func(limit string) {
+			tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk.Finish(answer("", limit))
+		}
+		partIsOfTheRefill := func(after string) {
+			t.Helper()
+			s.mu.Lock()
+			left := s.levels[Key].partLeft()
+			s.mu.Unlock()
+			if part := 600.0 / 60 / 6 * time.Since(start).Seconds(); left > part {
+				t.Errorf("%s, the part holds %.1f points, want at most the part of the refill since the outage began, %.1f", after, left, part)
+			}
+		}
+		read(`"key";r=300;t=30`)
+		partIsOfTheRefill("after an answer saying r=300")
+		time.Sleep(sharedRetry + time.Second)
+		read("")
+		partIsOfTheRefill("after the store was tried again and failed")
+		st.setDown(false)
+		time.Sleep(time.Second)
 	})
 }
