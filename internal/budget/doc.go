@@ -150,11 +150,13 @@
 // what they take comes back to them a window later and they take it again
 // (level.reserve, TestALevelOthersTakeFromInChunksKeepsAChunkBack; the
 // larger of two falls binds until it leaves the window,
-// TestTheLargestRecentFallIsKeptBack), while answers to calls name the
-// level: unnamed in them for an eighth of its window (status answers do
-// not count), it keeps nothing back, since the calls it held sent nothing
-// that could show the others' next take
-// (TestAReserveLapsesWhileTheLevelGoesUnheard); a remainder smaller than
+// TestTheLargestRecentFallIsKeptBack), while calls that take from the
+// level are answered or answers name it: with neither for an eighth of its
+// window (status answers do not count), it keeps nothing back, since the
+// calls it held sent nothing that could show the others' next take
+// (TestAReserveLapsesWhileTheLevelGoesUnheard), until the one call then
+// sent is answered (TestAReserveHoldsWhileCallsTakeFromTheLevel); a
+// remainder smaller than
 // their take is kept back too, since others may take part of a chunk; a
 // call bigger than a level the server
 // announced waits for the level to be full and then goes (an odd header

@@ -562,22 +562,29 @@ const (
 // others took at once between two of its answers (maxDropGap) within the
 // last window. They take in bursts (of what frees for them, a window after
 // their last), and a call sent on the last r would meet the next. Nothing
-// once no answer to a call has named the level (RateLimit) for
-// reserveUnheard: the calls it held sent nothing meanwhile, so the others'
-// next take has come or will not, and only a call sent can tell what is
-// left. A status answer does not count: asked while the key is idle, it
-// would keep the reserve from ever lapsing.
+// once no call that took from the level has been answered, and no answer
+// has named it (RateLimit), for reserveUnheard: the calls it held sent
+// nothing meanwhile, so the others' next take has come or will not, and
+// only a call sent can tell what is left: one, whose answer the others
+// wait for, as the reserve holds again while it is in flight. Answers that
+// name another level
+// while calls take from this one say nothing of what the others took, and
+// keep the reserve. A status answer does not count: asked while the key
+// is idle, it would keep the reserve from ever lapsing.
 func (l *level) reserve(now time.Time) float64 {
-	if !l.frees(now) || now.After(l.reserveLapse()) {
+	if !l.frees(now) {
+		return 0
+	}
+	if lapse := l.reserveLapse(); now.After(lapse) && (l.inflight == 0 || !l.usedAt.After(lapse)) {
 		return 0
 	}
 	return l.drops.max(now.Add(-l.window))
 }
 
 // reserveLapse is the last moment the level's reserve holds: reserveUnheard
-// after the last answer to a call that named it.
+// after the last answer to a call that named it or took from it.
 func (l *level) reserveLapse() time.Time {
-	return l.markAt.Add(l.window / reserveUnheard)
+	return later(l.markAt, l.log.last()).Add(l.window / reserveUnheard)
 }
 
 // maxDropGap is the longest time between two answers across which what a
@@ -804,8 +811,8 @@ func (l *level) wait(n float64, now time.Time) time.Duration {
 			// n fits once every fall larger than what is left over n
 			// has left the window, or once the reserve lapses.
 			until := l.drops.lastOver(left-n, now.Add(-l.window)).Add(l.window)
-			if lapse := l.reserveLapse().Add(1); lapse.Before(until) {
-				until = lapse
+			if lapse := l.reserveLapse().Add(1); lapse.Before(until) && now.Before(lapse) {
+				until = lapse // past it, the answer to the call sent then wakes the next
 			}
 			d = min(d, max(until.Sub(now), time.Millisecond))
 		}
@@ -1064,6 +1071,14 @@ func (g *takeLog) add(at, sent time.Time, amount float64) {
 	}
 	g.entries = append(g.entries, logEntry{at, sent, amount})
 	g.sum += amount
+}
+
+// last is when the newest take in the log was answered; zero when none is.
+func (g *takeLog) last() time.Time {
+	if g.head >= len(g.entries) {
+		return time.Time{}
+	}
+	return g.entries[len(g.entries)-1].at
 }
 
 // settle drops, as freed, the oldest takes admitted at or before cut.

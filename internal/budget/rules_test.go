@@ -929,6 +929,34 @@ func TestAReserveLapsesWhileTheLevelGoesUnheard(t *testing.T) {
 	})
 }
 
+// TestAReserveHoldsWhileCallsTakeFromTheLevel: answers that name another
+// level (the key) to calls that take from the org say nothing of what the
+// other key took of the org meanwhile, so what the org keeps back for its
+// next take holds as long as such calls are answered; it lapses an eighth
+// of the window (7.5 s) after the last of them, until one call is sent.
+func TestAReserveHoldsWhileCallsTakeFromTheLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := orgFallen(t)
+		org := s.levels[Org]
+		for range 10 {
+			time.Sleep(2 * time.Second)
+			admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", `"key";r=500;t=20`))
+		}
+		if r := org.reserve(time.Now()); r != 50 {
+			t.Errorf("kept back after 20 s of reads answered naming the key: %v, want 50", r)
+		}
+		time.Sleep(7500*time.Millisecond + time.Millisecond)
+		if r := org.reserve(time.Now()); r != 0 {
+			t.Errorf("kept back 7.5 s after the last answer to a call that took from the org: %v, want none", r)
+		}
+		probe := admitNow(t, s, call(ops.GetContact, ""))
+		if r := org.reserve(time.Now()); r != 50 {
+			t.Errorf("kept back while the call sent once it lapsed is in flight: %v, want 50 again", r)
+		}
+		probe.Finish(answer("", `"key";r=500;t=20`))
+	})
+}
+
 // orgFallen is a state whose org showed no refill beyond this key's takes
 // over half a window and then fell by 50 that another key took at once.
 func orgFallen(t *testing.T) *State {
