@@ -154,9 +154,9 @@
 // level are answered or answers name it: with neither for an eighth of its
 // window (status answers do not count), it keeps nothing back, since the
 // calls it held sent nothing that could show the others' next take
-// (TestAReserveLapsesWhileTheLevelGoesUnheard), until the one call then
-// sent is answered (TestAReserveHoldsWhileCallsTakeFromTheLevel); a
-// remainder smaller than
+// (TestAReserveLapsesWhileTheLevelGoesUnheard); then one call goes, and
+// the others wait for its answer
+// (TestAReserveHoldsWhileCallsTakeFromTheLevel); a remainder smaller than
 // their take is kept back too, since others may take part of a chunk; a
 // call bigger than a level the server
 // announced waits for the level to be full and then goes (an odd header

@@ -115,6 +115,8 @@ type level struct {
 	lastPending float64   // what the server had not counted then
 	markAt      time.Time // when it came
 	drops       drops     // what others took between two answers within a window (reserve)
+	answeredAt  time.Time // the last answer that charged a call, not a status request, on it
+	probeAt     time.Time // when the call sent once the reserve lapsed went; zero once it ended
 	gainAt      time.Time // when gainMark was read
 	gainMark    float64
 	netRate     float64   // the refill measured last
@@ -561,21 +563,17 @@ const (
 // reserve is what a level others take from keeps back: the most the
 // others took at once between two of its answers (maxDropGap) within the
 // last window. They take in bursts (of what frees for them, a window after
-// their last), and a call sent on the last r would meet the next. Nothing
-// once no call that took from the level has been answered, and no answer
-// has named it (RateLimit), for reserveUnheard: the calls it held sent
+// their last), and a call sent on the last r would meet the next. Answers
+// that name another level, to calls that take from this one, say nothing
+// of what the others took, and keep the reserve. Nothing is kept back once
+// for reserveUnheard no call that took from the level has been answered
+// (charged) and no answer has named it (RateLimit): the calls it held sent
 // nothing meanwhile, so the others' next take has come or will not, and
-// only a call sent can tell what is left: one, whose answer the others
-// wait for, as the reserve holds again while it is in flight. Answers that
-// name another level
-// while calls take from this one say nothing of what the others took, and
-// keep the reserve. A status answer does not count: asked while the key
-// is idle, it would keep the reserve from ever lapsing.
+// only a call sent can tell what is left. One goes, and the reserve holds
+// again while it is in flight. A status answer does not count: asked while
+// the key is idle, it would keep the reserve from ever lapsing.
 func (l *level) reserve(now time.Time) float64 {
-	if !l.frees(now) {
-		return 0
-	}
-	if lapse := l.reserveLapse(); now.After(lapse) && (l.inflight == 0 || !l.usedAt.After(lapse)) {
+	if !l.frees(now) || now.After(l.reserveLapse()) && !l.probing(now) {
 		return 0
 	}
 	return l.drops.max(now.Add(-l.window))
@@ -584,7 +582,33 @@ func (l *level) reserve(now time.Time) float64 {
 // reserveLapse is the last moment the level's reserve holds: reserveUnheard
 // after the last answer to a call that named it or took from it.
 func (l *level) reserveLapse() time.Time {
-	return later(l.markAt, l.log.last()).Add(l.window / reserveUnheard)
+	return later(l.markAt, l.answeredAt).Add(l.window / reserveUnheard)
+}
+
+// probing reports whether the call sent once the reserve lapsed is in
+// flight, for at most reserveUnheard more.
+func (l *level) probing(now time.Time) bool {
+	return !l.probeAt.IsZero() && now.Sub(l.probeAt) <= l.window/reserveUnheard
+}
+
+// sent notes a call admitted at now that takes from the level: the first
+// once its reserve lapsed is the one the others wait for.
+func (l *level) sent(now time.Time) {
+	if now.After(l.reserveLapse()) && !l.probing(now) {
+		l.probeAt = now
+	}
+}
+
+// answered notes the end of a call admitted at start that took from the
+// level: an answer that charged it, unless to a status request, keeps the
+// reserve, and the call sent once it lapsed is no longer in flight.
+func (l *level) answered(start time.Time, charged, status bool, now time.Time) {
+	if charged && !status {
+		l.answeredAt = now
+	}
+	if start.Equal(l.probeAt) {
+		l.probeAt = time.Time{}
+	}
 }
 
 // maxDropGap is the longest time between two answers across which what a
@@ -809,10 +833,15 @@ func (l *level) wait(n float64, now time.Time) time.Duration {
 		d = l.boundsWait(n+reserve, now)
 		if reserve > 0 {
 			// n fits once every fall larger than what is left over n
-			// has left the window, or once the reserve lapses.
+			// has left the window, or once the reserve lapses (or the
+			// call sent when it did is answered).
 			until := l.drops.lastOver(left-n, now.Add(-l.window)).Add(l.window)
-			if lapse := l.reserveLapse().Add(1); lapse.Before(until) && now.Before(lapse) {
-				until = lapse // past it, the answer to the call sent then wakes the next
+			lapse := l.reserveLapse()
+			if now.After(lapse) { // probing: its answer wakes the next sooner
+				lapse = l.probeAt.Add(l.window / reserveUnheard)
+			}
+			if lapse = lapse.Add(1); lapse.Before(until) {
+				until = lapse
 			}
 			d = min(d, max(until.Sub(now), time.Millisecond))
 		}
@@ -1071,14 +1100,6 @@ func (g *takeLog) add(at, sent time.Time, amount float64) {
 	}
 	g.entries = append(g.entries, logEntry{at, sent, amount})
 	g.sum += amount
-}
-
-// last is when the newest take in the log was answered; zero when none is.
-func (g *takeLog) last() time.Time {
-	if g.head >= len(g.entries) {
-		return time.Time{}
-	}
-	return g.entries[len(g.entries)-1].at
 }
 
 // settle drops, as freed, the oldest takes admitted at or before cut.

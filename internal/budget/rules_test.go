@@ -932,28 +932,45 @@ func TestAReserveLapsesWhileTheLevelGoesUnheard(t *testing.T) {
 // TestAReserveHoldsWhileCallsTakeFromTheLevel: answers that name another
 // level (the key) to calls that take from the org say nothing of what the
 // other key took of the org meanwhile, so what the org keeps back for its
-// next take holds as long as such calls are answered; it lapses an eighth
-// of the window (7.5 s) after the last of them, until one call is sent.
+// next take holds as long as such calls are answered; status answers do
+// not keep it. It lapses an eighth of the window (7.5 s) after the last of
+// them; then one call goes, and it holds again while that call is in
+// flight (not while an older one is): a costly call waits for that call's
+// answer, not in steps of a millisecond.
 func TestAReserveHoldsWhileCallsTakeFromTheLevel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := orgFallen(t)
 		org := s.levels[Org]
+		get := func() *Call { return call(ops.GetContact, "") }
+		long := admitNow(t, s, get()) // in flight throughout
 		for range 10 {
 			time.Sleep(2 * time.Second)
-			admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", `"key";r=500;t=20`))
+			admitNow(t, s, get()).Finish(answer("", `"key";r=500;t=20`))
 		}
 		if r := org.reserve(time.Now()); r != 50 {
 			t.Errorf("kept back after 20 s of reads answered naming the key: %v, want 50", r)
 		}
-		time.Sleep(7500*time.Millisecond + time.Millisecond)
-		if r := org.reserve(time.Now()); r != 0 {
-			t.Errorf("kept back 7.5 s after the last answer to a call that took from the org: %v, want none", r)
+		for range 4 {
+			time.Sleep(5 * time.Second)
+			status := call(ops.GetRateLimit, "")
+			status.Status = true
+			admitNow(t, s, status).Finish(answer("", ""))
 		}
-		probe := admitNow(t, s, call(ops.GetContact, ""))
+		if r := org.reserve(time.Now()); r != 0 {
+			t.Errorf("kept back 20 s after the last answer to a call that took from the org, with status answers since: %v, want none", r)
+		}
+		probe := admitNow(t, s, get())
 		if r := org.reserve(time.Now()); r != 50 {
 			t.Errorf("kept back while the call sent once it lapsed is in flight: %v, want 50 again", r)
 		}
-		probe.Finish(answer("", `"key";r=500;t=20`))
+		if d := org.wait(120, time.Now()); d < time.Second {
+			t.Errorf("120 of the org, held by the reserve while that call is in flight: waits %v, want until its answer or 7.5 s", d)
+		}
+		probe.Finish(refusal(http.StatusServiceUnavailable, codeOverloaded, "", 0))
+		if r := org.reserve(time.Now()); r != 0 {
+			t.Errorf("kept back after the call sent once it lapsed ended unanswered by the org, an older one still in flight: %v, want none", r)
+		}
+		long.Finish(answer("", ""))
 	})
 }
 
