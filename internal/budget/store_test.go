@@ -128,12 +128,6 @@ func keyAfter(t *testing.T, st budgetstore.Store, limit string) *State {
 // d, answered without a word on any level; it returns when the first went
 // and the points of all.
 func readsWhileDown(s *State, st *downStore, d time.Duration) (first time.Duration, points float64) {
-	return readsWhileDownSaying(s, st, d, "")
-}
-
-// readsWhileDownSaying is readsWhileDown with each read answered with the
-// RateLimit field limit.
-func readsWhileDownSaying(s *State, st *downStore, d time.Duration, limit string) (first time.Duration, points float64) {
 	st.setDown(true)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -148,7 +142,7 @@ func readsWhileDownSaying(s *State, st *downStore, d time.Duration, limit string
 			first = time.Since(start)
 		}
 		points += c.Cost
-		tk.Finish(answer("", limit))
+		tk.Finish(answer("", ""))
 	}
 }
 
