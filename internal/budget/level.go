@@ -573,28 +573,27 @@ const (
 // again while it is in flight. A status answer does not count: asked while
 // the key is idle, it would keep the reserve from ever lapsing.
 func (l *level) reserve(now time.Time) float64 {
-	if !l.frees(now) || now.After(l.reserveLapse()) && !l.probing(now) {
+	if !l.frees(now) || now.After(l.reserveLapse()) {
 		return 0
 	}
 	return l.drops.max(now.Add(-l.window))
 }
 
 // reserveLapse is the last moment the level's reserve holds: reserveUnheard
-// after the last answer to a call that named it or took from it.
+// after the last answer to a call that named it or took from it, or after
+// the call sent once it lapsed went, while that call is in flight.
 func (l *level) reserveLapse() time.Time {
-	return later(l.markAt, l.answeredAt).Add(l.window / reserveUnheard)
-}
-
-// probing reports whether the call sent once the reserve lapsed is in
-// flight, for at most reserveUnheard more.
-func (l *level) probing(now time.Time) bool {
-	return !l.probeAt.IsZero() && now.Sub(l.probeAt) <= l.window/reserveUnheard
+	lapse := later(l.markAt, l.answeredAt)
+	if !l.probeAt.IsZero() {
+		lapse = later(lapse, l.probeAt)
+	}
+	return lapse.Add(l.window / reserveUnheard)
 }
 
 // sent notes a call admitted at now that takes from the level: the first
 // once its reserve lapsed is the one the others wait for.
 func (l *level) sent(now time.Time) {
-	if now.After(l.reserveLapse()) && !l.probing(now) {
+	if now.After(l.reserveLapse()) {
 		l.probeAt = now
 	}
 }
@@ -836,11 +835,7 @@ func (l *level) wait(n float64, now time.Time) time.Duration {
 			// has left the window, or once the reserve lapses (or the
 			// call sent when it did is answered).
 			until := l.drops.lastOver(left-n, now.Add(-l.window)).Add(l.window)
-			lapse := l.reserveLapse()
-			if now.After(lapse) { // probing: its answer wakes the next sooner
-				lapse = l.probeAt.Add(l.window / reserveUnheard)
-			}
-			if lapse = lapse.Add(1); lapse.Before(until) {
+			if lapse := l.reserveLapse().Add(1); lapse.Before(until) {
 				until = lapse
 			}
 			d = min(d, max(until.Sub(now), time.Millisecond))
