@@ -144,8 +144,9 @@
 // TestAReplayTakesNoTurnOfASpreadLevel), and so is a level others take from
 // that the server named within its window, at what this key has of it per
 // window; of such a level, what the others took at once between two of its
-// answers (at most 2 s apart: the fall since an older answer is many takes
-// and refills) is kept back for their next take, which a call sent on the
+// answers (at most a 30th of its window apart, 2 s of a minute: the fall
+// since an older answer is many takes and refills,
+// TestTheFallsKeptBackAreThoseOfAPartOfTheWindow) is kept back for their next take, which a call sent on the
 // last r would meet: the most they took so within the last window, since
 // what they take comes back to them a window later and they take it again
 // (level.reserve, TestALevelOthersTakeFromInChunksKeepsAChunkBack; the
@@ -156,7 +157,13 @@
 // calls it held sent nothing that could show the others' next take
 // (TestAReserveLapsesWhileTheLevelGoesUnheard); then one call goes, and
 // the others wait for its answer
-// (TestAReserveHoldsWhileCallsTakeFromTheLevel); a remainder smaller than
+// (TestAReserveHoldsWhileCallsTakeFromTheLevel); so does every call but
+// one that would take of such a level on a guess: of what the refill
+// brought since the server's last word on it (what this key took a window
+// before, the refill its answers showed), or on a word older than the
+// reserve measures (maxDropGap); the others take only what a recent word
+// left until that call's answer says what is left, for at most an eighth
+// of the window (level.guesses, TestAGuessGoesAlone); a remainder smaller than
 // their take is kept back too, since others may take part of a chunk; a
 // call bigger than a level the server
 // announced waits for the level to be full and then goes (an odd header

@@ -116,7 +116,7 @@ type level struct {
 	markAt      time.Time // when it came
 	drops       drops     // what others took between two answers within a window (reserve)
 	answeredAt  time.Time // the last answer that charged a call, not a status request, on it
-	probeAt     time.Time // when the call sent once the reserve lapsed went; zero once it ended
+	probeAt     time.Time // when the call that went on a guess (sent) went; zero once it ended
 	gainAt      time.Time // when gainMark was read
 	gainMark    float64
 	netRate     float64   // the refill measured last
@@ -581,7 +581,8 @@ func (l *level) reserve(now time.Time) float64 {
 
 // reserveLapse is the last moment the level's reserve holds: reserveUnheard
 // after the last answer to a call that named it or took from it, or after
-// the call sent once it lapsed went, while that call is in flight.
+// the call that went once it lapsed or on a guess (sent), while that call
+// is in flight.
 func (l *level) reserveLapse() time.Time {
 	lapse := later(l.markAt, l.answeredAt)
 	if !l.probeAt.IsZero() {
@@ -590,17 +591,31 @@ func (l *level) reserveLapse() time.Time {
 	return lapse.Add(l.window / reserveUnheard)
 }
 
-// sent notes a call admitted at now that takes from the level: the first
-// once its reserve lapsed is the one the others wait for.
+// sent notes a call admitted at now that took from the level: the first
+// once its reserve lapsed, or the first that took more than the server's
+// word left (guesses), is the one the others wait for.
 func (l *level) sent(now time.Time) {
-	if now.After(l.reserveLapse()) {
+	if now.After(l.reserveLapse()) || l.guesses(0, now) {
 		l.probeAt = now
 	}
 }
 
+// guesses reports whether n more of a level others take from, that the
+// server named within its window, would go on a guess: on what the refill
+// brought since the server's last word (unheard), or, while it keeps a
+// reserve, on a word older than maxDropGap, across which the reserve does
+// not measure what the others take. One call's answer tells what they
+// took; until then the others take only what a recent word left.
+func (l *level) guesses(n float64, now time.Time) bool {
+	if !l.frees(now) || !l.named(now) {
+		return false
+	}
+	return l.tokens-l.unheard < n-1e-9 || now.Sub(l.markAt) > l.maxDropGap() && l.reserve(now) > 0
+}
+
 // answered notes the end of a call admitted at start that took from the
 // level: an answer that charged it, unless to a status request, keeps the
-// reserve, and the call sent once it lapsed is no longer in flight.
+// reserve, and the call the others wait for (sent) is no longer in flight.
 func (l *level) answered(start time.Time, charged, status bool, now time.Time) {
 	if charged && !status {
 		l.answeredAt = now
@@ -611,11 +626,15 @@ func (l *level) answered(start time.Time, charged, status bool, now time.Time) {
 }
 
 // maxDropGap is the longest time between two answers across which what a
-// level others take from fell counts as taken at once (reserve): others
-// that take in bursts take them a tick apart, less than that, and this
-// key's answers come several a second while the level binds. Over a longer
-// gap the fall is many takes and refills.
-const maxDropGap = 2 * time.Second
+// level others take from fell counts as taken at once (reserve), a
+// dropGapWindow-th of its window (2 s of a minute): others that take in
+// bursts take them a tick apart, less than that, and this key's answers
+// come several a second while the level binds. Over a longer gap the fall
+// is many takes and refills. The others' ticks are not known; a part of
+// the window keeps the measure the same on a server that counts faster.
+func (l *level) maxDropGap() time.Duration { return l.window / dropGapWindow }
+
+const dropGapWindow = 30
 
 // reserveUnheard divides a level's window into how long its reserve holds
 // after the last answer naming it (7.5 s of a minute): under the 10 s
@@ -638,7 +657,7 @@ func (l *level) learnGain(remaining, pending float64, now time.Time) {
 	// answers came within maxDropGap: the fall since an older answer is
 	// many takes and refills, and kept back it would hold every call for
 	// up to a window.
-	if drop := l.lastMark - mark - max(l.lastPending, pending); !l.markAt.IsZero() && now.Sub(l.markAt) <= maxDropGap && drop > 0 {
+	if drop := l.lastMark - mark - max(l.lastPending, pending); !l.markAt.IsZero() && now.Sub(l.markAt) <= l.maxDropGap() && drop > 0 {
 		l.drops.add(drop, now, now.Add(-l.window))
 	}
 	l.lastMark, l.lastPending, l.markAt = mark, pending, now
@@ -840,6 +859,8 @@ func (l *level) wait(n float64, now time.Time) time.Duration {
 			}
 			d = min(d, max(until.Sub(now), time.Millisecond))
 		}
+	} else if !l.probeAt.IsZero() && l.guesses(n+reserve, now) {
+		d = max(l.reserveLapse().Add(1).Sub(now), time.Millisecond)
 	}
 	if p := l.part(); p < 1 {
 		if missing := n - l.partLeft(); missing > 1e-9 {

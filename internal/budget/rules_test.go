@@ -1033,3 +1033,78 @@ func TestTheLargestRecentFallIsKeptBack(t *testing.T) {
 		}
 	})
 }
+
+// TestAGuessGoesAlone: of a level others take from, what this key's takes
+// freed since the server's last word on it the others may have taken by
+// now, and so may they, where they take in chunks, what a word older than
+// the reserve measures. One
+// call takes of it; the others take only what a recent word left until
+// that call's answer says what is left, or for at most an eighth of the
+// window.
+func TestAGuessGoesAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		create := func() *Call { return call(ops.CreateContact, "") }
+		for range 40 {
+			admitNow(t, s, call(ops.ListContacts, "q=a")).Finish(answer("", ""))
+		}
+		time.Sleep(59500 * time.Millisecond)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(6))
+		time.Sleep(1500 * time.Millisecond) // the 280 points taken first are freed
+
+		first := admitNow(t, s, create()) // of the 6 the word left
+		guess := admitNow(t, s, create()) // 1 left: takes of what was freed
+		if why := held(s, create()); why != Org {
+			t.Errorf("a third call while the one that took of what was freed is in flight: held by %q, want the org", why)
+		}
+		if d := s.levels[Org].wait(5, time.Now()); d <= 0 || d > 7500*time.Millisecond+1 {
+			t.Errorf("the third call waits %v, want until the answer or at most 7.5 s", d)
+		}
+		guess.Finish(orgAnswer(276)) // no one else took what was freed
+		if why := held(s, create()); why != "" {
+			t.Errorf("a third call once the answer said 276 were left: held by %q, want it to go", why)
+		}
+		first.Finish(orgAnswer(249)) // the others took 27 at once
+		if r := s.levels[Org].reserve(time.Now()); r <= 0 {
+			t.Fatalf("kept back after a fall of 27: %v, want some", r)
+		}
+
+		time.Sleep(3 * time.Second) // the word is older than the reserve measures
+		alone := admitNow(t, s, create())
+		if why := held(s, create()); why != Org {
+			t.Errorf("a call while one sent on a word 3 s old is in flight: held by %q, want the org", why)
+		}
+		alone.Finish(orgAnswer(244))
+		if why := held(s, create()); why != "" {
+			t.Errorf("a call once the answer said 244 were left: held by %q, want it to go", why)
+		}
+	})
+}
+
+// TestTheFallsKeptBackAreThoseOfAPartOfTheWindow: what others took at once
+// is read between two answers at most a 30th of the level's window apart
+// (2 s of a minute); on a server that counts in shorter windows, the
+// same part of them.
+func TestTheFallsKeptBackAreThoseOfAPartOfTheWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		org := s.levels[Org]
+		left := 400.0
+		say := func(after time.Duration, fall float64) {
+			time.Sleep(after)
+			left -= 1 + fall
+			admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"org";q=500;w=10`, fmt.Sprintf(`"org";r=%g;t=1`, left)))
+		}
+		say(0, 0)
+		say(500*time.Millisecond, 40) // a 20th of the window: many takes
+		if r := org.reserve(time.Now()); r != 0 {
+			t.Errorf("kept back after a fall across half a second of a 10 s window: %v, want none", r)
+		}
+		say(300*time.Millisecond, 40) // a 33rd of it: one take
+		if r := org.reserve(time.Now()); r != 40 {
+			t.Errorf("kept back after a fall across 0.3 s of a 10 s window: %v, want 40", r)
+		}
+	})
+}
