@@ -1088,10 +1088,9 @@ func TestAGuessGoesAlone(t *testing.T) {
 // same part of them.
 func TestTheFallsKeptBackAreThoseOfAPartOfTheWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
+		s, left := New(), 400.0
 		learn(t, s)
 		org := s.levels[Org]
-		left := 400.0
 		say := func(after time.Duration, fall float64) {
 			time.Sleep(after)
 			left -= 1 + fall
