@@ -148,7 +148,7 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 		t.mark, t.landed = t.l.admitted, t.l.landed
 		t.l.admitted += t.amount
 		t.l.take(t.amount, now)
-		t.l.sent(now)
+		t.probe = t.l.sent(now)
 		t.l.inflight += t.amount
 		t.l.pace.take(t.l.need(t.amount), now)
 		t.l.usedAt = now

@@ -93,7 +93,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 			for _, tk := range t.taken {
 				l := tk.l
 				l.inflight -= tk.amount
-				l.answered(t.start, a != nil && !uncharged, c.Status, now)
+				l.answered(t.start, tk.probe, a != nil && !uncharged, c.Status, now)
 				back := 0.0
 				switch {
 				case uncharged || noRecords && l.name == Egress:

@@ -70,6 +70,7 @@ type take struct {
 	amount float64
 	mark   float64 // the level's admitted count before this take
 	landed float64 // what had landed on the level when it was taken
+	probe  bool    // the call the level's others wait for (level.sent)
 }
 
 // kind is what a learned policy is tied to: the operation and the call's

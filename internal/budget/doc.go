@@ -144,10 +144,10 @@
 // TestAReplayTakesNoTurnOfASpreadLevel), and so is a level others take from
 // that the server named within its window, at what this key has of it per
 // window; of such a level, what the others took at once between two of its
-// answers (at most a 30th of its window apart, 2 s of a minute: the fall
-// since an older answer is many takes and refills,
-// TestTheFallsKeptBackAreThoseOfAPartOfTheWindow) is kept back for their next take, which a call sent on the
-// last r would meet: the most they took so within the last window, since
+// answers (at most a 30th of its window apart, 2 s of a minute, within
+// 0.1-5 s: the fall since an older answer is many takes and refills,
+// TestTheFallsKeptBackAreThoseOfAPartOfTheWindow) is kept back for their
+// next take, which a call sent on the last r would meet: the most they took so within the last window, since
 // what they take comes back to them a window later and they take it again
 // (level.reserve, TestALevelOthersTakeFromInChunksKeepsAChunkBack; the
 // larger of two falls binds until it leaves the window,
@@ -158,12 +158,15 @@
 // (TestAReserveLapsesWhileTheLevelGoesUnheard); then one call goes, and
 // the others wait for its answer
 // (TestAReserveHoldsWhileCallsTakeFromTheLevel); so does every call but
-// one that would take of such a level on a guess: of what the refill
-// brought since the server's last word on it (what this key took a window
-// before, the refill its answers showed), or on a word older than the
-// reserve measures (maxDropGap); the others take only what a recent word
-// left until that call's answer says what is left, for at most an eighth
-// of the window (level.guesses, TestAGuessGoesAlone); a remainder smaller than
+// one that would take of such a level on a guess, while the answers to
+// calls that take from it name it: of what the refill brought since the
+// server's last word on it (what this key took a window before, the
+// refill its answers showed), or, while something is kept back, on a word
+// older than the reserve measures (maxDropGap); the others take only what
+// a recent word left until that call's answer says what is left, for at
+// most an eighth of the window (level.guesses, TestAGuessGoesAlone,
+// TestAGuessWaitsAtMostUntilTheReserveLapses,
+// TestAGuessIsNoneWhereAnswersNameAnotherLevel); a remainder smaller than
 // their take is kept back too, since others may take part of a chunk; a
 // call bigger than a level the server
 // announced waits for the level to be full and then goes (an odd header

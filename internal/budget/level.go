@@ -116,7 +116,7 @@ type level struct {
 	markAt      time.Time // when it came
 	drops       drops     // what others took between two answers within a window (reserve)
 	answeredAt  time.Time // the last answer that charged a call, not a status request, on it
-	probeAt     time.Time // when the call that went on a guess (sent) went; zero once it ended
+	probeAt     time.Time // when the call the others wait for (sent) went; zero once it ended
 	gainAt      time.Time // when gainMark was read
 	gainMark    float64
 	netRate     float64   // the refill measured last
@@ -591,50 +591,64 @@ func (l *level) reserveLapse() time.Time {
 	return lapse.Add(l.window / reserveUnheard)
 }
 
-// sent notes a call admitted at now that took from the level: the first
-// once its reserve lapsed, or the first that took more than the server's
-// word left (guesses), is the one the others wait for.
-func (l *level) sent(now time.Time) {
-	if now.After(l.reserveLapse()) || l.guesses(0, now) {
+// sent notes a call admitted at now that took from the level and reports
+// whether it is the one the others wait for: the first once its reserve
+// lapsed, or one that went on a guess (guesses, of what it left over the
+// reserve).
+func (l *level) sent(now time.Time) bool {
+	if now.After(l.reserveLapse()) || l.guesses(l.reserve(now), now) {
 		l.probeAt = now
+		return true
 	}
+	return false
 }
 
-// guesses reports whether n more of a level others take from, that the
-// server named within its window, would go on a guess: on what the refill
-// brought since the server's last word (unheard), or, while it keeps a
-// reserve, on a word older than maxDropGap, across which the reserve does
-// not measure what the others take. One call's answer tells what they
-// took; until then the others take only what a recent word left.
+// guesses reports whether taking n more of a level others take from,
+// whose last answer to a call named it, would go on a guess: on what the
+// refill brought since the server's last word (unheard), or, while it
+// keeps a reserve, on a word older than maxDropGap, across which the
+// reserve does not measure what the others take. One call's answer tells
+// what they took; until then the others take only what a recent word left.
+// Where answers name another level, their words say nothing of this one,
+// and every call would go alone.
 func (l *level) guesses(n float64, now time.Time) bool {
-	if !l.frees(now) || !l.named(now) {
+	if !l.frees(now) || !l.named(now) || l.markAt.Before(l.answeredAt) {
 		return false
 	}
 	return l.tokens-l.unheard < n-1e-9 || now.Sub(l.markAt) > l.maxDropGap() && l.reserve(now) > 0
 }
 
 // answered notes the end of a call admitted at start that took from the
-// level: an answer that charged it, unless to a status request, keeps the
-// reserve, and the call the others wait for (sent) is no longer in flight.
-func (l *level) answered(start time.Time, charged, status bool, now time.Time) {
+// level (probe: the one the others wait for, sent): an answer that charged
+// it, unless to a status request, keeps the reserve, and the call the
+// others wait for is no longer in flight.
+func (l *level) answered(start time.Time, probe, charged, status bool, now time.Time) {
 	if charged && !status {
 		l.answeredAt = now
 	}
-	if start.Equal(l.probeAt) {
+	if probe && start.Equal(l.probeAt) {
 		l.probeAt = time.Time{}
 	}
 }
 
 // maxDropGap is the longest time between two answers across which what a
-// level others take from fell counts as taken at once (reserve), a
-// dropGapWindow-th of its window (2 s of a minute): others that take in
-// bursts take them a tick apart, less than that, and this key's answers
-// come several a second while the level binds. Over a longer gap the fall
-// is many takes and refills. The others' ticks are not known; a part of
-// the window keeps the measure the same on a server that counts faster.
-func (l *level) maxDropGap() time.Duration { return l.window / dropGapWindow }
+// level others take from fell counts as taken at once (reserve): 2 s of a
+// minute. Others that take in bursts take them a tick apart, less than
+// that, and this key's answers come several a second while the level
+// binds; over a longer gap the fall is many takes and refills. The others'
+// ticks are not known: a part of the window keeps the measure the same on
+// a server that counts faster, within bounds that keep it one tick.
+func (l *level) maxDropGap() time.Duration {
+	return min(max(l.window/dropGapWindow, minDropGap), maxDropGapBound)
+}
 
-const dropGapWindow = 30
+// dropGapWindow divides a level's window into maxDropGap, within
+// minDropGap and maxDropGapBound.
+const (
+	dropGapWindow   = 30
+	minDropGap      = 100 * time.Millisecond
+	maxDropGapBound = 5 * time.Second
+)
 
 // reserveUnheard divides a level's window into how long its reserve holds
 // after the last answer naming it (7.5 s of a minute): under the 10 s
@@ -859,7 +873,9 @@ func (l *level) wait(n float64, now time.Time) time.Duration {
 			}
 			d = min(d, max(until.Sub(now), time.Millisecond))
 		}
-	} else if !l.probeAt.IsZero() && l.guesses(n+reserve, now) {
+	} else if !l.probeAt.IsZero() && !now.After(l.reserveLapse()) && l.guesses(n+reserve, now) {
+		// A guess waits for the answer of the call the others wait for,
+		// or at most until the reserve lapses: then it goes in its stead.
 		d = max(l.reserveLapse().Add(1).Sub(now), time.Millisecond)
 	}
 	if p := l.part(); p < 1 {

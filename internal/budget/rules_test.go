@@ -1043,18 +1043,8 @@ func TestTheLargestRecentFallIsKeptBack(t *testing.T) {
 // window.
 func TestAGuessGoesAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s, first, guess := guessing(t)
 		create := func() *Call { return call(ops.CreateContact, "") }
-		for range 40 {
-			admitNow(t, s, call(ops.ListContacts, "q=a")).Finish(answer("", ""))
-		}
-		time.Sleep(59500 * time.Millisecond)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(6))
-		time.Sleep(1500 * time.Millisecond) // the 280 points taken first are freed
-
-		first := admitNow(t, s, create()) // of the 6 the word left
-		guess := admitNow(t, s, create()) // 1 left: takes of what was freed
 		if why := held(s, create()); why != Org {
 			t.Errorf("a third call while the one that took of what was freed is in flight: held by %q, want the org", why)
 		}
@@ -1079,6 +1069,59 @@ func TestAGuessGoesAlone(t *testing.T) {
 		if why := held(s, create()); why != "" {
 			t.Errorf("a call once the answer said 244 were left: held by %q, want it to go", why)
 		}
+	})
+}
+
+// guessing is a state whose org the server named 1.5 s ago with 6 left,
+// after 280 points this key took a window before were freed: first took
+// 5 of the word, guess goes on what was freed.
+func guessing(t *testing.T) (s *State, first, guess *Ticket) {
+	s = New()
+	learn(t, s)
+	for range 40 {
+		admitNow(t, s, call(ops.ListContacts, "q=a")).Finish(answer("", ""))
+	}
+	time.Sleep(59500 * time.Millisecond)
+	admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(6))
+	time.Sleep(1500 * time.Millisecond)
+	first = admitNow(t, s, call(ops.CreateContact, ""))
+	guess = admitNow(t, s, call(ops.CreateContact, ""))
+	return s, first, guess
+}
+
+// TestAGuessWaitsAtMostUntilTheReserveLapses: a call held behind a guess
+// whose answer does not come goes once an eighth of the window has passed,
+// and the others then wait for it.
+func TestAGuessWaitsAtMostUntilTheReserveLapses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, first, guess := guessing(t)
+		create := func() *Call { return call(ops.CreateContact, "") }
+		time.Sleep(7500 * time.Millisecond)
+		if why := held(s, create()); why != Org {
+			t.Errorf("a guess 7.5 s after the one in flight went: held by %q, want the org", why)
+		}
+		time.Sleep(time.Millisecond)
+		next := admitNow(t, s, create())
+		if why := held(s, create()); why != Org {
+			t.Errorf("a guess while the one sent once the reserve lapsed is in flight: held by %q, want the org", why)
+		}
+		first.Finish(answer("", ""))
+		guess.Finish(answer("", ""))
+		next.Finish(answer("", ""))
+	})
+}
+
+// TestAGuessIsNoneWhereAnswersNameAnotherLevel: once the answers to calls
+// that take from the org name another level, their words say nothing of
+// the org, and a call on the org's refill goes beside the one in flight.
+func TestAGuessIsNoneWhereAnswersNameAnotherLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, first, guess := guessing(t)
+		first.Finish(answer("", `"key";r=500;t=20`))
+		if why := held(s, call(ops.CreateContact, "")); why != "" {
+			t.Errorf("a call on the org's refill once an answer named the key: held by %q, want it to go", why)
+		}
+		guess.Finish(answer("", ""))
 	})
 }
 
