@@ -49,7 +49,12 @@
 //     implies a refill slower than the quota's, such a level gives back
 //     what this key's own takes free a window later, plus the refill its
 //     answers show beyond that (level.frees, level.learnGain,
-//     TestASharedLevelFreesWhatTheAnswersShow). A take admitted a window
+//     TestASharedLevelFreesWhatTheAnswersShow). Until that refill is
+//     measured (over half a window), answers that show the level freeing
+//     nothing beyond this key's own takes for a second or more give it no
+//     refill until one shows it moving; it then frees in steps, and a call
+//     that fits may pass one that waits (level.showsNoRefill,
+//     TestASharedLevelWhoseAnswersShowNoRefillGetsNone). A take admitted a window
 //     before an answer may have left the server's window before the server
 //     counted that answer, whose r then counts what it freed: it is freed
 //     then and not again a window after its own answer (level.heard,

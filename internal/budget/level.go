@@ -119,9 +119,12 @@ type level struct {
 	probeAt     time.Time // when the call the others wait for (sent) went; zero once it ended
 	gainAt      time.Time // when gainMark was read
 	gainMark    float64
+	gainPending float64   // what the server had not counted at gainAt
 	netRate     float64   // the refill measured last
 	lastGain    float64   // the measure before
 	netUntil    time.Time // when that measure is too old to bind
+	measured    bool      // a measure spanned the part of the window it needs
+	flat        bool      // every answer since gainAt showed the mark where gainMark put it
 
 	holdUntil time.Time     // a refusal's wait: no call that takes from the level goes before
 	statusAt  time.Time     // when the last status request about the level left
@@ -260,7 +263,20 @@ func (l *level) rate(now time.Time) float64 {
 	if l.frees(now) && now.Before(l.netUntil) {
 		r = min(r, l.netRate)
 	}
+	if l.frees(now) && l.showsNoRefill() {
+		r = 0
+	}
 	return r
+}
+
+// showsNoRefill reports whether, before the first measure of the net
+// refill, the answers over minGainSpan or more showed the level freeing
+// nothing beyond this key's own takes: a log the others keep full, or a
+// window only this key takes from. Until an answer shows it moving, the
+// quota's refill is a hint they contradict (rule 2); it frees at the
+// moment the server named and as this key's own takes leave (rule 1).
+func (l *level) showsNoRefill() bool {
+	return !l.measured && l.flat && l.markAt.Sub(l.gainAt) >= minGainSpan
 }
 
 // frees reports whether the level is one others take from that frees for
@@ -558,6 +574,9 @@ func (l *level) learnShape(remaining float64, t int64, now time.Time) {
 const (
 	minGainSpan    = time.Second
 	gainSpanWindow = 2
+	// flatSlack is how far a mark may move, r being whole units, and show
+	// no refill.
+	flatSlack = 1
 )
 
 // reserve is what a level others take from keeps back: the most the
@@ -676,13 +695,17 @@ func (l *level) learnGain(remaining, pending float64, now time.Time) {
 	}
 	l.lastMark, l.lastPending, l.markAt = mark, pending, now
 	if remaining >= l.size() || l.gainAt.IsZero() || now.Before(l.gainAt) {
-		l.gainAt, l.gainMark = now, mark
+		l.gainAt, l.gainMark, l.gainPending, l.flat = now, mark, pending, true
 		return
 	}
+	// Each mark is low by what the server had counted of the calls in
+	// flight at its answer.
+	l.flat = l.flat && mark >= l.gainMark-pending-flatSlack && mark <= l.gainMark+l.gainPending+flatSlack
 	span := now.Sub(l.gainAt)
 	if span < max(minGainSpan, l.window/gainSpanWindow) {
 		return
 	}
+	l.measured = true
 	rate := min(max(0, (mark-l.gainMark)/span.Seconds()), l.grossRate())
 	if now.After(l.netUntil) {
 		l.lastGain = rate
@@ -691,7 +714,7 @@ func (l *level) learnGain(remaining, pending float64, now time.Time) {
 	// server had counted of the calls in flight at its ends.
 	l.netRate, l.lastGain = min(rate, l.lastGain), rate
 	l.netUntil = now.Add(max(l.window, ObservedRateTTL))
-	l.gainAt, l.gainMark = now, mark
+	l.gainAt, l.gainMark, l.gainPending = now, mark, pending
 }
 
 // learnSteps reads r and t of a RateLimit member naming the level for a
@@ -946,7 +969,7 @@ const backfillSlack = time.Second
 // it. A level that refills continuously never lets a call pass: every point
 // taken delays the first.
 func (l *level) backfills(first *waiter, amount float64, now time.Time) bool {
-	if first == nil || first.c == nil || l.refills() {
+	if first == nil || first.c == nil || l.refills() && l.rate(now) > 0 {
 		return false
 	}
 	need := 0.0

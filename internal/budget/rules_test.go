@@ -734,6 +734,54 @@ func TestASharedLevelFreesWhatTheAnswersShow(t *testing.T) {
 	})
 }
 
+// TestASharedLevelWhoseAnswersShowNoRefillGetsNone (rules 1 and 2 before
+// the first measure of a level others take from, which spans half a
+// window): an org whose answers show it freeing nothing but this key's own
+// takes for a second or more frees nothing more, not the quota's refill,
+// until an answer shows it moving; meanwhile it frees in steps, so a call
+// that fits goes before a costlier one that waits.
+func TestASharedLevelWhoseAnswersShowNoRefillGetsNone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		get := func() *Call { return call(ops.GetContact, "") }
+		r := 5.0
+		admitNow(t, s, get()).Finish(orgAnswer(r))
+		time.Sleep(500 * time.Millisecond)
+		r -= get().Cost
+		admitNow(t, s, get()).Finish(orgAnswer(r))
+		time.Sleep(400 * time.Millisecond)
+		if got := availableOf(s, Org); got < r+8 {
+			t.Fatalf("%v left of the org 0.4 s after r=%v, its answers having shown no refill for 0.5 s, want the quota's refill (%v and more)", got, r, r+8)
+		}
+		time.Sleep(100 * time.Millisecond)
+		r -= get().Cost
+		admitNow(t, s, get()).Finish(orgAnswer(r))
+		time.Sleep(2 * time.Second)
+		if got := availableOf(s, Org); got > r+0.5 {
+			t.Errorf("%v left of the org 2 s after r=%v, its answers having shown no refill for 1 s, want %v", got, r, r)
+		}
+
+		costly := call(ops.CreateContact, "") // 5 points, more than is left
+		var wg sync.WaitGroup
+		admitLater(t, s, &wg, costly)
+		if b := s.Snapshot(); b.Waiting != 1 {
+			t.Fatalf("%d waiting, want the create", b.Waiting)
+		}
+		if why := held(s, get()); why != "" {
+			t.Errorf("a call that fits what is left, behind one that waits for the org: held by %q, want it to go", why)
+		}
+
+		r += 20 // it refilled: the quota's refill stands again
+		admitNow(t, s, get()).Finish(orgAnswer(r))
+		time.Sleep(time.Second)
+		if got := availableOf(s, Org); got < r+10 {
+			t.Errorf("%v left of the org 1 s after an answer showed it refilling, want the quota's refill (%v and more)", got, r+10)
+		}
+		wg.Wait()
+	})
+}
+
 // TestAFreeTheServersWordCountsIsNotFreedAgain: a take of this key's on a
 // level others take from leaves the server's window a window after the
 // server counted it, which may be before the model logs it free (a window
