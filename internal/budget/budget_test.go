@@ -678,6 +678,39 @@ func TestCheapCallPassesOnlyWhenItDelaysNoOne(t *testing.T) {
 	}
 }
 
+// TestACallThatMayPassWaitsOnlyForThePace: behind a create that waits for
+// an org the others keep full (its answers show no refill; what this key
+// took frees a window later), a get that fits what is left may pass it,
+// and the org's pace spreads it: it goes when the pace lets it, not when
+// the create looks again.
+func TestACallThatMayPassWaitsOnlyForThePace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		list := func() *Call { return call(ops.ListContacts, "q=a") } // 7 points
+		r := 150.0
+		for range 21 {
+			r -= list().Cost
+			tk, _ := admitAt(t, s, list())
+			tk.Finish(orgAnswer(r))
+		}
+		var wg sync.WaitGroup
+		admitLater(t, s, &wg, call(ops.CreateContact, "")) // 5 points, 3 left
+		if b := s.Snapshot(); b.Waiting != 1 {
+			t.Fatalf("%d waiting, want the create", b.Waiting)
+		}
+		tk, d := admitAt(t, s, call(ops.GetContact, ""))
+		if d > time.Second {
+			t.Errorf("a get that may pass the create waited %v, want at most the pace's second", d)
+		}
+		if b := s.Snapshot(); b.Waiting != 1 {
+			t.Errorf("%d waiting once the get went, want the create still", b.Waiting)
+		}
+		tk.Finish(orgAnswer(r - 1))
+		wg.Wait()
+	})
+}
+
 // TestFailedReadGivesEgressBack: a list answered 400 returned no records,
 // so the 100 it reserved are free again (issue 11, item 6); a 200 keeps
 // them until the caller settles what it got.

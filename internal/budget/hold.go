@@ -96,8 +96,11 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 	if sayHeld {
 		c.OnHeld(why)
 	}
-	if !head {
-		timerWait = 0 // only the first of the queue looks again on its own
+	if !head && (g.level == nil || why != ReasonPace) {
+		// Only the first of the queue looks again on its own, and a call
+		// behind it that may pass it but waits for the level's pace: no
+		// one else wakes it then.
+		timerWait = 0
 	}
 	a.sleep(ctx, timerWait, now)
 	s.mu.Lock()
