@@ -47,8 +47,8 @@ func RegisterChecker(c Checker) { checker.Store(&c) }
 // violation: tests send such requests on purpose. A violation replaces the
 // answer with 500 INTERNAL naming it (the answer's effects stay), and is
 // recorded: Server.Violations and the package-level Violations report it,
-// and CheckExchanges fails a test on it. Batch parts are checked as part of
-// the batch's answer (BatchResultItem); their bodies are opaque there.
+// and speccheck.Main fails a test binary on it. Batch parts are checked as
+// part of the batch's answer (BatchResultItem); their bodies are opaque there.
 func WithValidation(on bool) Option { return func(c *config) { c.validate = &on } }
 
 // Violations returns every violation recorded by any Server of this process
@@ -70,17 +70,6 @@ func (s *Server) Violations() []string {
 	s.violationsMu.Lock()
 	defer s.violationsMu.Unlock()
 	return slices.Clone(s.violations)
-}
-
-// CheckExchanges fails t when s recorded a violation of openapi.json; it
-// registers itself with t.Cleanup, so a test calls it once, right after New.
-func CheckExchanges(t testing.TB, s *Server) {
-	t.Helper()
-	t.Cleanup(func() {
-		for _, v := range s.Violations() {
-			t.Errorf("sandbox: %s", v)
-		}
-	})
 }
 
 func (s *Server) validating() bool {
