@@ -52,8 +52,10 @@
 //     TestASharedLevelFreesWhatTheAnswersShow). Until that refill is
 //     measured (over half a window), answers that show the level freeing
 //     nothing beyond this key's own takes for a second or more give it no
-//     refill until one shows it moving; it then frees in steps, and a call
-//     that fits may pass one that waits (level.showsNoRefill,
+//     refill until one shows it moving, or until it goes unheard for an
+//     eighth of the window, as what is kept back of such a level does
+//     (below); it then frees in steps, and a call that fits may pass one
+//     that waits (level.noRefillUntil,
 //     TestASharedLevelWhoseAnswersShowNoRefillGetsNone). A take admitted a window
 //     before an answer may have left the server's window before the server
 //     counted that answer, whose r then counts what it freed: it is freed

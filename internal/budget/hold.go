@@ -92,15 +92,16 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 		}
 		timerWait = min(timerWait, next.Sub(now))
 	}
+	if !head && !(why == ReasonPace && g.firstOfSize(w)) {
+		// Only the first of the queue looks again on its own, and the
+		// first of a size behind it that waits for the level's pace (it
+		// may pass the first, and no one else wakes it then); the calls
+		// of its size behind it go in their order.
+		timerWait = 0
+	}
 	s.mu.Unlock()
 	if sayHeld {
 		c.OnHeld(why)
-	}
-	if !head && (g.level == nil || why != ReasonPace) {
-		// Only the first of the queue looks again on its own, and a call
-		// behind it that may pass it but waits for the level's pace: no
-		// one else wakes it then.
-		timerWait = 0
 	}
 	a.sleep(ctx, timerWait, now)
 	s.mu.Lock()

@@ -263,20 +263,26 @@ func (l *level) rate(now time.Time) float64 {
 	if l.frees(now) && now.Before(l.netUntil) {
 		r = min(r, l.netRate)
 	}
-	if l.frees(now) && l.showsNoRefill() {
+	if l.frees(now) && now.Before(l.noRefillUntil()) {
 		r = 0
 	}
 	return r
 }
 
-// showsNoRefill reports whether, before the first measure of the net
-// refill, the answers over minGainSpan or more showed the level freeing
-// nothing beyond this key's own takes: a log the others keep full, or a
-// window only this key takes from. Until an answer shows it moving, the
-// quota's refill is a hint they contradict (rule 2); it frees at the
-// moment the server named and as this key's own takes leave (rule 1).
-func (l *level) showsNoRefill() bool {
-	return !l.measured && l.flat && l.markAt.Sub(l.gainAt) >= minGainSpan
+// noRefillUntil is, before the first measure of the net refill, when the
+// answers that showed the level freeing nothing beyond this key's own
+// takes for minGainSpan or more (a log the others keep full, or a window
+// only this key takes from) stop binding; zero when they showed it moving
+// or no such answers came. Until then the quota's refill is a hint they
+// contradict (rule 2): the level frees at the moment the server named and
+// as this key's own takes leave (rule 1). They bind as the reserve does,
+// until an eighth of the window without an answer (reserveLapse): then
+// the quota's refill stands, and the call it lets go asks again.
+func (l *level) noRefillUntil() time.Time {
+	if l.measured || !l.flat || l.markAt.Sub(l.gainAt) < minGainSpan {
+		return time.Time{}
+	}
+	return l.reserveLapse()
 }
 
 // frees reports whether the level is one others take from that frees for
@@ -296,7 +302,7 @@ func (l *level) frees(now time.Time) bool {
 // measure expires); zero when none does.
 func (l *level) rateChange(at time.Time) time.Time {
 	next := time.Time{}
-	for _, t := range [...]time.Time{l.observedUntil, l.netUntil} {
+	for _, t := range [...]time.Time{l.observedUntil, l.netUntil, l.noRefillUntil()} {
 		if t.After(at) && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
@@ -967,7 +973,8 @@ const backfillSlack = time.Second
 // of the first call that waits for it, because that delays the first by at
 // most backfillSlack over the moment it could go when the first call passed
 // it. A level that refills continuously never lets a call pass: every point
-// taken delays the first.
+// taken delays the first; one that others take from does while its rate is
+// 0 (noRefillUntil, or a measured net refill of none), as it frees in steps then.
 func (l *level) backfills(first *waiter, amount float64, now time.Time) bool {
 	if first == nil || first.c == nil || l.refills() && l.rate(now) > 0 {
 		return false

@@ -80,6 +80,13 @@ func (g *gate) wakeBehind() {
 	}
 }
 
+// firstOfSize reports whether w is the first waiter of its size in g, a
+// level's gate.
+func (g *gate) firstOfSize(w *waiter) bool {
+	h := g.byNeed[w.need]
+	return h != nil && len(h.ws) > 0 && h.ws[0] == w
+}
+
 // wakeHead wakes the first waiter of g, if any.
 func (g *gate) wakeHead() {
 	if len(g.q.ws) > 0 {

@@ -779,7 +779,38 @@ func TestASharedLevelWhoseAnswersShowNoRefillGetsNone(t *testing.T) {
 			t.Errorf("%v left of the org 1 s after an answer showed it refilling, want the quota's refill (%v and more)", got, r+10)
 		}
 		wg.Wait()
+
+		// A fall beyond this key's takes (others took) ends it too.
+		s = flatOrg(t, 30)
+		time.Sleep(2 * time.Second)
+		tk, _ := admitAt(t, s, get())
+		tk.Finish(orgAnswer(30 - get().Cost - 20))
+		time.Sleep(time.Second)
+		if got, want := availableOf(s, Org), 9.0+20; got < want {
+			t.Errorf("%v left of the org 1 s after an answer showed others taking, want the quota's refill (%v and more)", got, want)
+		}
+
+		// Unheard for an eighth of the window, it binds no more: a call
+		// too costly for what is left goes then and asks.
+		s = flatOrg(t, 3)
+		tk, d := admitAt(t, s, call(ops.ListContacts, "q=a")) // 7 points
+		if d > 8*time.Second {
+			t.Errorf("a 7-point call on r=3 of an org unheard since waited %v, want at most an eighth of the window", d)
+		}
+		tk.Finish(orgAnswer(0))
 	})
+}
+
+// flatOrg is a state whose org answers showed r falling by this key's takes
+// alone for a second, to r.
+func flatOrg(t *testing.T, r float64) *State {
+	s := New()
+	learn(t, s)
+	for _, r := range []float64{r + 2, r + 1, r} {
+		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(r))
+		time.Sleep(500 * time.Millisecond)
+	}
+	return s
 }
 
 // TestAFreeTheServersWordCountsIsNotFreedAgain: a take of this key's on a
