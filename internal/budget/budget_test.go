@@ -685,15 +685,7 @@ func TestCheapCallPassesOnlyWhenItDelaysNoOne(t *testing.T) {
 // the create looks again.
 func TestACallThatMayPassWaitsOnlyForThePace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
-		list := func() *Call { return call(ops.ListContacts, "q=a") } // 7 points
-		r := 150.0
-		for range 21 {
-			r -= list().Cost
-			tk, _ := admitAt(t, s, list())
-			tk.Finish(orgAnswer(r))
-		}
+		s, r := orgPacedToThree(t)
 		var wg sync.WaitGroup
 		admitLater(t, s, &wg, call(ops.CreateContact, "")) // 5 points, 3 left
 		if b := s.Snapshot(); b.Waiting != 1 {
@@ -734,6 +726,64 @@ func TestACallThatMayPassWaitsOnlyForThePace(t *testing.T) {
 			tk.Finish(orgAnswer(r - 1 - float64(i)))
 		}
 		mu.Unlock()
+		wg.Wait()
+	})
+}
+
+// orgPacedToThree is a state whose org answers showed r falling by this
+// key's 7-point lists alone, from 150 to 3 (r), as fast as the org's pace
+// let them go.
+func orgPacedToThree(t *testing.T) (*State, float64) {
+	s := New()
+	learn(t, s)
+	list := func() *Call { return call(ops.ListContacts, "q=a") }
+	r := 150.0
+	for range 21 {
+		r -= list().Cost
+		tk, _ := admitAt(t, s, list())
+		tk.Finish(orgAnswer(r))
+	}
+	return s, r
+}
+
+// TestAWaiterLeavesTheQueueOfItsSizeWhenItMoves: a list held first by
+// the org's pace and then by egress leaves the org's queue of its size,
+// so that a later call of that size, which may pass a create waiting for
+// the org, is the first of its size there and goes when the pace lets it.
+func TestAWaiterLeavesTheQueueOfItsSizeWhenItMoves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := orgPacedToThree(t)
+		s.Spend(Egress, 50)
+		var wg sync.WaitGroup
+		moved := call(ops.ListContacts, "limit=100") // 2 points, 100 records
+		admitLater(t, s, &wg, moved)
+		egress := &s.levels[Egress].gate
+		for range 100 {
+			s.mu.Lock()
+			at := moved.w.at
+			s.mu.Unlock()
+			if at == egress {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		s.mu.Lock()
+		if moved.w.at != egress {
+			t.Fatalf("the list is not held by egress")
+		}
+		if h := s.levels[Org].gate.byNeed[2]; h != nil && slices.Contains(h.ws, &moved.w) {
+			t.Errorf("a list held by egress still stands in the org's queue of its size")
+		}
+		s.mu.Unlock()
+		admitLater(t, s, &wg, call(ops.CreateContact, "")) // 5 points, 3 left
+		get, _ := admitAt(t, s, call(ops.GetContact, ""))
+		tk, d := admitAt(t, s, call(ops.ListContacts, "limit=1")) // 2 points
+		if d > 2*time.Second {
+			t.Errorf("a list that may pass the create waited %v, want at most the pace's 2 s", d)
+		}
+		tk.Finish(orgAnswer(0))
+		get.Finish(orgAnswer(0))
+		s.Spend(Egress, 1000)
 		wg.Wait()
 	})
 }

@@ -30,6 +30,9 @@ func (s *State) levelsLocked(c *Call, now time.Time) (*gate, time.Duration, stri
 		}
 		if d > 0 || l.gate.ahead(w) && !l.backfills(l.gate.head(), t.amount, now) {
 			if w.at != &l.gate {
+				// Out of the gate it waited in first: that gate's queue
+				// of its size is found by the need it entered with.
+				w.leave()
 				w.need = l.need(t.amount)
 			}
 			return &l.gate, d, why
