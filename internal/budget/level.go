@@ -122,8 +122,7 @@ type level struct {
 	gainPending float64   // what the server had not counted at gainAt
 	netRate     float64   // the refill measured last
 	lastGain    float64   // the measure before
-	netUntil    time.Time // when that measure is too old to bind
-	measured    bool      // a measure spanned the part of the window it needs
+	netUntil    time.Time // when that measure is too old to bind; zero before the first
 	flat        bool      // every answer since gainAt showed the mark where gainMark put it
 
 	holdUntil time.Time     // a refusal's wait: no call that takes from the level goes before
@@ -260,11 +259,13 @@ func (l *level) rate(now time.Time) float64 {
 	if now.Before(l.observedUntil) {
 		r = l.observedRate
 	}
-	if l.frees(now) && now.Before(l.netUntil) {
-		r = min(r, l.netRate)
-	}
-	if l.frees(now) && now.Before(l.noRefillUntil()) {
-		r = 0
+	if l.frees(now) {
+		if now.Before(l.netUntil) {
+			r = min(r, l.netRate)
+		}
+		if now.Before(l.noRefillUntil()) {
+			r = 0
+		}
 	}
 	return r
 }
@@ -279,7 +280,7 @@ func (l *level) rate(now time.Time) float64 {
 // until an eighth of the window without an answer (reserveLapse): then
 // the quota's refill stands, and the call it lets go asks again.
 func (l *level) noRefillUntil() time.Time {
-	if l.measured || !l.flat || l.markAt.Sub(l.gainAt) < minGainSpan {
+	if !l.netUntil.IsZero() || !l.flat || l.markAt.Sub(l.gainAt) < minGainSpan {
 		return time.Time{}
 	}
 	return l.reserveLapse()
@@ -711,7 +712,6 @@ func (l *level) learnGain(remaining, pending float64, now time.Time) {
 	if span < max(minGainSpan, l.window/gainSpanWindow) {
 		return
 	}
-	l.measured = true
 	rate := min(max(0, (mark-l.gainMark)/span.Seconds()), l.grossRate())
 	if now.After(l.netUntil) {
 		l.lastGain = rate
