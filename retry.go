@@ -455,7 +455,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// logRefusal logs a 429 or 503 answer: wait is the wait before the retry, or
+// logRefusal logs a 429 or 503 answer with the server's wait (retry_after)
+// when it named one: wait is the client's wait before the retry, or
 // negative when the call gives up.
 func (c *Client) logRefusal(cl *call, e *Error, attempt int, wait time.Duration) {
 	if e.Status != http.StatusTooManyRequests && e.Status != http.StatusServiceUnavailable {
@@ -471,12 +472,13 @@ func (c *Client) logRefusal(cl *call, e *Error, attempt int, wait time.Duration)
 		slog.Int("attempt", attempt),
 		slog.String("request_id", e.RequestID),
 	}
+	if e.RetryAfter > 0 {
+		attrs = append(attrs, slog.Duration("retry_after", e.RetryAfter))
+	}
 	msg := "bodo: refused, giving up"
 	if wait >= 0 {
 		msg = "bodo: refused, retrying"
 		attrs = append(attrs, slog.Duration("wait", wait))
-	} else if e.RetryAfter > 0 {
-		attrs = append(attrs, slog.Duration("retry_after", e.RetryAfter))
 	}
 	c.logger.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
 }

@@ -446,12 +446,13 @@ func TestRefusalsAreLoggedAndObserved(t *testing.T) {
 		if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
 			t.Fatalf("log %q: %v", buf.String(), err)
 		}
-		for _, k := range []string{"host", "operation", "class", "code", "policy", "attempt", "wait", "request_id"} {
+		for _, k := range []string{"host", "operation", "class", "code", "policy", "attempt", "retry_after", "wait", "request_id"} {
 			if _, ok := rec[k]; !ok {
 				t.Errorf("log lacks %s: %s", k, buf.String())
 			}
 		}
-		if rec["level"] != "WARN" || rec["operation"] != "listContacts" || rec["policy"] != "key" || rec["class"] != "read" {
+		if rec["level"] != "WARN" || rec["operation"] != "listContacts" || rec["policy"] != "key" || rec["class"] != "read" ||
+			rec["retry_after"] != float64(2*time.Second) {
 			t.Errorf("log: %s", buf.String())
 		}
 		if strings.Contains(buf.String(), testKey) {
