@@ -68,8 +68,8 @@ func readStats(r io.Reader) (*stats, error) {
 }
 
 // stallAfter is how many contract seconds without a request, while the
-// agents run and the key's level refills, count as a stall: the sandbox
-// profiles' stallWindow.
+// agents run and no wait the server announced holds every call (waitLog),
+// count as a stall: the sandbox profiles' stallWindow.
 const stallAfter = 10
 
 // firstMinutes is the start of a run that has its own goodput target.
@@ -123,10 +123,11 @@ func (s *stats) writesAllowed(secs float64) float64 {
 }
 
 // resultOf measures key's run, which ended when the stats were read, with
-// the key's writes from log (nil: not known) and what the foreign load had
+// the key's writes from log (nil: not known), what the foreign load had
 // taken from the org at the end of the run's first minutes (negative: not
-// known, taken as its share of the whole run's).
-func (s *stats) resultOf(key string, log *writeLog, foreignStart float64) (result, error) {
+// known, taken as its share of the whole run's) and the waits the server
+// announced that held every call of the key.
+func (s *stats) resultOf(key string, log *writeLog, foreignStart float64, waits []span) (result, error) {
 	k, ok := s.Keys[key]
 	if !ok || k.Requests == 0 {
 		return result{}, fmt.Errorf("stats: no request of key %s", key)
@@ -154,7 +155,8 @@ func (s *stats) resultOf(key string, log *writeLog, foreignStart float64) (resul
 		if row.T-rows[first].T < firstMinutes {
 			startPoints += row.Points
 		}
-		if row.Requests > 0 {
+		from := k.FirstRequestAt.Add(time.Duration(float64(row.T-rows[first].T) / s.Config.Scale * float64(time.Second)))
+		if row.Requests > 0 || held(waits, from, from.Add(time.Duration(float64(time.Second)/s.Config.Scale))) {
 			idle = 0
 			continue
 		}
@@ -172,4 +174,14 @@ func (s *stats) resultOf(key string, log *writeLog, foreignStart float64) (resul
 		r.WritesStart, r.WritesAllowed = log.before(short), s.writesAllowed(short)
 	}
 	return r, nil
+}
+
+// held reports whether one of waits covers a part of from to to.
+func held(waits []span, from, to time.Time) bool {
+	for _, w := range waits {
+		if w.from.Before(to) && from.Before(w.to) {
+			return true
+		}
+	}
+	return false
 }

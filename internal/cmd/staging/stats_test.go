@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
-func TestResultOfStats(t *testing.T) {
+// testStats reads testdata/stats.json.
+func testStats(t *testing.T) *stats {
+	t.Helper()
 	f, err := os.Open("testdata/stats.json")
 	if err != nil {
 		t.Fatal(err)
@@ -17,7 +24,12 @@ func TestResultOfStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := st.resultOf(apiKey, nil, -1)
+	return st
+}
+
+func TestResultOfStats(t *testing.T) {
+	st := testStats(t)
+	r, err := st.resultOf(apiKey, nil, -1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,5 +103,74 @@ func TestWritesOfTheLog(t *testing.T) {
 	}
 	if got := st.writesAllowed(121); got != 180 {
 		t.Errorf("the write level allows %v writes in 2 minutes and a second, want 180", got)
+	}
+}
+
+// TestAnAnnouncedWaitIsNoStall: the run of testdata/stats.json has no
+// request in its contract seconds 30 to 41; a wait the server announced
+// over all of them makes that no stall, one over the first only leaves
+// eleven seconds of one.
+func TestAnAnnouncedWaitIsNoStall(t *testing.T) {
+	st := testStats(t)
+	at := func(s float64) time.Time {
+		return time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC).Add(time.Duration(s * float64(time.Second)))
+	}
+	for _, tc := range []struct {
+		name   string
+		waits  []span
+		stalls []int
+	}{
+		{"none", nil, []int{30}},
+		{"over the gap", []span{{at(5), at(7)}}, nil},
+		{"over its first second", []span{{at(5), at(5.1)}}, []int{31}},
+		{"before it", []span{{at(1), at(4.9)}}, []int{30}},
+	} {
+		r, err := st.resultOf(apiKey, nil, -1, tc.waits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(r.StallsAt, tc.stalls) {
+			t.Errorf("%s: stalls at %v, want %v", tc.name, r.StallsAt, tc.stalls)
+		}
+	}
+}
+
+// TestWaitLogReadsTheServersWaits: from the client's log, written in pieces
+// that split lines, a waitLog keeps the server's waits on levels every call
+// takes from or on the key as a whole, not a wait on writes or a refusal
+// without one, and keeps the rest for errors.
+func TestWaitLogReadsTheServersWaits(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	at := time.Date(2026, 12, 5, 6, 28, 30, 859e6, time.UTC)
+	refusal := func(msg, policy string, retryAfter time.Duration) {
+		attrs := []slog.Attr{slog.String("host", "127.0.0.1:1"), slog.String("operation", "deleteContact"), slog.String("policy", policy)}
+		if retryAfter > 0 {
+			attrs = append(attrs, slog.Duration("retry_after", retryAfter))
+		}
+		r := slog.NewRecord(at, slog.LevelWarn, msg, 0)
+		r.AddAttrs(append(attrs, slog.Duration("wait", 2*time.Second))...)
+		if err := log.Handler().Handle(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refusal("bodo: refused, retrying", "org", 1292*time.Millisecond)
+	refusal("bodo: refused, retrying", "write", time.Second)
+	refusal("bodo: refused, giving up", "", 3*time.Second)
+	refusal("bodo: refused, retrying", "key", 0)
+	log.Warn("redisbudget: the store is down")
+
+	w := &waitLog{}
+	for b := buf.Bytes(); len(b) > 0; b = b[min(37, len(b)):] {
+		if _, err := w.Write(b[:min(37, len(b))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []span{{at, at.Add(1292 * time.Millisecond)}, {at, at.Add(3 * time.Second)}}
+	if got := w.spans(); !slices.EqualFunc(got, want, func(a, b span) bool { return a.from.Equal(b.from) && a.to.Equal(b.to) }) {
+		t.Errorf("waits %v, want %v", got, want)
+	}
+	if !strings.Contains(w.String(), "the store is down") || strings.Contains(w.String(), "refused") {
+		t.Errorf("the rest of the log: %q", w.String())
 	}
 }

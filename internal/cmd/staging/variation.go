@@ -82,10 +82,11 @@ func (v variation) run(ctx context.Context, c config, seed uint64) (result, erro
 	go func() { foreignStart <- foreignAfterFirstMinutes(watchCtx, url, c.scale) }()
 
 	var errs int
+	waits := &waitLog{}
 	if v.processes == 1 {
-		errs, err = runAgents(ctx, c, v, seed, env)
+		errs, err = runAgents(ctx, c, v, seed, env, waits)
 	} else {
-		errs, err = runSharedAgents(ctx, c, v, seed, env)
+		errs, err = runSharedAgents(ctx, c, v, seed, env, waits)
 	}
 	if err != nil {
 		return result{}, err
@@ -110,7 +111,7 @@ func (v variation) run(ctx context.Context, c config, seed uint64) (result, erro
 	}
 	stopServer()
 	endWatch()
-	r, err := st.resultOf(apiKey, log, <-foreignStart)
+	r, err := st.resultOf(apiKey, log, <-foreignStart, waits.spans())
 	r.Errors = errs
 	r.Processes, r.Agents = v.processes, v.agents
 	return r, err
@@ -216,14 +217,15 @@ func startStaging(ctx context.Context, c config, v variation, seed uint64) (*exe
 
 var failedLine = regexp.MustCompile(`(?m)^\s+errors\s+(\d+)`)
 
-// runAgents runs examples/agents and returns how many of its calls failed.
-func runAgents(ctx context.Context, c config, v variation, seed uint64, env []string) (int, error) {
+// runAgents runs examples/agents, its refusals logged to waits, and returns
+// how many of its calls failed.
+func runAgents(ctx context.Context, c config, v variation, seed uint64, env []string, waits *waitLog) (int, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "agents"), "-agents", strconv.Itoa(v.agents),
-		"-duration", c.duration.String(), "-seed", strconv.FormatUint(seed, 10), "-log", "off")
-	cmd.Env = env
+		"-duration", c.duration.String(), "-seed", strconv.FormatUint(seed, 10), "-log", "warn")
+	cmd.Env, cmd.Stderr = env, waits
 	out, err := cmd.Output()
 	if err != nil {
-		return 0, fmt.Errorf("agents: %w\n%s", err, out)
+		return 0, fmt.Errorf("agents: %w\n%s%s", err, out, waits)
 	}
 	m := failedLine.FindSubmatch(out)
 	if m == nil {
@@ -233,9 +235,9 @@ func runAgents(ctx context.Context, c config, v variation, seed uint64, env []st
 }
 
 // runSharedAgents runs v.processes redisbudget agents sharing a Redis of
-// their own, with its outage when v has one, and returns how many of their
-// calls failed.
-func runSharedAgents(ctx context.Context, c config, v variation, seed uint64, env []string) (int, error) {
+// their own, with its outage when v has one, their refusals logged to
+// waits, and returns how many of their calls failed.
+func runSharedAgents(ctx context.Context, c config, v variation, seed uint64, env []string, waits *waitLog) (int, error) {
 	rds, err := startRedis(ctx)
 	if err != nil {
 		return 0, err
@@ -249,15 +251,15 @@ func runSharedAgents(ctx context.Context, c config, v variation, seed uint64, en
 	outs := make([]out, v.processes)
 	for i := range v.processes {
 		cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "redisagents"), "-redis", rds.addr, "-agents", strconv.Itoa(v.agents),
-			"-duration", c.duration.String(), "-seed", strconv.FormatUint(seed*100+uint64(i), 10), "-json", "-log", "off")
-		cmd.Env = env
+			"-duration", c.duration.String(), "-seed", strconv.FormatUint(seed*100+uint64(i), 10), "-json", "-log", "warn")
+		cmd.Env, cmd.Stderr = env, waits
 		go func() {
 			b, err := cmd.Output()
 			if err == nil {
 				err = json.Unmarshal(b, &outs[i])
 			}
 			if err != nil {
-				err = fmt.Errorf("redisagents %d: %w\n%s", i, err, b)
+				err = fmt.Errorf("redisagents %d: %w\n%s%s", i, err, b, waits)
 			}
 			done <- err
 		}()
