@@ -162,7 +162,10 @@
 // level are answered or answers name it: with neither for an eighth of its
 // window (status answers do not count), it keeps nothing back, since the
 // calls it held sent nothing that could show the others' next take
-// (TestAReserveLapsesWhileTheLevelGoesUnheard); then one call goes, and
+// (TestAReserveLapsesWhileTheLevelGoesUnheard), unless a take of this key
+// leaves the window within a 30th of it after that: then it holds until
+// that take has, and the call that goes goes on what surely freed
+// (TestAReserveHoldsUntilATakeThatFreesJustAfterItsLapse); then one call goes, and
 // the others wait for its answer
 // (TestAReserveHoldsWhileCallsTakeFromTheLevel); so does every call but
 // one that would take of such a level on a guess, while the answers to

@@ -608,13 +608,20 @@ func (l *level) reserve(now time.Time) float64 {
 // reserveLapse is the last moment the level's reserve holds: reserveUnheard
 // after the last answer to a call that named it or took from it, or after
 // the call that went once it lapsed or on a guess (sent), while that call
-// is in flight.
+// is in flight. When a take of this key's log leaves the window within
+// maxDropGap after that, the reserve holds until it has: what frees then
+// is surely there, where what the last answer left the others may have
+// taken meanwhile, and the call that goes first goes on it.
 func (l *level) reserveLapse() time.Time {
 	lapse := later(l.markAt, l.answeredAt)
 	if !l.probeAt.IsZero() {
 		lapse = later(lapse, l.probeAt)
 	}
-	return lapse.Add(l.window / reserveUnheard)
+	lapse = lapse.Add(l.window / reserveUnheard)
+	if at := l.log.firstAfter(lapse.Add(-l.window)); !at.IsZero() && at.Add(l.window).Sub(lapse) <= l.maxDropGap() {
+		return at.Add(l.window)
+	}
+	return lapse
 }
 
 // sent notes a call admitted at now that took from the level and reports
@@ -1162,6 +1169,17 @@ func (g *takeLog) add(at, sent time.Time, amount float64) {
 	}
 	g.entries = append(g.entries, logEntry{at, sent, amount})
 	g.sum += amount
+}
+
+// firstAfter is when the oldest take answered after cut was answered; zero
+// when there is none.
+func (g *takeLog) firstAfter(cut time.Time) time.Time {
+	for _, e := range g.entries[g.head:] {
+		if e.at.After(cut) {
+			return e.at
+		}
+	}
+	return time.Time{}
 }
 
 // settle drops, as freed, the oldest takes admitted at or before cut.

@@ -1008,6 +1008,41 @@ func TestAReserveLapsesWhileTheLevelGoesUnheard(t *testing.T) {
 	})
 }
 
+// TestAReserveHoldsUntilATakeThatFreesJustAfterItsLapse: the org kept 50
+// back for the other key's next take, and its last answer came 52 s after
+// this key's first take. The reserve would lapse 7.5 s later, half a
+// second before that take leaves the window: it holds until the take has,
+// so that the call that goes first goes on what surely freed, not on what
+// the other key may have taken meanwhile.
+func TestAReserveHoldsUntilATakeThatFreesJustAfterItsLapse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		get := func() *Call { return call(ops.GetContact, "") }
+		start := time.Now()
+		admitNow(t, s, get()).Finish(orgAnswer(200))
+		time.Sleep(31 * time.Second)
+		admitNow(t, s, get()).Finish(orgAnswer(199))
+		time.Sleep(21 * time.Second)
+		admitNow(t, s, get()).Finish(orgAnswer(198))
+		admitNow(t, s, get()).Finish(orgAnswer(147)) // the other key took 50
+		org := s.levels[Org]
+		free := start.Add(time.Minute) // the first take leaves the window
+		if d := org.wait(120, time.Now()); d != free.Sub(time.Now())+1 {
+			t.Errorf("120 of the 147 left, 50 kept back: waits %v, want %v, until the take that frees half a second after the lapse has", d, free.Sub(time.Now())+1)
+		}
+		time.Sleep(7600 * time.Millisecond)
+		if r := org.reserve(time.Now()); r != 50 {
+			t.Errorf("kept back 7.6 s after the last answer, the take freeing 0.4 s later: %v, want 50", r)
+		}
+		time.Sleep(time.Until(free) + time.Millisecond)
+		org.refill(time.Now())
+		if r, left := org.reserve(time.Now()), org.available(time.Now()); r != 0 || left != 149 {
+			t.Errorf("once the first takes have left the window: %v kept back of %v, want none of 149", r, left)
+		}
+	})
+}
+
 // TestAReserveHoldsWhileCallsTakeFromTheLevel: answers that name another
 // level (the key) to calls that take from the org say nothing of what the
 // other key took of the org meanwhile, so what the org keeps back for its
