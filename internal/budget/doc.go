@@ -162,11 +162,7 @@
 // level are answered or answers name it: with neither for an eighth of its
 // window (status answers do not count), it keeps nothing back, since the
 // calls it held sent nothing that could show the others' next take
-// (TestAReserveLapsesWhileTheLevelGoesUnheard), unless the first of this
-// key's takes to leave the window after that does so within maxDropGap
-// (2 s of a minute): then it holds until that take has, and the call that
-// goes goes on what this key's take freed
-// (level.reserveEnd, TestAReserveHoldsUntilATakeThatFreesJustAfterItsLapse); then one call goes, and
+// (TestAReserveLapsesWhileTheLevelGoesUnheard); then one call goes, and
 // the others wait for its answer
 // (TestAReserveHoldsWhileCallsTakeFromTheLevel); so does every call but
 // one that would take of such a level on a guess, while the answers to
@@ -175,7 +171,7 @@
 // refill its answers showed), or, while something is kept back, on a word
 // older than the reserve measures (maxDropGap); the others take only what
 // a recent word left until that call's answer says what is left, for at
-// most as long as the reserve holds (level.guesses, TestAGuessGoesAlone,
+// most an eighth of the window (level.guesses, TestAGuessGoesAlone,
 // TestAGuessWaitsAtMostUntilTheReserveLapses,
 // TestAGuessIsNoneWhereAnswersNameAnotherLevel); a remainder smaller than
 // their take is kept back too, since others may take part of a chunk; a

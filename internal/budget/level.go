@@ -593,22 +593,21 @@ const (
 // that name another level, to calls that take from this one, say nothing
 // of what the others took, and keep the reserve. Nothing is kept back once
 // for reserveUnheard no call that took from the level has been answered
-// (charged) and no answer has named it (RateLimit), or once a take of this
-// key has left the window just after that (reserveEnd): the calls it held
-// sent nothing meanwhile, so the others' next take has come or will not,
-// and only a call sent can tell what is left. One goes, and the reserve holds
+// (charged) and no answer has named it (RateLimit): the calls it held sent
+// nothing meanwhile, so the others' next take has come or will not, and
+// only a call sent can tell what is left. One goes, and the reserve holds
 // again while it is in flight. A status answer does not count: asked while
 // the key is idle, it would keep the reserve from ever lapsing.
 func (l *level) reserve(now time.Time) float64 {
-	if !l.frees(now) || now.After(l.reserveEnd()) {
+	if !l.frees(now) || now.After(l.reserveLapse()) {
 		return 0
 	}
 	return l.drops.max(now.Add(-l.window))
 }
 
-// reserveLapse is when the level goes unheard: reserveUnheard after the
-// last answer to a call that named it or took from it, or after the call
-// that went once its reserve ended or on a guess (sent), while that call
+// reserveLapse is the last moment the level's reserve holds: reserveUnheard
+// after the last answer to a call that named it or took from it, or after
+// the call that went once it lapsed or on a guess (sent), while that call
 // is in flight.
 func (l *level) reserveLapse() time.Time {
 	lapse := later(l.markAt, l.answeredAt)
@@ -618,27 +617,12 @@ func (l *level) reserveLapse() time.Time {
 	return lapse.Add(l.window / reserveUnheard)
 }
 
-// reserveEnd is the last moment the level's reserve holds: its lapse, or,
-// when the first of this key's takes to leave the window after the lapse
-// does so within maxDropGap of it, that moment. What frees then is this
-// key's, where what the last answer left the others may have taken
-// meanwhile, and the call that goes first goes on it.
-func (l *level) reserveEnd() time.Time {
-	lapse := l.reserveLapse()
-	if !l.log.leftAt.Add(l.window).After(lapse) {
-		if at := l.log.firstAfter(lapse.Add(-l.window)); !at.IsZero() && at.Add(l.window).Sub(lapse) <= l.maxDropGap() {
-			return at.Add(l.window)
-		}
-	}
-	return lapse
-}
-
 // sent notes a call admitted at now that took from the level and reports
 // whether it is the one the others wait for: the first once its reserve
 // lapsed, or one that went on a guess (guesses, of what it left over the
 // reserve).
 func (l *level) sent(now time.Time) bool {
-	if now.After(l.reserveEnd()) || l.guesses(l.reserve(now), now) {
+	if now.After(l.reserveLapse()) || l.guesses(l.reserve(now), now) {
 		l.probeAt = now
 		return true
 	}
@@ -693,9 +677,8 @@ const (
 )
 
 // reserveUnheard divides a level's window into how long its reserve holds
-// after the last answer naming it (7.5 s of a minute, and up to
-// maxDropGap more for a take of this key that leaves the window then):
-// under the 10 s without a call that make a stall.
+// after the last answer naming it (7.5 s of a minute): under the 10 s
+// without a call that make a stall.
 const reserveUnheard = 8
 
 // learnGain reads the net refill of a level others take from off r of a
@@ -914,15 +897,15 @@ func (l *level) wait(n float64, now time.Time) time.Duration {
 			// has left the window, or once the reserve lapses (or the
 			// call sent when it did is answered).
 			until := l.drops.lastOver(left-n, now.Add(-l.window)).Add(l.window)
-			if lapse := l.reserveEnd().Add(1); lapse.Before(until) {
+			if lapse := l.reserveLapse().Add(1); lapse.Before(until) {
 				until = lapse
 			}
 			d = min(d, max(until.Sub(now), time.Millisecond))
 		}
-	} else if !l.probeAt.IsZero() && !now.After(l.reserveEnd()) && l.guesses(n+reserve, now) {
+	} else if !l.probeAt.IsZero() && !now.After(l.reserveLapse()) && l.guesses(n+reserve, now) {
 		// A guess waits for the answer of the call the others wait for,
-		// or at most until the reserve ends: then it goes in its stead.
-		d = max(l.reserveEnd().Add(1).Sub(now), time.Millisecond)
+		// or at most until the reserve lapses: then it goes in its stead.
+		d = max(l.reserveLapse().Add(1).Sub(now), time.Millisecond)
 	}
 	if p := l.part(); p < 1 {
 		if missing := n - l.partLeft(); missing > 1e-9 {
@@ -1163,8 +1146,7 @@ type takeLog struct {
 	entries []logEntry
 	head    int
 	sum     float64
-	freed   float64   // what has left the window so far
-	leftAt  time.Time // the answer of the newest take that has left it
+	freed   float64 // what has left the window so far
 }
 
 type logEntry struct {
@@ -1182,17 +1164,6 @@ func (g *takeLog) add(at, sent time.Time, amount float64) {
 	g.sum += amount
 }
 
-// firstAfter is when the oldest take answered after cut was answered; zero
-// when there is none. The entries are in the order of their answers.
-func (g *takeLog) firstAfter(cut time.Time) time.Time {
-	for _, e := range g.entries[g.head:] {
-		if e.at.After(cut) {
-			return e.at
-		}
-	}
-	return time.Time{}
-}
-
 // settle drops, as freed, the oldest takes admitted at or before cut.
 func (g *takeLog) settle(cut time.Time) {
 	g.free(func(e logEntry) bool { return !e.sent.After(cut) })
@@ -1206,7 +1177,6 @@ func (g *takeLog) prune(cut time.Time) {
 // free drops, as freed, the oldest takes while gone says they are.
 func (g *takeLog) free(gone func(logEntry) bool) {
 	for g.head < len(g.entries) && gone(g.entries[g.head]) {
-		g.leftAt = later(g.leftAt, g.entries[g.head].at)
 		g.sum -= g.entries[g.head].amount
 		g.freed += g.entries[g.head].amount
 		g.head++

@@ -1008,44 +1008,6 @@ func TestAReserveLapsesWhileTheLevelGoesUnheard(t *testing.T) {
 	})
 }
 
-// TestAReserveHoldsUntilATakeThatFreesJustAfterItsLapse: the org kept 50
-// back for the other key's next take, and its last answer came 52 s after
-// this key's first takes. The reserve would lapse 7.5 s later, half a
-// second before those takes leave the window: it holds until they have,
-// so that the call that goes first goes on what surely freed, not on what
-// the other key may have taken meanwhile; a take that leaves 0.3 s later
-// does not hold it again.
-func TestAReserveHoldsUntilATakeThatFreesJustAfterItsLapse(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
-		get := func() *Call { return call(ops.GetContact, "") }
-		start := time.Now()
-		admitNow(t, s, get()).Finish(orgAnswer(200))
-		time.Sleep(300 * time.Millisecond)
-		admitNow(t, s, get()).Finish(orgAnswer(199))
-		time.Sleep(31 * time.Second)
-		admitNow(t, s, get()).Finish(orgAnswer(198))
-		time.Sleep(20700 * time.Millisecond)
-		admitNow(t, s, get()).Finish(orgAnswer(197))
-		admitNow(t, s, get()).Finish(orgAnswer(146)) // the other key took 50
-		org := s.levels[Org]
-		free := start.Add(time.Minute) // the first take leaves the window
-		if d := org.wait(120, time.Now()); d != free.Sub(time.Now())+1 {
-			t.Errorf("120 of the 146 left, 50 kept back: waits %v, want %v, until the takes that free half a second after the lapse have", d, free.Sub(time.Now())+1)
-		}
-		time.Sleep(7600 * time.Millisecond)
-		if r := org.reserve(time.Now()); r != 50 {
-			t.Errorf("kept back 7.6 s after the last answer, the take freeing 0.4 s later: %v, want 50", r)
-		}
-		time.Sleep(time.Until(free) + time.Millisecond)
-		org.refill(time.Now())
-		if r, left := org.reserve(time.Now()), org.available(time.Now()); r != 0 || left != 148 {
-			t.Errorf("once the first takes have left the window: %v kept back of %v, want none of 148", r, left)
-		}
-	})
-}
-
 // TestAReserveHoldsWhileCallsTakeFromTheLevel: answers that name another
 // level (the key) to calls that take from the org say nothing of what the
 // other key took of the org meanwhile, so what the org keeps back for its
