@@ -28,8 +28,9 @@ type stats struct {
 	Foreign struct {
 		TakenFromOrgs float64 `json:"takenFromOrgs"`
 	} `json:"foreignLoad"`
-	Now  time.Time           `json:"now"`
-	Keys map[string]keyStats `json:"keys"`
+	StartedAt time.Time           `json:"startedAt"` // the time series' t=0
+	Now       time.Time           `json:"now"`
+	Keys      map[string]keyStats `json:"keys"`
 }
 
 // keyStats is what the server measured of one key.
@@ -155,8 +156,7 @@ func (s *stats) resultOf(key string, log *writeLog, foreignStart float64, waits 
 		if row.T-rows[first].T < firstMinutes {
 			startPoints += row.Points
 		}
-		from := k.FirstRequestAt.Add(time.Duration(float64(row.T-rows[first].T) / s.Config.Scale * float64(time.Second)))
-		if row.Requests > 0 || held(waits, from, from.Add(time.Duration(float64(time.Second)/s.Config.Scale))) {
+		if row.Requests > 0 || held(waits, s.StartedAt.Add(time.Duration((float64(row.T)+0.5)/s.Config.Scale*float64(time.Second)))) {
 			idle = 0
 			continue
 		}
@@ -176,10 +176,11 @@ func (s *stats) resultOf(key string, log *writeLog, foreignStart float64, waits 
 	return r, nil
 }
 
-// held reports whether one of waits covers a part of from to to.
-func held(waits []span, from, to time.Time) bool {
+// held reports whether one of waits covers the moment at (the middle of a
+// row: the sandbox looks at one moment a second too).
+func held(waits []span, at time.Time) bool {
 	for _, w := range waits {
-		if w.from.Before(to) && from.Before(w.to) {
+		if !at.Before(w.from) && at.Before(w.to) {
 			return true
 		}
 	}

@@ -109,7 +109,8 @@ func TestWritesOfTheLog(t *testing.T) {
 // TestAnAnnouncedWaitIsNoStall: the run of testdata/stats.json has no
 // request in its contract seconds 30 to 41; a wait the server announced
 // over all of them makes that no stall, one over the first only leaves
-// eleven seconds of one.
+// eleven seconds of one. A second counts as waited when the middle of it
+// is (the sandbox looks at one moment a second too).
 func TestAnAnnouncedWaitIsNoStall(t *testing.T) {
 	st := testStats(t)
 	at := func(s float64) time.Time {
@@ -124,6 +125,7 @@ func TestAnAnnouncedWaitIsNoStall(t *testing.T) {
 		{"over the gap", []span{{at(5), at(7)}}, nil},
 		{"over its first second", []span{{at(5), at(5.1)}}, []int{31}},
 		{"before it", []span{{at(1), at(4.9)}}, []int{30}},
+		{"between the middles of two seconds", []span{{at(4.95), at(5.05)}}, []int{30}},
 	} {
 		r, err := st.resultOf(apiKey, nil, -1, tc.waits)
 		if err != nil {
@@ -135,39 +137,63 @@ func TestAnAnnouncedWaitIsNoStall(t *testing.T) {
 	}
 }
 
-// TestWaitLogReadsTheServersWaits: from the client's log, written in pieces
-// that split lines, a waitLog keeps the server's waits on levels every call
-// takes from or on the key as a whole, not a wait on writes or a refusal
-// without one, and keeps the rest for errors.
+// TestWaitLogReadsTheServersWaits: from the client's log of two processes,
+// written in pieces that split lines and interleave, a waitLog keeps the
+// server's waits on levels every call takes from or on the key as a whole,
+// not a wait on writes, a refusal without a wait or a line without a
+// policy, and keeps the rest for errors.
 func TestWaitLogReadsTheServersWaits(t *testing.T) {
-	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&buf, nil))
 	at := time.Date(2026, 12, 5, 6, 28, 30, 859e6, time.UTC)
-	refusal := func(msg, policy string, retryAfter time.Duration) {
-		attrs := []slog.Attr{slog.String("host", "127.0.0.1:1"), slog.String("operation", "deleteContact"), slog.String("policy", policy)}
-		if retryAfter > 0 {
-			attrs = append(attrs, slog.Duration("retry_after", retryAfter))
-		}
-		r := slog.NewRecord(at, slog.LevelWarn, msg, 0)
-		r.AddAttrs(append(attrs, slog.Duration("wait", 2*time.Second))...)
-		if err := log.Handler().Handle(context.Background(), r); err != nil {
-			t.Fatal(err)
-		}
+	logOf := func(refusals func(refusal func(msg, policy string, retryAfter time.Duration))) []byte {
+		var buf bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&buf, nil))
+		refusals(func(msg, policy string, retryAfter time.Duration) {
+			attrs := []slog.Attr{slog.String("host", "127.0.0.1:1"), slog.String("operation", "deleteContact")}
+			if policy != "-" {
+				attrs = append(attrs, slog.String("policy", policy))
+			}
+			if retryAfter > 0 {
+				attrs = append(attrs, slog.Duration("retry_after", retryAfter))
+			}
+			r := slog.NewRecord(at, slog.LevelWarn, msg, 0)
+			r.AddAttrs(append(attrs, slog.Duration("wait", 2*time.Second))...)
+			if err := log.Handler().Handle(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+		})
+		return buf.Bytes()
 	}
-	refusal("bodo: refused, retrying", "org", 1292*time.Millisecond)
-	refusal("bodo: refused, retrying", "write", time.Second)
-	refusal("bodo: refused, giving up", "", 3*time.Second)
-	refusal("bodo: refused, retrying", "key", 0)
-	log.Warn("redisbudget: the store is down")
+	a := logOf(func(refusal func(msg, policy string, retryAfter time.Duration)) {
+		refusal("bodo: refused, retrying", "org", 1292*time.Millisecond)
+		refusal("bodo: refused, retrying", "write", time.Second)
+		refusal("bodo: refused, retrying", "-", time.Second)
+	})
+	b := logOf(func(refusal func(msg, policy string, retryAfter time.Duration)) {
+		refusal("bodo: refused, giving up", "", 3*time.Second)
+		refusal("bodo: refused, retrying", "key", 0)
+	})
+	b = append(b, "redisbudget: the store is down"...) // a last line without its newline
 
 	w := &waitLog{}
-	for b := buf.Bytes(); len(b) > 0; b = b[min(37, len(b)):] {
-		if _, err := w.Write(b[:min(37, len(b))]); err != nil {
-			t.Fatal(err)
+	wa, wb := w.writer(), w.writer()
+	for len(a) > 0 || len(b) > 0 {
+		for _, s := range []struct {
+			lw   *lineWriter
+			rest *[]byte
+		}{{wa, &a}, {wb, &b}} {
+			n := min(37, len(*s.rest))
+			if _, err := s.lw.Write((*s.rest)[:n]); err != nil {
+				t.Fatal(err)
+			}
+			*s.rest = (*s.rest)[n:]
 		}
 	}
+	wa.Flush()
+	wb.Flush()
+	got := w.spans()
+	slices.SortFunc(got, func(x, y span) int { return x.to.Compare(y.to) })
 	want := []span{{at, at.Add(1292 * time.Millisecond)}, {at, at.Add(3 * time.Second)}}
-	if got := w.spans(); !slices.EqualFunc(got, want, func(a, b span) bool { return a.from.Equal(b.from) && a.to.Equal(b.to) }) {
+	if !slices.EqualFunc(got, want, func(a, b span) bool { return a.from.Equal(b.from) && a.to.Equal(b.to) }) {
 		t.Errorf("waits %v, want %v", got, want)
 	}
 	if !strings.Contains(w.String(), "the store is down") || strings.Contains(w.String(), "refused") {

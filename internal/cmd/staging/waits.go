@@ -15,13 +15,13 @@ import (
 // run without requests there is not stalled (stalls in resultOf), as the
 // sandbox's stall is a time in which the server would have accepted a call
 // that would not come early. A wait on a level only some calls take from
-// (write, delete, search, …) holds nothing else and does not count. It is
-// an io.Writer, safe for concurrent use.
+// (write, delete, search, …) holds nothing else and does not count. Each
+// process writes to a writer of its own (writer); it is safe for
+// concurrent use.
 type waitLog struct {
-	mu      sync.Mutex
-	partial []byte // a line not ended yet
-	waits   []span
-	tail    []byte // the end of what was written that is no refusal, for errors
+	mu    sync.Mutex
+	waits []span
+	tail  []byte // the end of what was written that is no refusal, for errors
 }
 
 // span is a wait from one moment to another.
@@ -38,32 +38,52 @@ const (
 	maxTail = 4 << 10
 )
 
-func (w *waitLog) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// writer returns a writer of one process's log into w: it splits what the
+// process writes into lines, which come in pieces of any size. Flush reads
+// a last line without its newline.
+func (w *waitLog) writer() *lineWriter { return &lineWriter{log: w} }
+
+// lineWriter is one process's stream into a waitLog.
+type lineWriter struct {
+	log     *waitLog
+	partial []byte // a line not ended yet
+}
+
+func (lw *lineWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
-			if len(w.partial)+len(p) <= maxLine {
-				w.partial = append(w.partial, p...)
+			if len(lw.partial)+len(p) <= maxLine {
+				lw.partial = append(lw.partial, p...)
 			}
 			break
 		}
 		line := p[:i]
-		if len(w.partial) > 0 {
-			line = append(w.partial, line...)
-			w.partial = w.partial[:0]
+		if len(lw.partial) > 0 {
+			line = append(lw.partial, line...)
+			lw.partial = lw.partial[:0]
 		}
-		w.line(string(line))
+		lw.log.line(string(line))
 		p = p[i+1:]
 	}
 	return n, nil
 }
 
-// line reads one line of the log.
+// Flush reads what is left of a line without its newline.
+func (lw *lineWriter) Flush() {
+	if len(lw.partial) > 0 {
+		lw.log.line(string(lw.partial))
+		lw.partial = nil
+	}
+}
+
+// line reads one line of the log. A refusal line always has a policy
+// field, empty when the refusal named no level.
 func (w *waitLog) line(l string) {
 	f := fields(l)
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if !strings.HasPrefix(f["msg"], "bodo: refused") {
 		w.tail = append(w.tail, l+"\n"...)
 		if len(w.tail) > maxTail {
@@ -73,7 +93,8 @@ func (w *waitLog) line(l string) {
 	}
 	at, err := time.Parse(time.RFC3339Nano, f["time"])
 	d, err2 := time.ParseDuration(f["retry_after"])
-	if err != nil || err2 != nil || d <= 0 || !holdsEvery[f["policy"]] {
+	policy, named := f["policy"]
+	if err != nil || err2 != nil || d <= 0 || !named || !holdsEvery[policy] {
 		return
 	}
 	w.waits = append(w.waits, span{at, at.Add(d)})
