@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -175,21 +176,22 @@ func TestWaitLogReadsTheServersWaits(t *testing.T) {
 	b = append(b, "redisbudget: the store is down"...) // a last line without its newline
 
 	w := &waitLog{}
-	wa, wb := w.writer(), w.writer()
+	wa, endA := w.writer()
+	wb, endB := w.writer()
 	for len(a) > 0 || len(b) > 0 {
 		for _, s := range []struct {
-			lw   *lineWriter
+			w    io.Writer
 			rest *[]byte
 		}{{wa, &a}, {wb, &b}} {
 			n := min(37, len(*s.rest))
-			if _, err := s.lw.Write((*s.rest)[:n]); err != nil {
+			if _, err := s.w.Write((*s.rest)[:n]); err != nil {
 				t.Fatal(err)
 			}
 			*s.rest = (*s.rest)[n:]
 		}
 	}
-	wa.Flush()
-	wb.Flush()
+	endA()
+	endB()
 	got := w.spans()
 	slices.SortFunc(got, func(x, y span) int { return x.to.Compare(y.to) })
 	want := []span{{at, at.Add(1292 * time.Millisecond)}, {at, at.Add(3 * time.Second)}}

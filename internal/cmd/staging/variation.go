@@ -222,10 +222,10 @@ var failedLine = regexp.MustCompile(`(?m)^\s+errors\s+(\d+)`)
 func runAgents(ctx context.Context, c config, v variation, seed uint64, env []string, waits *waitLog) (int, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "agents"), "-agents", strconv.Itoa(v.agents),
 		"-duration", c.duration.String(), "-seed", strconv.FormatUint(seed, 10), "-log", "warn")
-	stderr := waits.writer()
+	stderr, end := waits.writer()
 	cmd.Env, cmd.Stderr = env, stderr
 	out, err := cmd.Output()
-	stderr.Flush()
+	end()
 	if err != nil {
 		return 0, fmt.Errorf("agents: %w\n%s%s", err, out, waits)
 	}
@@ -254,11 +254,11 @@ func runSharedAgents(ctx context.Context, c config, v variation, seed uint64, en
 	for i := range v.processes {
 		cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "redisagents"), "-redis", rds.addr, "-agents", strconv.Itoa(v.agents),
 			"-duration", c.duration.String(), "-seed", strconv.FormatUint(seed*100+uint64(i), 10), "-json", "-log", "warn")
-		stderr := waits.writer()
+		stderr, end := waits.writer()
 		cmd.Env, cmd.Stderr = env, stderr
 		go func() {
 			b, err := cmd.Output()
-			stderr.Flush()
+			end()
 			if err == nil {
 				err = json.Unmarshal(b, &outs[i])
 			}

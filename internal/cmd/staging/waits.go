@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bytes"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -32,49 +32,22 @@ type span struct{ from, to time.Time }
 // and a refusal naming none (OVERLOADED).
 var holdsEvery = map[string]bool{"": true, "key": true, "principal": true, "org": true, "parallel": true, "lockout": true}
 
-// Bounds of what a waitLog keeps of what is not a refusal.
-const (
-	maxLine = 64 << 10
-	maxTail = 4 << 10
-)
+// maxTail bounds what a waitLog keeps of what is not a refusal.
+const maxTail = 4 << 10
 
-// writer returns a writer of one process's log into w: it splits what the
-// process writes into lines, which come in pieces of any size. Flush reads
-// a last line without its newline.
-func (w *waitLog) writer() *lineWriter { return &lineWriter{log: w} }
-
-// lineWriter is one process's stream into a waitLog.
-type lineWriter struct {
-	log     *waitLog
-	partial []byte // a line not ended yet
-}
-
-func (lw *lineWriter) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			if len(lw.partial)+len(p) <= maxLine {
-				lw.partial = append(lw.partial, p...)
-			}
-			break
-		}
-		line := p[:i]
-		if len(lw.partial) > 0 {
-			line = append(lw.partial, line...)
-			lw.partial = lw.partial[:0]
-		}
-		lw.log.line(string(line))
-		p = p[i+1:]
-	}
-	return n, nil
-}
-
-// Flush reads what is left of a line without its newline.
-func (lw *lineWriter) Flush() {
-	if len(lw.partial) > 0 {
-		lw.log.line(string(lw.partial))
-		lw.partial = nil
+// writer returns a writer of one process's log into w, and the function
+// that ends it once the process has ended: it returns when every line
+// written has been read.
+func (w *waitLog) writer() (io.Writer, func()) {
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		readLines(pr, w.line)
+	}()
+	return pw, func() {
+		pw.Close()
+		<-done
 	}
 }
 

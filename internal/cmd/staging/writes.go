@@ -38,10 +38,16 @@ func newWriteLog(key string, scale float64) *writeLog {
 // read reads the log until it ends.
 func (w *writeLog) read(r io.Reader) {
 	defer close(w.done)
+	readLines(r, w.line)
+}
+
+// readLines hands each line of r to line until r ends; a line longer than
+// 1 MiB ends the reading, and the rest of r is drained unread.
+func readLines(r io.Reader, line func(string)) {
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 64<<10), 1<<20)
 	for s.Scan() {
-		w.line(s.Text())
+		line(s.Text())
 	}
 	_, _ = io.Copy(io.Discard, r)
 }
