@@ -428,7 +428,6 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 	default:
 		if p.Hinted {
 			s.heldUntil = later(s.heldUntil, now.Add(wait))
-			s.heldWhy = ReasonServer
 			rel.pause(s.heldUntil)
 		}
 	}

@@ -9,7 +9,7 @@ func (s *State) pauseLocked(c *Call, now time.Time) (*gate, time.Duration, strin
 	pausedUntil := s.lockedUntil
 	why := ReasonLockout
 	if c.Budgeted && s.heldUntil.After(pausedUntil) {
-		pausedUntil, why = s.heldUntil, s.heldWhy
+		pausedUntil, why = s.heldUntil, ReasonServer
 	}
 	if now.Before(pausedUntil) || s.pauseGate.ahead(&c.w) {
 		return &s.pauseGate, max(pausedUntil.Sub(now), 0), why

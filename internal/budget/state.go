@@ -37,7 +37,6 @@ type State struct {
 	storeGate              gate
 	lockedUntil, heldUntil time.Time // a lockout (every call); the server's wait for the key (budgeted calls)
 	read                   reading   // refusals whose answers are being read (Ticket.Reading)
-	heldWhy                string
 
 	refusals []time.Time // 429 answers in the last RefusalWindow, oldest first
 	reserved int         // attempts in flight, each a possible refusal
