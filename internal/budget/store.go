@@ -368,21 +368,17 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 		defer cancel()
 		return st.Acquire(ctx, key, req)
 	})
-	var members *budgetstore.Members
-	if err == nil {
-		members = &grant.Members
-	}
-	logErr := s.storeResult(err, members)
+	logErr := s.storeResult(err, &grant.Members)
 	s.mu.Lock()
 	now = time.Now()
 	if err != nil || logErr != nil && grant.Admitted {
 		// The store may have run it: end the lease there.
 		s.keepLocked(pendingOp{st: st, seq: seq, key: key, rel: budgetstore.Release{Lease: req.Lease, RefusalWindow: RefusalWindow, MaxInFlight: s.parallel}, at: now})
 	}
-	if _, ok := err.(*PanicError); ok {
-		return "", 0, "", false, err
-	}
+	_, panicked := err.(*PanicError)
 	switch {
+	case panicked:
+		return "", 0, "", false, err
 	case logErr != nil:
 		return "", 0, "", false, logErr
 	case err != nil:
