@@ -60,10 +60,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		if a == nil && sent && t.budgeted {
 			linger = s.lingerLocked(t, now)
 		}
-		rel := s.releaseFor(t)
-		if rel != nil {
-			rel.Linger = linger
-		}
+		rel := s.releaseFor(t, linger)
 		s.reserved--
 		s.lastUse = now
 		refused := a != nil && a.Status == http.StatusTooManyRequests

@@ -634,9 +634,9 @@ type release struct {
 	ref leaseRef
 }
 
-// releaseFor starts the release of t's lease, if it has one, and notes how
-// long t's call took (see drainLocked).
-func (s *State) releaseFor(t *Ticket) *release {
+// releaseFor starts the release of t's lease, if it has one, with the
+// linger of its slot, and notes how long t's call took (see drainLocked).
+func (s *State) releaseFor(t *Ticket, linger time.Duration) *release {
 	now := time.Now()
 	s.rollLongestLocked(now)
 	s.longest = max(s.longest, now.Sub(t.start))
@@ -644,7 +644,7 @@ func (s *State) releaseFor(t *Ticket) *release {
 		return nil
 	}
 	delete(s.leases, t.lease)
-	return &release{Release: budgetstore.Release{Lease: t.lease, RefusalLimit: RefusalLimit, RefusalWindow: RefusalWindow}, ref: t.ref}
+	return &release{Release: budgetstore.Release{Lease: t.lease, Linger: linger, RefusalLimit: RefusalLimit, RefusalWindow: RefusalWindow}, ref: t.ref}
 }
 
 func (r *release) refund(l *level, amount float64, now time.Time) {
