@@ -549,23 +549,21 @@ func (s *State) keepOnce() bool {
 	var failed []pendingOp
 	for _, op := range pending {
 		now = time.Now()
-		w := op.seq
 		if now.Sub(op.at) > pendingTTL {
 			continue
 		}
-		if ok, tried := up[w]; tried && !ok {
+		if ok, tried := up[op.seq]; tried && !ok {
 			failed = append(failed, op)
 			continue
 		}
-		if err := s.send(op, now); err != nil {
-			up[w] = false
+		err := s.send(op, now)
+		up[op.seq] = err == nil
+		if err != nil {
 			failed = append(failed, op)
-			if w == cur {
+			if op.seq == cur {
 				_ = s.storeResult(err, nil)
 			}
-			continue
 		}
-		up[w] = true
 	}
 	s.mu.Lock()
 	s.pending = append(failed, s.pending...)
