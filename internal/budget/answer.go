@@ -484,9 +484,7 @@ func (s *State) blockLocked(c *Call, p *Problem, now time.Time, rel *release) {
 	if until.IsZero() {
 		return
 	}
-	if limit := now.Add(maxHold); until.After(limit) {
-		until = limit
-	}
+	until = sooner(until, now.Add(maxHold))
 	b := block{until: until, name: p.Policy}
 	policy := p.Policy
 	if l := s.levels[policy]; l == nil || !l.known && !l.ops[c.kind()] {
