@@ -102,8 +102,9 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 					l.give(back)
 					l.admitted -= back
 					if replay {
-						// A replay takes no turn of a level it is not counted on.
-						l.pace.giveBack(back, now)
+						// A replay takes no turn of a level it is not counted on:
+						// its turn goes back (the next refill caps it at the burst).
+						l.pace.take(-back, now)
 						rel.refundTurn(l, back, now)
 					} else {
 						rel.refund(l, back, now)

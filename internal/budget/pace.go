@@ -260,15 +260,6 @@ func (p *pace) take(amount float64, now time.Time) {
 	}
 }
 
-// giveBack returns amount that take took of the pace for a call the
-// server did not count on the level (a replay on a level of writes); the
-// next refill caps it at the burst.
-func (p *pace) giveBack(amount float64, now time.Time) {
-	if p.paces(now) {
-		p.tokens += amount
-	}
-}
-
 // capOf is the in-flight cap the key's pace allows of parallel slots: the
 // share of them, at least one.
 func (p *pace) capOf(parallel int) int {
