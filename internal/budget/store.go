@@ -49,8 +49,7 @@ const (
 type store struct {
 	shared        budgetstore.Store // nil: this process's budget only
 	sharedKey     string
-	sharedRetryAt time.Time
-	sharedDown    bool
+	sharedRetryAt time.Time // when a call may try the store again; zero unless the store failed last
 	logger        *slog.Logger
 
 	storeSeq   int                 // counts the stores given (UseStore): leases and pending requests name theirs by it
@@ -145,23 +144,21 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 	var attrs []slog.Attr
 	switch {
 	case err != nil:
-		s.sharedRetryAt = now.Add(sharedRetry)
-		if !s.sharedDown {
-			s.sharedDown = true
+		if s.sharedRetryAt.IsZero() {
 			s.drainUntil = now.Add(s.drainLocked(now))
 			level, msg = slog.LevelWarn, "bodo: shared budget unreachable, using this process's share of the budget until it is back"
 			attrs = append(attrs, slog.String("error", err.Error()), slog.Int("processes", s.share.Processes))
 		}
+		s.sharedRetryAt = now.Add(sharedRetry)
 		s.startKeeperLocked()
 	default:
-		s.sharedRetryAt = time.Time{}
-		if s.sharedDown {
-			s.sharedDown = false
+		if !s.sharedRetryAt.IsZero() {
 			s.rejoinedAt = now
 			msg = "bodo: shared budget reachable again"
 			s.slotGate.wakeHead()
 			s.guardGate.wakeHead()
 		}
+		s.sharedRetryAt = time.Time{}
 		if members != nil && members.Processes > 0 {
 			s.members = *members
 			s.shareLocked(now)
@@ -277,7 +274,7 @@ func (s *State) partLocked(p float64, now time.Time) {
 // rejoin window ends.
 func (s *State) reprobeLocked(now time.Time) time.Duration {
 	d := s.sharedRetryAt.Sub(now)
-	if end := s.rejoinedAt.Add(rejoinWindow).Sub(now); end > 0 && !s.sharedDown {
+	if end := s.rejoinedAt.Add(rejoinWindow).Sub(now); end > 0 && s.sharedRetryAt.IsZero() {
 		d = end
 	}
 	return max(d, sharedPoll)
@@ -485,7 +482,7 @@ func (s *State) keepInterval() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := keepEvery
-	if s.sharedDown {
+	if !s.sharedRetryAt.IsZero() {
 		d = probeEvery
 	}
 	for _, l := range s.leases {
