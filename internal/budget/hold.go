@@ -137,7 +137,7 @@ func (a *attempt) sleep(ctx context.Context, d time.Duration, now time.Time) {
 			speak = nil
 			s.mu.Lock()
 			c.slowSaid = true
-			sw := s.slowLocked(c, a.reason, a.wait, a.waitFrom, a.start)
+			sw := a.slowLocked()
 			s.mu.Unlock()
 			c.OnSlow(ctx, sw)
 			continue
@@ -149,15 +149,15 @@ func (a *attempt) sleep(ctx context.Context, d time.Duration, now time.Time) {
 	}
 }
 
-// slowLocked describes c, held since start: reason and wait are what
-// holdLocked said at waitFrom. Held by a level, c is said to wait for the
-// level of its call it waits for longest, for what the calls ahead of it in
-// its queue and it need of that level; of levels it waits for equally long,
-// the one of its class (write, delete, egress) rather than the points.
-func (s *State) slowLocked(c *Call, reason string, wait time.Duration, waitFrom, start time.Time) SlowWait {
+// slowLocked describes a's call c, held since start: reason and wait are
+// what holdLocked said at waitFrom. Held by a level, c is said to wait for
+// the level of its call it waits for longest, for what the calls ahead of
+// it in its queue and it need of that level; of levels it waits for equally
+// long, the one of its class (write, delete, egress) rather than the points.
+func (a *attempt) slowLocked() SlowWait {
 	now := time.Now()
-	w := &c.w
-	sw := SlowWait{Op: c.Op, Reason: reason, Waited: now.Sub(start), Remaining: -1}
+	c, w := a.c, &a.c.w
+	sw := SlowWait{Op: c.Op, Reason: a.reason, Waited: now.Sub(a.start), Remaining: -1}
 	g := w.at
 	if g == nil {
 		return sw
@@ -168,8 +168,8 @@ func (s *State) slowLocked(c *Call, reason string, wait time.Duration, waitFrom,
 		}
 	}
 	if g.level == nil {
-		if wait != forever {
-			sw.Remaining = max(wait-now.Sub(waitFrom), 0)
+		if a.wait != forever {
+			sw.Remaining = max(a.wait-now.Sub(a.waitFrom), 0)
 		}
 		return sw
 	}
