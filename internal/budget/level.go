@@ -78,7 +78,6 @@ type level struct {
 	capacity   float64   // the documented size, used only to refuse a call that can never fit
 	docQuota   float64
 	known      bool    // a level of the API, whose scope the contract gives
-	own        bool    // counted for this key alone: its own log bounds it
 	seenMax    float64 // the most the server showed the level to hold
 	// prior: the server has said nothing the contract's model would not
 	// (the key level a bucket holding its capacity, 600), and the model is
@@ -480,7 +479,7 @@ func (l *level) heard(remaining, shown, landedSince float64, reset int64, older 
 // logAvailable is the quota less what this key took within the last window
 // and what it has in flight; -Inf for a level others share.
 func (l *level) logAvailable(now time.Time) float64 {
-	if !l.own || l.window <= 0 || l.quota <= 0 {
+	if l.shared || l.window <= 0 || l.quota <= 0 {
 		return math.Inf(-1)
 	}
 	l.log.prune(now.Add(-l.window))
@@ -543,7 +542,7 @@ const minShapeFall = 4
 // continuously. It reads the answers alone, not what this key sent, so
 // that answers to calls sent at once may come in any order.
 func (l *level) learnShape(remaining float64, t int64, now time.Time) {
-	if !l.own || t < 0 || l.grossRate() <= 0 || l.bucket {
+	if l.shared || t < 0 || l.grossRate() <= 0 || l.bucket {
 		return
 	}
 	const slack = 1.5 // t is whole seconds, rounded up
@@ -949,7 +948,7 @@ func (l *level) boundsWait(n float64, now time.Time) time.Duration {
 	if now.Before(l.moment) && l.tokens+l.momentUnit(now) >= n-1e-9 {
 		d = min(d, l.moment.Sub(now))
 	}
-	if l.own && l.window > 0 {
+	if !l.shared && l.window > 0 {
 		// The takes that must leave the window first, oldest first.
 		if missing := n - l.logAvailable(now); missing > 1e-9 {
 			d = min(d, l.logFrees(missing, now))
@@ -1226,7 +1225,7 @@ func documentedLevels() map[string]*level {
 	for _, d := range docs {
 		l := newLevel(d.name)
 		l.unit, l.quota, l.window, l.capacity, l.share = d.unit, d.quota, d.window, d.capacity, d.share
-		l.known, l.docQuota, l.shared, l.own = true, d.quota, d.shared, !d.shared
+		l.known, l.docQuota, l.shared = true, d.quota, d.shared
 		l.tokens = l.quota * l.share
 		if d.capacity > 0 {
 			l.prior, l.bucket, l.tokens = true, true, d.capacity

@@ -296,7 +296,7 @@ func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
 	if !l.steps || l.refills() || l.documentedBucket() {
 		sl.Rate = l.rate(now)
 	}
-	if l.own && l.window > 0 && l.quota > 0 {
+	if !l.shared && l.window > 0 && l.quota > 0 {
 		sl.Quota, sl.Window = l.quota*l.share, l.window
 	}
 	return sl
