@@ -1064,11 +1064,8 @@ func (l *level) tie(kind string) {
 }
 
 // applies reports whether a call of kind (see Call.kind) to target takes
-// from the level.
+// from the level, a learned one (takesLocked asks no other).
 func (l *level) applies(kind, target string) bool {
-	if l.known {
-		return false // the documented levels come from the call's demand
-	}
 	if l.partition != "" && l.target != target {
 		return false
 	}
