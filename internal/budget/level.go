@@ -457,13 +457,11 @@ func (l *level) heard(remaining, shown, landedSince float64, reset int64, older 
 		// it says is left is the parts the others have not taken yet:
 		// it lowers this process's part to its part of that, never
 		// raises it.
-		l.syncPart()
-		l.partTokens = min(l.partTokens, l.partOf*l.tokens)
+		l.cap(l.tokens)
 	} else {
 		l.rebasePart()
 	}
-	l.seenAt, l.usedAt = now, now
-	l.at = now
+	l.seenAt, l.usedAt, l.at = now, now, now
 	if foreign := l.logAvailable(now) - remaining; foreign > 0 {
 		// Others take from it too (another process on the key, or a
 		// level counted more widely than thought): what they took
