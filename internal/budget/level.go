@@ -348,8 +348,7 @@ func (l *level) refill(now time.Time) {
 			l.at = until
 		}
 		l.tokens = min(max(l.size(), l.tokens), l.tokens+gained)
-		p := l.partOf
-		l.partTokens = min(max(p*l.size(), l.partTokens), l.partTokens+p*gained)
+		l.partTokens = min(max(l.partOf*l.size(), l.partTokens), l.partTokens+l.partOf*gained)
 	}
 	l.momentGained += l.tokens - start
 	if !l.moment.IsZero() && !now.Before(l.moment) {
