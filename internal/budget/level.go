@@ -432,8 +432,8 @@ func (l *level) heard(remaining, shown, landedSince float64, reset int64, older 
 		// A take of this key's admitted a window before now may have left
 		// the server's window before it counted this answer: r counts
 		// what it freed, which is then freed once, not again later.
-		before := l.log.freed
-		l.log.settle(now.Add(-l.window))
+		before, cut := l.log.freed, now.Add(-l.window)
+		l.log.free(func(e logEntry) bool { return !e.sent.After(cut) })
 		l.freedSeen += l.log.freed - before
 	}
 	if !l.addsUp(remaining, reset) {
@@ -1155,11 +1155,6 @@ func (g *takeLog) add(at, sent time.Time, amount float64) {
 	}
 	g.entries = append(g.entries, logEntry{at, sent, amount})
 	g.sum += amount
-}
-
-// settle drops, as freed, the oldest takes admitted at or before cut.
-func (g *takeLog) settle(cut time.Time) {
-	g.free(func(e logEntry) bool { return !e.sent.After(cut) })
 }
 
 // prune drops the takes at or before cut.
