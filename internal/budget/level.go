@@ -606,11 +606,7 @@ func (l *level) reserve(now time.Time) float64 {
 // the call that went once it lapsed or on a guess (sent), while that call
 // is in flight.
 func (l *level) reserveLapse() time.Time {
-	lapse := later(l.markAt, l.answeredAt)
-	if !l.probeAt.IsZero() {
-		lapse = later(lapse, l.probeAt)
-	}
-	return lapse.Add(l.window / reserveUnheard)
+	return later(later(l.markAt, l.answeredAt), l.probeAt).Add(l.window / reserveUnheard)
 }
 
 // sent notes a call admitted at now that took from the level and reports
