@@ -75,10 +75,10 @@ type level struct {
 	partTokens float64
 	partOf     float64
 	seenAt     time.Time // when the server last said what is left (status.go)
-	capacity   float64   // the documented size, used only to refuse a call that can never fit
-	docQuota   float64
-	known      bool    // a level of the API, whose scope the contract gives
-	seenMax    float64 // the most the server showed the level to hold
+	capacity   float64   // the documented bucket size (the key's, 600); 0: none
+	docQuota   float64   // the documented quota; 0: a learned level
+	known      bool      // a level of the API, whose scope the contract gives
+	seenMax    float64   // the most the server showed the level to hold
 	// prior: the server has said nothing the contract's model would not
 	// (the key level a bucket holding its capacity, 600), and the model is
 	// the contract's.
