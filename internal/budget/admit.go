@@ -145,7 +145,7 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 	takes := s.takesLocked(c)
 	for i := range takes {
 		t := &takes[i]
-		t.mark, t.landed = t.l.admitted, t.l.landed
+		t.mark, t.charged = t.l.admitted, t.l.charged
 		t.l.admitted += t.amount
 		t.l.take(t.amount, now)
 		t.probe = t.l.sent(now)
@@ -160,9 +160,9 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 	}
 	s.meanCost += (c.Cost - s.meanCost) * meanCostWeight
 	if c.Status {
-		c.landedAt = make(map[*level]float64, len(s.levels))
+		c.chargedAt = make(map[*level]float64, len(s.levels))
 		for _, l := range s.levels {
-			c.landedAt[l] = l.landed
+			c.chargedAt[l] = l.charged
 		}
 	}
 }

@@ -110,11 +110,11 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 						rel.refund(l, back, now)
 					}
 				}
-				if charged := tk.amount - back; charged > 0 {
-					l.log.add(now, t.start, charged)
-					l.landed += charged
+				if used := tk.amount - back; used > 0 {
+					l.log.add(now, t.start, used)
+					l.charged += used
 					if t.lease == "" && s.shared != nil {
-						took = append(took, storeLevel(l, -charged, now))
+						took = append(took, storeLevel(l, -used, now))
 					}
 				}
 				l.gate.wakeHead()
@@ -168,33 +168,33 @@ func (s *State) replayedLocked(t *Ticket, now time.Time) {
 		if l := tk.l; l.unit == "points" {
 			l.take(replayPoints, now)
 			l.admitted += replayPoints
-			l.landed += replayPoints
+			l.charged += replayPoints
 			l.log.add(now, t.start, replayPoints)
 		}
 	}
 }
 
-// landedSince is what landed on l after c's last attempt was admitted,
+// chargedSince is what was charged to l after c's last attempt was admitted,
 // less c's own take when the server charged it: answers to calls sent at
 // once arrive in any order, and a call admitted earlier may have reached
-// the server later. A Status call knows it of every level (landedAt),
+// the server later. A Status call knows it of every level (chargedAt),
 // other calls of the levels they take from; known is false for a level
 // the call took nothing from.
-func (c *Call) landedSince(l *level, charged bool) (since float64, known bool) {
+func (c *Call) chargedSince(l *level, charged bool) (since float64, known bool) {
 	took := false
 	for _, t := range c.takes {
 		if t.l == l {
 			took = true
-			d := l.landed - t.landed
+			d := l.charged - t.charged
 			if charged {
 				d -= t.amount
 			}
 			since += max(0, d)
 		}
 	}
-	mark, ok := c.landedAt[l]
+	mark, ok := c.chargedAt[l]
 	if ok && !took {
-		since = max(0, l.landed-mark)
+		since = max(0, l.charged-mark)
 	}
 	return since, took || ok
 }
@@ -241,9 +241,9 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		if l.name == Egress {
 			c.reported = l
 		}
-		landedSince, known := c.landedSince(l, charged)
-		pending := l.inflight + landedSince // what the server may not have counted yet
-		l.heard(remaining, remaining, landedSince, r.reset, !known, now)
+		chargedSince, known := c.chargedSince(l, charged)
+		pending := l.inflight + chargedSince // what the server may not have counted yet
+		l.observe(remaining, remaining, chargedSince, r.reset, !known, now)
 		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now}
 		l.moment, l.momentFreed, l.momentGained = now.Add(l.reported.reset), l.log.freed, 0
 		l.learnDepth(remaining, r.reset, now)
@@ -419,7 +419,7 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 				owe -= l.rate(now) * wait.Seconds()
 			}
 			l.cap(owe)
-			l.unheard = 0
+			l.unconfirmed = 0
 			l.seenAt = now
 			rel.owe(l, owe, wait, now)
 		}

@@ -30,8 +30,8 @@ type Call struct {
 	// server has just said is.
 	PastLevels bool
 	// Status marks a call that asks for the key's status (GET
-	// /v1/rate_limit): ObserveStatus reads its answer against what landed
-	// on each level after it was admitted.
+	// /v1/rate_limit): ObserveStatus reads its answer against what was charged
+	// to each level after it was admitted.
 	Status bool
 	// OnSlow, when set, hears of the call once, when one of its attempts
 	// has waited SlowAfter and is still held: from the waiting goroutine,
@@ -44,12 +44,12 @@ type Call struct {
 	// the model right (a status request) has ended, or nil: a call whose
 	// deadline the model's wait would pass waits for it and looks again
 	// instead of failing at once.
-	OnHeld   func(reason string) <-chan struct{}
-	heldSaid string    // what OnHeld heard of last
-	heldAt   time.Time // when OnHeld last heard of the call
-	// landedAt is, for a Status call, what had landed on each level when
+	OnHeld     func(reason string) <-chan struct{}
+	heldReason string    // the reason OnHeld was last told
+	heldAt     time.Time // when OnHeld last heard of the call
+	// chargedAt is, for a Status call, what had been charged to each level when
 	// its last attempt was admitted.
-	landedAt map[*level]float64
+	chargedAt map[*level]float64
 
 	kindKey      string // see kind
 	attempts     int    // attempts admitted so far
@@ -66,11 +66,11 @@ type Call struct {
 
 // take is what one admitted attempt takes from one level.
 type take struct {
-	l      *level
-	amount float64
-	mark   float64 // the level's admitted count before this take
-	landed float64 // what had landed on the level when it was taken
-	probe  bool    // the call the level's others wait for (level.sent)
+	l       *level
+	amount  float64
+	mark    float64 // the level's admitted count before this take
+	charged float64 // what had been charged to the level when it was taken
+	probe   bool    // the call the level's others wait for (level.sent)
 }
 
 // kind is what a learned policy is tied to: the operation and the call's

@@ -48,7 +48,7 @@
 //     which every shape grants.
 //   - The answer to a call that took nothing from a level (a server that
 //     names the narrowest of all levels) may carry a word older than the
-//     model's: it only lowers it (level.heard;
+//     model's: it only lowers it (level.observe;
 //     TestAWordOnALevelACallTookNothingFromOnlyLowersIt).
 //
 // # Rule 2: outcomes beat hints
@@ -73,7 +73,7 @@
 //   - A take admitted a window before an answer may have left the server's
 //     window before the server counted that answer, whose r then counts
 //     what it freed: it is freed then, and not again a window after its own
-//     answer (level.heard; TestAFreeTheServersWordCountsIsNotFreedAgain).
+//     answer (level.observe; TestAFreeTheServersWordCountsIsNotFreedAgain).
 //
 // # Rule 3: a policy holds what it is seen to take from
 //

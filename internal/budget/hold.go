@@ -28,14 +28,14 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 	// A status that failed at once (the budget would not let it out) is
 	// due again at once: the call asks at most once per idleStatusEvery,
 	// so that it never spins on it.
-	sayHeld := c.OnHeld != nil && (c.heldSaid != why || !statusDue.IsZero() && !now.Before(statusDue)) &&
+	notify := c.OnHeld != nil && (c.heldReason != why || !statusDue.IsZero() && !now.Before(statusDue)) &&
 		(c.heldAt.IsZero() || !now.Before(c.heldAt.Add(idleStatusEvery)))
-	c.heldSaid = why
-	if sayHeld {
+	c.heldReason = why
+	if notify {
 		c.heldAt = now
 	}
 	if deadline, ok := ctx.Deadline(); ok && a.wait != forever && deadline.Sub(now) <= a.wait {
-		if sayHeld {
+		if notify {
 			// It waits for the status out of every queue, so that it
 			// holds no one back, the status request least of all.
 			w.leave()
@@ -100,7 +100,7 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 		timerWait = 0
 	}
 	s.mu.Unlock()
-	if sayHeld {
+	if notify {
 		c.OnHeld(why)
 	}
 	a.sleep(ctx, timerWait, now)

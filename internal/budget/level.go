@@ -94,11 +94,11 @@ type level struct {
 
 	tokens float64 // the server's word, brought forward; negative after a refusal
 	at     time.Time
-	// unheard is what refill added to tokens since the last word on the
+	// unconfirmed is what refill added to tokens since the last word on the
 	// level, the server's or the shared store's (heldLocked), or since an
 	// outage part began (partLocked): of a pooled level, the other
 	// processes may have taken it.
-	unheard float64
+	unconfirmed float64
 
 	observedRate  float64
 	observedUntil time.Time
@@ -154,7 +154,7 @@ type level struct {
 	log      takeLog
 	inflight float64 // taken by attempts still in flight
 	admitted float64 // taken by every attempt so far, less what refusals gave back
-	landed   float64 // taken by attempts that were answered and charged, so far
+	charged  float64 // taken by attempts that were answered and charged, so far
 
 	// Scope of a learned policy: the operations the server tied it to
 	// (RateLimit naming it, or a refusal), and for a partitioned one the
@@ -186,7 +186,7 @@ func newLevel(name string) *level {
 }
 
 // endPrior ends the contract's model of the level: the server said what
-// the contract's bucket would not (heard, addsUp; a refusal's longer wait,
+// the contract's bucket would not (observe, addsUp; a refusal's longer wait,
 // refusedLocked) or announced another plan, and decides from now on. What
 // its words showed the level to hold stays: more than its quota is a
 // bucket's.
@@ -323,7 +323,7 @@ func (l *level) grossRate() float64 {
 // refill since the word has not brought of one unit (momentUnit).
 func (l *level) refill(now time.Time) {
 	start := l.tokens
-	defer func() { l.unheard += l.tokens - start }()
+	defer func() { l.unconfirmed += l.tokens - start }()
 	if l.at.IsZero() {
 		l.at = now
 	}
@@ -412,10 +412,10 @@ func (l *level) give(amount float64) {
 	l.partTokens += amount
 }
 
-// heard takes the server's word on the level: remaining was left when it
+// observe takes the server's word on the level: remaining was left when it
 // answered, and shown is the most it showed the level to hold (remaining,
 // or a capacity). The attempts in flight it cannot have counted; what
-// landed after the answered call was admitted (landedSince) it may or may
+// charged after the answered call was admitted (chargedSince) it may or may
 // not have (answers to calls sent at once arrive in any order). The
 // model's own count, which took every admitted call off the last word,
 // decides between the two readings: it is kept when it lies between them,
@@ -426,7 +426,7 @@ func (l *level) give(amount float64) {
 // narrowest of all levels) says nothing of which calls it counted: its
 // word may be older than the model's and only lowers it. A word that the
 // contract's bucket would say (addsUp) leaves the prior standing.
-func (l *level) heard(remaining, shown, landedSince float64, reset int64, older bool, now time.Time) {
+func (l *level) observe(remaining, shown, chargedSince float64, reset int64, older bool, now time.Time) {
 	l.refill(now)
 	if l.shared && l.window > 0 {
 		// A take of this key's admitted a window before now may have left
@@ -443,13 +443,13 @@ func (l *level) heard(remaining, shown, landedSince float64, reset int64, older 
 	if l.quota > 0 && shown > l.quota*l.share+0.5 {
 		l.bucket = true // it holds more than its quota: a bucket that refills as it goes
 	}
-	switch upper, lower := remaining-l.inflight, remaining-l.inflight-landedSince; {
+	switch upper, lower := remaining-l.inflight, remaining-l.inflight-chargedSince; {
 	case older:
 		l.tokens = min(l.tokens, upper)
 	case l.tokens < lower || l.tokens > upper:
 		l.tokens = lower
 	}
-	l.unheard = 0
+	l.unconfirmed = 0
 	if l.refills() && l.outagePart < 1 {
 		// The word is on the whole level, whose part of the refill each
 		// process that lost the store counts already, and some of what
@@ -623,7 +623,7 @@ func (l *level) sent(now time.Time) bool {
 
 // guesses reports whether taking n more of a level others take from,
 // whose last answer to a call named it, would go on a guess: on what the
-// refill brought since the server's last word (unheard), or, while it
+// refill brought since the server's last word (unconfirmed), or, while it
 // keeps a reserve, on a word older than maxDropGap, across which the
 // reserve does not measure what the others take. One call's answer tells
 // what they took; until then the others take only what a recent word left.
@@ -633,7 +633,7 @@ func (l *level) guesses(n float64, now time.Time) bool {
 	if !l.frees(now) || !l.named(now) || l.markAt.Before(l.answeredAt) {
 		return false
 	}
-	return l.tokens-l.unheard < n-1e-9 || now.Sub(l.markAt) > l.maxDropGap() && l.reserve(now) > 0
+	return l.tokens-l.unconfirmed < n-1e-9 || now.Sub(l.markAt) > l.maxDropGap() && l.reserve(now) > 0
 }
 
 // answered notes the end of a call admitted at start that took from the

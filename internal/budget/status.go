@@ -174,7 +174,7 @@ func (s *State) StatusDone(sent bool) {
 // ObserveStatus takes the server's word on every level of a rate-limit
 // status, the answer to c (a Status call, or nil): what it reports left,
 // less what the server cannot have counted when it answered, the attempts
-// in flight and what landed on the level after c was admitted (a call sent
+// in flight and what was charged to the level after c was admitted (a call sent
 // beside c may have reached the server after it). A refusal's wait still
 // holds its level until it ends.
 func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
@@ -187,17 +187,17 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 		if l == nil {
 			continue
 		}
-		landedSince := 0.0
+		chargedSince := 0.0
 		if c != nil {
-			landedSince, _ = c.landedSince(l, true)
+			chargedSince, _ = c.chargedSince(l, true)
 		}
-		if l == s.statusLevel && st.Remaining-l.inflight-landedSince > l.available(now)+1 {
+		if l == s.statusLevel && st.Remaining-l.inflight-chargedSince > l.available(now)+1 {
 			l.statusGap = 0 // the model held calls the level had room for
 		}
 		if st.Quota > 0 && st.Quota != l.docQuota || st.Window > 0 && st.Window != l.window {
 			l.endPrior() // another plan
 		}
-		l.heard(st.Remaining, max(st.Remaining, st.Capacity), landedSince, int64(math.Ceil(st.Reset.Seconds())), false, now)
+		l.observe(st.Remaining, max(st.Remaining, st.Capacity), chargedSince, int64(math.Ceil(st.Reset.Seconds())), false, now)
 		l.reported = reported{remaining: st.Remaining, reset: st.Reset, at: now}
 		l.gate.wakeHead()
 	}

@@ -261,8 +261,8 @@ func (s *State) partLocked(p float64, now time.Time) {
 		if l.pooled {
 			if whole && p < 1 {
 				l.refill(now)
-				l.tokens = max(l.tokens-l.unheard, min(l.tokens, 0))
-				l.unheard = 0
+				l.tokens = max(l.tokens-l.unconfirmed, min(l.tokens, 0))
+				l.unconfirmed = 0
 			}
 			l.outagePart = p
 		}
@@ -409,7 +409,7 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 // plus the take, which the attempt's admission takes off the model next:
 // the model then counts the other processes' takes too, and a share of it
 // when the store fails (part) is a share of what the key has left. The
-// store's figure is a word on the level, as an answer's r is (unheard).
+// store's figure is a word on the level, as an answer's r is (unconfirmed).
 // Grants read in another order than the store gave them may take a call of
 // this process off twice; that errs low, and the next word sets it right.
 // A figure the store could not have meant (not a number, or more in debt
@@ -423,7 +423,7 @@ func (s *State) heldLocked(asked, held []budgetstore.Level, now time.Time) {
 		for _, a := range asked {
 			if a.Name == h.Name {
 				l.refill(now)
-				l.unheard = 0
+				l.unconfirmed = 0
 				l.cap(h.Amount + a.Amount)
 			}
 		}
