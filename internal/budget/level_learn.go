@@ -1,0 +1,163 @@
+package budget
+
+import (
+	"math"
+	"time"
+)
+
+// minShapeFall is how far, in seconds of the quota's rate, r must have
+// fallen before learnShape reads a bucket's full moment: a sliding log
+// whose t runs until it is full moves its moment by the time between
+// takes, a fixed window's not at all, and t in whole seconds blurs both by
+// slack; only past 4 s of fall does that stay further from a bucket's move
+// than slack and a tenth.
+const minShapeFall = 4
+
+// learnShape reads r and t of a RateLimit member naming the level for a
+// bucket's: its full moment, now+t, moves later by what the server counted
+// between two answers (the fall of r plus the refill between them), where
+// a window's reset and a sliding log's moments move no faster than the
+// clock, and r and t add up to the bucket's size. Only a fall at the
+// quota's rate or faster tells them apart (spread at the rate, every shape
+// looks alike); seen twice with no answer against it, the level refills
+// continuously. It reads the answers alone, not what this key sent, so
+// that answers to calls sent at once may come in any order.
+func (l *level) learnShape(remaining float64, t int64, now time.Time) {
+	if l.shared || t < 0 || l.grossRate() <= 0 || l.bucket {
+		return
+	}
+	const slack = 1.5 // t is whole seconds, rounded up
+	at := now.Add(time.Duration(t) * time.Second)
+	fall := (l.shapeRemaining - remaining) / l.grossRate()
+	if l.shapeAt.IsZero() || fall < 0 {
+		l.shapeAt, l.shapeRemaining, l.shapeSeen = at, remaining, now
+		return
+	}
+	if fall < minShapeFall {
+		return // too little fall since the anchor to tell: keep it
+	}
+	moved := at.Sub(l.shapeAt).Seconds()
+	elapsed := now.Sub(l.shapeSeen).Seconds()
+	counted := fall + elapsed // how far a bucket's moment would have moved
+	// A bucket's r and t add up to its size, each answer alone; a sliding
+	// log's t (a window after its newest take, or when its oldest leaves)
+	// may move as a bucket's does between two answers, but its r and t do
+	// not add up so.
+	full := max(l.size(), l.capacity)
+	sized := math.Abs(remaining+float64(t)*l.grossRate()-full) <= slack*l.grossRate()
+	if fall >= elapsed && remaining < l.size() && sized && math.Abs(moved-counted) <= slack+counted/10 {
+		if l.bucketEvidence++; l.bucketEvidence >= 2 {
+			l.bucket = true
+		}
+	} else {
+		l.bucketEvidence = 0
+	}
+	l.shapeAt, l.shapeRemaining, l.shapeSeen = at, remaining, now
+}
+
+// Shortest span, and part of its window, over which the net refill of a
+// level others take from is measured: long enough that the takes of the
+// others, which come in bursts, average out.
+const (
+	minGainSpan    = time.Second
+	gainSpanWindow = 2
+	// flatSlack is how far a mark may move, r being whole units, and show
+	// no refill.
+	flatSlack = 1
+)
+
+// learnGain reads the net refill of a level others take from off r of a
+// RateLimit member naming it (pending: what the server had not counted
+// yet). A full level shows none: what it would have gained beyond full is
+// lost to the measure, so it starts again. The measure binds, below the
+// refill t implies, for a window after it was taken.
+func (l *level) learnGain(remaining, pending float64, now time.Time) {
+	if !l.shared || l.window <= 0 {
+		return
+	}
+	l.log.prune(now.Add(-l.window))
+	mark := remaining + l.admitted - pending - l.log.freed
+	// A drop of the mark beyond what the server may not have counted at
+	// either answer is what others took between them, at once when the
+	// answers came within maxDropGap: the fall since an older answer is
+	// many takes and refills, and kept back it would hold every call for
+	// up to a window.
+	if drop := l.lastMark - mark - max(l.lastPending, pending); !l.markAt.IsZero() && now.Sub(l.markAt) <= l.maxDropGap() && drop > 0 {
+		l.drops.add(drop, now, now.Add(-l.window))
+	}
+	l.lastMark, l.lastPending, l.markAt = mark, pending, now
+	if remaining >= l.size() || l.gainAt.IsZero() || now.Before(l.gainAt) {
+		l.gainAt, l.gainMark, l.gainPending, l.flat = now, mark, pending, true
+		return
+	}
+	// Each mark is low by what the server had counted of the calls in
+	// flight at its answer.
+	l.flat = l.flat && mark >= l.gainMark-pending-flatSlack && mark <= l.gainMark+l.gainPending+flatSlack
+	span := now.Sub(l.gainAt)
+	if span < max(minGainSpan, l.window/gainSpanWindow) {
+		return
+	}
+	rate := min(max(0, (mark-l.gainMark)/span.Seconds()), l.grossRate())
+	if now.After(l.netUntil) {
+		l.lastGain = rate
+	}
+	// The lesser of the last two measures: each is off by what the
+	// server had counted of the calls in flight at its ends.
+	l.netRate, l.lastGain = min(rate, l.lastGain), rate
+	l.netUntil = now.Add(max(l.window, ObservedRateTTL))
+	l.gainAt, l.gainMark, l.gainPending = now, mark, pending
+}
+
+// learnSteps reads r and t of a RateLimit member naming the level for a
+// level that frees in steps: a bucket refilling at the quota's rate is full
+// again (size-r)/rate from now, and a t well past that is a sliding log's
+// or a window's. Such a level is spread (spreads).
+func (l *level) learnSteps(remaining float64, t int64) {
+	if l.bucket || l.grossRate() <= 0 || remaining >= l.size() {
+		return
+	}
+	if full := (l.size() - remaining) / l.grossRate(); float64(t) > 2*full+2 {
+		l.steps = true
+	}
+}
+
+// learnDepth reads r and t of a RateLimit member naming a level the
+// contract documents as a bucket that holds more than its quota (the key
+// level: 600 points, refilling 5 a second) for that bucket: a t further
+// than the window, with r plus t's refill the documented capacity to t's
+// rounding, twice at least minDepthApart apart. A sliding log or a fixed
+// window is full again within a window of its last take; a sliding-window
+// counter drained at once says what the bucket would (r=0, t two
+// windows), but frees nothing more until its window ends, so that a
+// second word later no longer adds up. A t past the window that does not
+// add up (a lockout's) starts over.
+func (l *level) learnDepth(remaining float64, t int64, now time.Time) {
+	if l.bucket || !l.documentedBucket() || l.window <= 0 || float64(t-1) <= l.window.Seconds() {
+		return
+	}
+	if !l.addsUp(remaining, t) {
+		l.depthSeen = time.Time{}
+		return
+	}
+	switch {
+	case l.depthSeen.IsZero():
+		l.depthSeen = now
+	case now.Sub(l.depthSeen) >= minDepthApart:
+		l.bucket = true
+		l.seenMax = max(l.seenMax, l.capacity)
+	}
+}
+
+// addsUp reports whether r and t of a word on a level the contract
+// documents as a bucket bigger than its quota are that bucket's: r plus
+// t's refill at the quota's rate is the documented capacity, to t's
+// rounding (whole seconds, rounded up).
+func (l *level) addsUp(remaining float64, t int64) bool {
+	rate := l.grossRate()
+	return l.documentedBucket() && rate > 0 &&
+		l.capacity >= remaining+float64(t-1)*rate-1e-9 && l.capacity <= remaining+float64(t)*rate+1e-9
+}
+
+// minDepthApart is how far apart two words must be that show the
+// documented bucket (learnDepth): t is whole seconds.
+const minDepthApart = 2 * time.Second

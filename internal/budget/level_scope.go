@@ -1,0 +1,76 @@
+package budget
+
+// tieAfter is the net count of answers to a kind of call that showed a
+// learned policy going down which ties the policy to such calls; as many
+// more that did not untie it. A refusal naming the policy ties it at once.
+const tieAfter = 2
+
+// maxKinds bounds the kinds of call a learned policy keeps evidence of.
+const maxKinds = 256
+
+// witness counts what an answer to a call of kind says of l, a learned
+// policy the answer named with remaining r: that such calls take from it
+// when r is below the last r the server said of it, that they do not
+// otherwise (being named is not enough: a server may name the narrowest of
+// all the key's levels in every answer). It reports whether the tie of kind
+// changed.
+func (l *level) witness(kind string, r float64) bool {
+	last := l.reported.remaining
+	if l.reported.at.IsZero() {
+		if l.quota <= 0 {
+			return false
+		}
+		last = l.quota * l.share // a level the server has not named yet is full
+	}
+	e, ok := l.evidence[kind]
+	if !ok && len(l.evidence) >= maxKinds {
+		return false
+	}
+	if r < last {
+		e = min(e+1, 2*tieAfter)
+	} else {
+		e = max(e-1, -2*tieAfter)
+	}
+	if l.evidence == nil {
+		l.evidence = map[string]int{}
+	}
+	l.evidence[kind] = e
+	switch {
+	case e >= tieAfter && !l.ops[kind]:
+		l.tie(kind)
+		return true
+	case e <= -tieAfter && l.ops[kind]:
+		delete(l.ops, kind)
+		return true
+	}
+	return false
+}
+
+// tie binds the calls of kind to l.
+func (l *level) tie(kind string) {
+	if l.ops == nil {
+		l.ops = map[string]bool{}
+	}
+	l.ops[kind] = true
+}
+
+// applies reports whether a call of kind (see Call.kind) to target takes
+// from the level, a learned one (takesLocked asks no other).
+func (l *level) applies(kind, target string) bool {
+	if l.partition != "" && l.target != target {
+		return false
+	}
+	return l.ops[kind]
+}
+
+// amountFor is what a call of cost points takes from a learned level, by its
+// unit.
+func (l *level) amountFor(cost float64) float64 {
+	switch l.unit {
+	case "points":
+		return cost
+	case "requests", "":
+		return 1
+	}
+	return 0
+}

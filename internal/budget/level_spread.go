@@ -1,0 +1,89 @@
+package budget
+
+import "time"
+
+// spreadWindow is the longest window of a level that the model spreads.
+const spreadWindow = time.Minute
+
+// spreadBurst is the part of a spread level's quota that its calls may
+// take at once.
+const spreadBurst = 0.1
+
+// spreads reports whether the level's calls are spread over its window, at
+// its quota's rate with a burst of spreadBurst of it: a level that frees in
+// steps and was taken whole at once frees nothing for up to a window, and
+// every caller waiting on it stalls; spread, it frees as it is taken. A
+// level with a longer window (a quota per hour or day) is not spread: its
+// calls would wait for minutes. A level that frees what this key took
+// (frees) and that the server named lately is spread too: what frees for this key is what
+// it took a window before, so a burst comes back as a burst a window later,
+// with nothing between.
+func (l *level) spreads(now time.Time) bool {
+	if l.window <= 0 || l.window > spreadWindow {
+		return false
+	}
+	return l.steps && !l.bucket || l.frees(now) && l.named(now)
+}
+
+// paceRate is the rate of the level's pace at a share of 1: its spread's
+// when it spreads (spreads), else its own; it brings the pace's spread
+// up to date.
+func (l *level) paceRate(now time.Time) float64 {
+	if l.pace.spread, l.pace.minBurst = l.spreads(now), l.spreadBurstOf(now); l.pace.spread {
+		return l.spreadRate(now)
+	}
+	return l.rate(now)
+}
+
+// named reports whether the server named the level within its window.
+func (l *level) named(now time.Time) bool {
+	return !l.reported.at.IsZero() && now.Sub(l.reported.at) < l.window
+}
+
+// spreadBurstOf is what a spread level's calls may take at once:
+// spreadBurst of a window's worth at lastingRate (its size when the key's
+// log is empty), or for a level that frees what this key took, of what
+// this key has of it (what it took within the window and what is left). A
+// tenth of the size when little is left for long would leave nothing for
+// most of the window; when much frees soon, the burst that took it goes
+// again. A level the contract documents as a bucket keeps a tenth of its
+// size: its steps may be a drained bucket's t read as a step's.
+func (l *level) spreadBurstOf(now time.Time) float64 {
+	if l.frees(now) {
+		return spreadBurst * min(l.size(), l.log.sum+max(l.available(now), 0))
+	}
+	if secs := l.oldestFree(now); secs > 0 && !l.documentedBucket() {
+		return spreadBurst * min(l.size(), l.lastingRate(secs, now)*l.window.Seconds())
+	}
+	return spreadBurst * l.size()
+}
+
+// lastingRate is the rate at which what is left of the level lasts the secs
+// until the key's log frees its oldest take, with the level's refill until
+// then when the model refills it between answers (refills: a learned
+// policy, which others may take from too, at its quota's rate while its t
+// lies within its window).
+func (l *level) lastingRate(secs float64, now time.Time) float64 {
+	r := max(l.available(now), 0) / secs
+	if l.refills() {
+		r += l.rate(now)
+	}
+	return r
+}
+
+// spreadRate is the rate a spread level's calls go at: its quota's, or
+// slower while what is left would not last until the key's log frees its
+// oldest take (a burst took much of the window): lastingRate.
+func (l *level) spreadRate(now time.Time) float64 {
+	if l.frees(now) {
+		// What this key has of it, over the window (a hole in its takes
+		// would come back a window later as a hole in what frees), and
+		// the refill beyond that.
+		return min(l.grossRate(), (l.log.sum+max(l.available(now), 0))/l.window.Seconds()+l.rate(now))
+	}
+	r := l.grossRate()
+	if secs := l.oldestFree(now); secs > 0 {
+		r = min(r, l.lastingRate(secs, now))
+	}
+	return r
+}

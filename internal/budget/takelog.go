@@ -1,0 +1,58 @@
+package budget
+
+import "time"
+
+// takeLog is a level's own takes within its window, oldest first, with
+// their sum.
+type takeLog struct {
+	entries []logEntry
+	head    int
+	sum     float64
+	freed   float64 // what has left the window so far
+}
+
+type logEntry struct {
+	at     time.Time // when the server had surely counted it: its answer
+	sent   time.Time // when it may have been counted first: its admission
+	amount float64
+}
+
+// add logs amount taken by a request admitted at sent and answered at at.
+func (g *takeLog) add(at, sent time.Time, amount float64) {
+	if amount <= 0 {
+		return
+	}
+	g.entries = append(g.entries, logEntry{at, sent, amount})
+	g.sum += amount
+}
+
+// prune drops the takes at or before cut.
+func (g *takeLog) prune(cut time.Time) {
+	g.free(func(e logEntry) bool { return !e.at.After(cut) })
+}
+
+// free drops, as freed, the oldest takes while gone says they are.
+func (g *takeLog) free(gone func(logEntry) bool) {
+	for g.head < len(g.entries) && gone(g.entries[g.head]) {
+		g.sum -= g.entries[g.head].amount
+		g.freed += g.entries[g.head].amount
+		g.head++
+	}
+	if g.head == len(g.entries) {
+		g.entries, g.head, g.sum = g.entries[:0], 0, 0
+	} else if g.head > 64 && g.head*2 > len(g.entries) {
+		n := copy(g.entries, g.entries[g.head:])
+		g.entries, g.head = g.entries[:n], 0
+	}
+}
+
+// refund takes amount back off the newest takes (a list that returned
+// fewer records than it reserved).
+func (g *takeLog) refund(amount float64) {
+	for i := len(g.entries) - 1; i >= g.head && amount > 0; i-- {
+		d := min(amount, g.entries[i].amount)
+		g.entries[i].amount -= d
+		g.sum -= d
+		amount -= d
+	}
+}
