@@ -153,6 +153,7 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 		t.l.pace.take(t.l.need(t.amount), now)
 		t.l.usedAt = now
 	}
+	s.scopeSentLocked(c, now)
 	amount, _ := s.paceUnitLocked(c, now)
 	s.pace.take(amount, now)
 	if s.meanCost == 0 {

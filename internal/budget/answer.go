@@ -120,6 +120,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 				l.gate.wakeHead()
 			}
 			s.tookLocallyLocked(took, now)
+			scopeEndedLocked(c, a)
 			s.slotGate.wakeHead()
 		}
 		s.guardGate.wakeHead()

@@ -449,6 +449,70 @@ func TestAPolicyHoldsWhatItIsSeenToTakeFrom(t *testing.T) {
 	})
 }
 
+// TestAKindPastAnUnknownQuotaGoesAlone: a kind of call that sent, in one
+// window of an announced policy not tied to it, the policy's quota goes
+// alone until an answer says whether the policy binds it: accepted past
+// the quota, the kind goes free of it; refused on it, the policy binds the
+// kind, and one call met it, not all the kind had in flight. Other kinds
+// are not held meanwhile, and a new window counts anew.
+func TestAKindPastAnUnknownQuotaGoesAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=3;w=60`, ""))
+		var counts []*Ticket
+		for range 3 {
+			counts = append(counts, admitNow(t, s, call(ops.CountContacts, "q=a")))
+		}
+		if why := held(s, call(ops.CountContacts, "q=b")); why != "search" {
+			t.Errorf("a fourth count in flight's window is held by %q, want search", why)
+		}
+		if why := held(s, call(ops.GetMe, "")); why != "" {
+			t.Errorf("getMe is held by %q while the counts' run holds counts", why)
+		}
+		for _, tk := range counts {
+			tk.Finish(answer("", ""))
+		}
+		alone := admitNow(t, s, call(ops.CountContacts, "q=b"))
+		if why := held(s, call(ops.CountContacts, "q=c")); why != "search" {
+			t.Errorf("a count beside the one past the quota is held by %q, want search", why)
+		}
+		alone.Finish(answer("", ""))
+		var free []*Ticket
+		for range 3 {
+			free = append(free, admitNow(t, s, call(ops.CountContacts, "q=d"))) // accepted past the quota: the kind is free of it
+		}
+		for _, tk := range free {
+			tk.Finish(answer("", ""))
+		}
+
+		var lists []*Ticket
+		for range 3 {
+			lists = append(lists, admitNow(t, s, call(ops.ListContacts, "q=a")))
+		}
+		for _, tk := range lists {
+			tk.Finish(answer("", ""))
+		}
+		admitNow(t, s, call(ops.ListContacts, "q=b")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "search", 40*time.Second))
+		if why := held(s, call(ops.ListContacts, "q=c")); why != "search" {
+			t.Errorf("a list after the refusal on search is held by %q", why)
+		}
+		var gets []*Ticket
+		for range 3 {
+			gets = append(gets, admitNow(t, s, call(ops.GetContact, "")))
+		}
+		if why := held(s, call(ops.GetContact, "")); why != "search" {
+			t.Errorf("a get past the quota in its window is held by %q", why)
+		}
+		time.Sleep(time.Minute)
+		if why := held(s, call(ops.GetContact, "")); why != "" {
+			t.Errorf("a get in a new window is held by %q", why)
+		}
+		for _, tk := range gets {
+			tk.Finish(answer("", ""))
+		}
+	})
+}
+
 // TestPartitionedPolicy: a policy with a pk holds only the calls of its
 // partition's target.
 func TestPartitionedPolicy(t *testing.T) {

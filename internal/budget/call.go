@@ -45,7 +45,7 @@ type Call struct {
 	// deadline the model's wait would pass waits for it and looks again
 	// instead of failing at once.
 	OnHeld     func(reason string) <-chan struct{}
-	heldReason string    // the reason OnHeld was last told
+	heldReason string    // what the call was last held by (OnHeld hears of a change)
 	heldAt     time.Time // when OnHeld last heard of the call
 	// chargedAt is, for a Status call, what had been charged to each level when
 	// its last attempt was admitted.
@@ -60,7 +60,8 @@ type Call struct {
 	takes        []take
 	takesBuf     [8]take // where takes live when they fit
 	takesVersion int
-	takesState   *State // the state whose levels takes holds
+	takesState   *State     // the state whose levels takes holds
+	runs         []levelRun // the runs its attempt in flight counts in (scopeSentLocked)
 	ticket       Ticket
 }
 

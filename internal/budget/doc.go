@@ -9,6 +9,8 @@
 //   - the server's waits and the lockout, which hold every call of the key
 //     (gate_pause.go);
 //   - the refusal guard, RefusalLimit (gate_guard.go);
+//   - the learned policies not tied to the call's kind, which may bind it
+//     (gate_scope.go);
 //   - the levels the call takes from, each with its own pace
 //     (gate_levels.go; level.go, with what the answers show of a level in
 //     level_learn.go, what it keeps back for others in level_reserve.go,
@@ -86,6 +88,15 @@
 // it going down two more times than not. Being named is not enough, since
 // a server may name the narrowest of all the key's levels in every answer
 // (level.witness; TestAPolicyHoldsWhatItIsSeenToTakeFrom).
+//
+// Until then such a policy may bind a kind of call the server has not
+// shown it to: a kind that sent, within one window of the policy, as much
+// as its quota goes alone from then on in this process, each call waiting
+// for the answer to the one before, until a call sent past the quota is
+// accepted (the policy does not bind the kind) or refused on the policy
+// (which ties it), so that a burst meets the policy with one call, not with
+// all the kind has in flight (level.runOf, scopeLocked;
+// TestAKindPastAnUnknownQuotaGoesAlone).
 //
 // # Rule 4: a refusal slows what it speaks of
 //

@@ -30,6 +30,9 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 	if !c.Budgeted {
 		return nil, 0, ""
 	}
+	if g, d, why := s.scopeLocked(c, now); g != nil {
+		return g, d, why
+	}
 	if s.sharedActiveLocked(now) {
 		return s.sharedLocked(c, share, now)
 	}

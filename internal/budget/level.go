@@ -75,7 +75,7 @@ type level struct {
 	partTokens float64
 	partOf     float64
 	seenAt     time.Time // when the server last said what is left (status.go)
-	capacity   float64   // the documented bucket size (the key's, 600); 0: none
+	capacity   float64   // the bucket size the contract documents (the key's) or SetQuota sets; 0: none
 	docQuota   float64   // the documented quota; 0: a learned level
 	known      bool      // a level of the API, whose scope the contract gives
 	seenMax    float64   // the most the server showed the level to hold
@@ -154,15 +154,16 @@ type level struct {
 	log      takeLog
 	inflight float64 // taken by attempts still in flight
 	admitted float64 // taken by every attempt so far, less what refusals gave back
-	charged  float64 // taken by attempts that were answered and charged, so far
+	charged  float64 // taken by attempts that ended and kept it (not given back, as a refusal gives its take back), so far
 
 	// Scope of a learned policy: the operations the server tied it to
 	// (RateLimit naming it, or a refusal), and for a partitioned one the
 	// request target of its partition. A learned policy tied to nothing is
 	// informative only.
 	ops       map[string]bool
-	evidence  map[string]int // per kind of call, answers that showed it going down less those that did not (witness)
-	partition string         // pk, base64
+	evidence  map[string]int  // per kind of call, answers that showed it going down less those that did not (witness)
+	runs      map[string]*run // per kind of call not tied to it, what it sent within a window (runOf)
+	partition string          // pk, base64
 	target    string
 
 	gate      gate
@@ -415,7 +416,7 @@ func (l *level) give(amount float64) {
 // observe takes the server's word on the level: remaining was left when it
 // answered, and shown is the most it showed the level to hold (remaining,
 // or a capacity). The attempts in flight it cannot have counted; what
-// charged after the answered call was admitted (chargedSince) it may or may
+// was charged after the answered call was admitted (chargedSince) it may or may
 // not have (answers to calls sent at once arrive in any order). The
 // model's own count, which took every admitted call off the last word,
 // decides between the two readings: it is kept when it lies between them,

@@ -1,5 +1,7 @@
 package budget
 
+import "time"
+
 // tieAfter is the net count of answers to a kind of call that showed a
 // learned policy going down which ties the policy to such calls; as many
 // more that did not untie it. A refusal naming the policy ties it at once.
@@ -73,4 +75,59 @@ func (l *level) amountFor(cost float64) float64 {
 		return 1
 	}
 	return 0
+}
+
+// run is what one kind of call sent of a learned policy not tied to it,
+// within one of the policy's windows from start (rule 3): a kind that sent
+// the policy's quota in one window goes alone until an answer says whether
+// the policy binds it.
+type run struct {
+	start    time.Time
+	sent     float64 // in the policy's unit, since start
+	inflight int     // calls of the kind in flight that counted here
+	cleared  bool    // a call sent past the quota was accepted: the policy does not bind the kind
+	gate     gate    // the calls of the kind it holds
+}
+
+// runOf returns the run of kind on l, a learned policy with a quota and a
+// window that is not tied to kind; nil when l is not such a policy, when
+// its partition is another target's or when it keeps maxKinds runs.
+func (l *level) runOf(kind, target string) *run {
+	if l.known || l.quota <= 0 || l.window <= 0 || l.partition != "" && l.target != target || l.applies(kind, target) {
+		return nil
+	}
+	r := l.runs[kind]
+	if r == nil && len(l.runs) < maxKinds {
+		if l.runs == nil {
+			l.runs = map[string]*run{}
+		}
+		r = &run{}
+		l.runs[kind] = r
+	}
+	return r
+}
+
+// holds reports whether r holds a call: its kind sent the quota q in
+// this window and has a call in flight, whose answer is still to say
+// whether the policy binds the kind.
+func (r *run) holds(q float64, window time.Duration, now time.Time) bool {
+	return !r.cleared && r.inflight > 0 && r.sent >= q && now.Sub(r.start) < window
+}
+
+// send counts a call of amount sent at now.
+func (r *run) send(amount float64, window time.Duration, now time.Time) {
+	if now.Sub(r.start) >= window {
+		r.start, r.sent = now, 0
+	}
+	r.sent += amount
+	r.inflight++
+}
+
+// end ends a call that send counted; accepted says the server took it,
+// which past the quota q shows that the policy does not bind the kind.
+func (r *run) end(accepted bool, q float64) {
+	r.inflight--
+	if accepted && r.sent > q {
+		r.cleared = true
+	}
 }
