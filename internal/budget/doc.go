@@ -6,8 +6,8 @@
 // settled with the answer through Ticket.Finish or Ticket.Unanswered
 // (answer.go). The gates, in the order a call meets them, each in its file:
 //
-//   - the server's waits and the lockout, which hold every call of the key
-//     (gate_pause.go);
+//   - the lockout, which holds every call of the key, and the server's
+//     waits, which hold every budgeted one (gate_pause.go);
 //   - the refusal guard, RefusalLimit (gate_guard.go);
 //   - the learned policies not tied to the call's kind, which may bind it
 //     (gate_scope.go);
@@ -26,8 +26,9 @@
 // of the process through For (states.go).
 //
 // The model follows the eight rules below. Each names the code that keeps
-// it and the tests that show it; TestTheRulePageNamesWhatExists checks that
-// they exist.
+// it and the tests that show it, named after what they show;
+// TestTheRulePageNamesWhatExists checks that the tests, files, methods and
+// unexported names the page gives exist.
 //
 // # Rule 1: the server's word binds until its moment
 //
@@ -41,17 +42,19 @@
 //
 //   - A level that showed it refills continuously refills at its rate
 //     between answers. It shows it by having more left than its quota; for
-//     the key level, which the contract documents as a bucket, by a moment
-//     further than its window that adds up to the documented capacity
-//     (TestATLongerThanTheWindowIsABucketsT); or by moving as points are
-//     taken, with r and t adding up to its size
-//     (TestABucketShowsInAnyOrderOfItsAnswers).
-//   - A level of this key alone refills at its quota's rate, which no one
-//     else slows: a t later than that rate makes it full shows a bigger
+//     the key level, which the contract documents as a bucket, by a full
+//     moment further than its window that adds up to the documented
+//     capacity (TestATLongerThanTheWindowIsABucketsT); or by a full moment
+//     that moves later as points are taken, with r and t adding up to its
+//     size (TestABucketShowsInAnyOrderOfItsAnswers).
+//   - Such a level of this key alone refills at its quota's rate, which no
+//     one else slows: a t later than that rate makes it full shows a bigger
 //     level, not a slower refill
-//     (TestABucketOfThisKeyAloneRefillsAtItsQuotasRate). It never holds
-//     less than its quota less this key's own takes in the last window,
-//     which every shape grants.
+//     (TestABucketOfThisKeyAloneRefillsAtItsQuotasRate).
+//   - A level of this key alone, whatever its shape, never holds less than
+//     its quota less this key's own takes in the last window, which every
+//     shape grants (level.logAvailable;
+//     TestTheServersWordBindsUntilItsMoment).
 //   - The answer to a call that took nothing from a level (a server that
 //     names the narrowest of all levels) may carry a word older than the
 //     model's: it only lowers it (level.observe;
@@ -137,25 +140,25 @@
 // # Rule 7: one model, local or shared
 //
 // With a shared store, what one process hears binds all (store.go,
-// gate_store.go; TestOneModelLocalOrShared in redisbudget):
+// gate_store.go; redisbudget's TestOneModelLocalOrShared):
 //
 //   - The store keeps the levels as the process models them (refilled
 //     continuously or only by their moments and answers; a level of this
 //     key alone bounded by the log of every process's takes), their paces
 //     (a spread, a refusal's cut), the waits a refusal asked for, the
-//     lockout, exhausted quotas and the key's cuts
-//     (TestAPacedLevelSpreadsTheCallsOfAllProcesses,
+//     lockout, exhausted quotas and the key's cuts (redisbudget's
+//     TestAPacedLevelSpreadsTheCallsOfAllProcesses,
 //     TestALevelThatFreesInStepsFreesWhatItsLogFrees,
 //     TestWhatOneProcessShowsOfAStepsLevelBindsAll,
 //     TestAProcessThatHasNotSeenTheStepsIsSpreadToo).
 //   - A call the store holds at a level holds only the process's calls
-//     that take from it, as rule 4 says
-//     (TestAWriteTheStoreHoldsHoldsNoRead).
+//     that take from it, as rule 4 says (redisbudget's
+//     TestAWriteTheStoreHoldsHoldsNoRead).
 //   - Each admission says what the levels it took from hold over all
-//     processes (TestAGrantSaysWhatTheLevelsHold).
+//     processes (redisbudget's TestAGrantSaysWhatTheLevelsHold).
 //   - While the store is unreachable, each process keeps to its share of
-//     the key: of its slots, of its rate, and of what the last word left of
-//     every level that refills, as the store refills every level not shown
+//     the key: of its slots, of its rate, and of what the server's last
+//     word left of every level that refills, as the store refills every level not shown
 //     to free in steps (TestAProcessThatLostTheStoreTakesItsPartOfTheKey,
 //     TestAnOutagePartsWhatIsLeftThen, TestAnOutagePartsWhatTheStoreHeld).
 //     The part starts from the last word on the level, the server's or the
@@ -165,7 +168,8 @@
 //     holds the others' parts, which they have not taken yet
 //     (TestAWordInAnOutageLowersAPartNeverRaisesIt).
 //   - A store back without its counts starts each level from what the
-//     model holds (TestAStoreBackEmptyStartsFromWhatTheProcessBelieves,
+//     model holds (redisbudget's
+//     TestAStoreBackEmptyStartsFromWhatTheProcessBelieves,
 //     TestTakesWhileRedisWasAwayCountOnceInARedisBackEmpty).
 //
 // # Rule 8: the documented limits are the prior
@@ -211,11 +215,12 @@
 //     (TestTheLargestRecentFallIsKeptBack). A remainder smaller than their
 //     take is kept back too, since others may take part of a chunk.
 //   - The reserve holds while calls that take from the level are answered
-//     or answers name it (TestAReserveHoldsWhileCallsTakeFromTheLevel).
-//     With neither for an eighth of its window (status answers do not
-//     count) it keeps nothing back, since the calls it held sent nothing
-//     that could show the others' next take; then one call goes, and the
-//     others wait for its answer (TestAReserveLapsesWhileTheLevelGoesUnheard).
+//     or answers name it. With neither for an eighth of its window (status
+//     answers do not count) it keeps nothing back, since the calls it held
+//     sent nothing that could show the others' next take
+//     (TestAReserveLapsesWhileTheLevelGoesUnheard); then one call goes, and
+//     the others wait for its answer
+//     (TestAReserveHoldsWhileCallsTakeFromTheLevel).
 //   - While the answers to calls that take from such a level name it, a
 //     call that would take from it on a guess goes alone: on what the
 //     refill brought since the server's last word (what this key took a

@@ -28,14 +28,14 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 	// A status that failed at once (the budget would not let it out) is
 	// due again at once: the call asks at most once per idleStatusEvery,
 	// so that it never spins on it.
-	notify := c.OnHeld != nil && (c.heldReason != why || !statusDue.IsZero() && !now.Before(statusDue)) &&
+	tell := c.OnHeld != nil && (c.heldReason != why || !statusDue.IsZero() && !now.Before(statusDue)) &&
 		(c.heldAt.IsZero() || !now.Before(c.heldAt.Add(idleStatusEvery)))
 	c.heldReason = why
-	if notify {
+	if tell {
 		c.heldAt = now
 	}
 	if deadline, ok := ctx.Deadline(); ok && a.wait != forever && deadline.Sub(now) <= a.wait {
-		if notify {
+		if tell {
 			// It waits for the status out of every queue, so that it
 			// holds no one back, the status request least of all.
 			w.leave()
@@ -100,7 +100,7 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 		timerWait = 0
 	}
 	s.mu.Unlock()
-	if notify {
+	if tell {
 		c.OnHeld(why)
 	}
 	a.sleep(ctx, timerWait, now)

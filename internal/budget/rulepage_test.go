@@ -5,7 +5,6 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,6 +16,9 @@ var (
 	pageFile   = regexp.MustCompile(`\b\w+\.go\b`)
 	pageMember = regexp.MustCompile(`\b([A-Za-z]\w*)\.([A-Za-z]\w*)\b`)
 	pageName   = regexp.MustCompile(`\b[a-z]+[A-Z]\w*\b`)
+	// pageExported is an exported Go name on the page (a header's name,
+	// RateLimit, is the only such word that is not one).
+	pageExported = regexp.MustCompile(`\b[A-Z][a-z]+[A-Z]\w*\b`)
 )
 
 // TestTheRulePageNamesWhatExists: every test, file, method and unexported
@@ -24,24 +26,8 @@ var (
 // page cannot name code or tests that are gone.
 func TestTheRulePageNamesWhatExists(t *testing.T) {
 	page := packageDoc(t)
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	declared := map[string]bool{}
-	for _, name := range files {
-		declared[name] = true
-		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			for _, n := range declNames(d) {
-				declared[n] = true
-			}
-		}
-	}
+	declared := declaredIn(t, ".")
+	root := declaredIn(t, filepath.Join("..", ".."))
 	tests := repoTests(t)
 	for _, name := range pageTest.FindAllString(page, -1) {
 		if !tests[name] {
@@ -49,7 +35,7 @@ func TestTheRulePageNamesWhatExists(t *testing.T) {
 		}
 	}
 	for _, name := range pageFile.FindAllString(page, -1) {
-		if !declared[name] && !repoFile(name) {
+		if !declared[name] && !root[name] {
 			t.Errorf("the page names %s, which is neither in this package nor in package bodo", name)
 		}
 	}
@@ -66,6 +52,39 @@ func TestTheRulePageNamesWhatExists(t *testing.T) {
 			t.Errorf("the page names %s, which this package does not declare", name)
 		}
 	}
+	for _, name := range pageExported.FindAllString(page, -1) {
+		if !declared[name] && !root[name] && !strings.HasPrefix(name, "Test") && name != "RateLimit" {
+			t.Errorf("the page names %s, which neither this package nor package bodo declares", name)
+		}
+	}
+}
+
+// declaredIn is what the Go files of dir but its tests declare, and their
+// names.
+func declaredIn(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	declared := map[string]bool{}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		declared[filepath.Base(path)] = true
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			for _, n := range declNames(d) {
+				declared[n] = true
+			}
+		}
+	}
+	return declared
 }
 
 // packageDoc is the package doc comment of doc.go.
@@ -153,10 +172,4 @@ func repoTests(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	return tests
-}
-
-// repoFile reports whether name is a file of package bodo.
-func repoFile(name string) bool {
-	_, err := os.Stat(filepath.Join("..", "..", name))
-	return err == nil
 }
