@@ -41,8 +41,14 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 		lease, refusal := "", false
 		if g == nil && s.sharedActiveLocked(now) {
 			var err error
+			if c.Budgeted {
+				s.scopeSentLocked(c, now)
+			}
 			lease, d, why, refusal, err = s.acquireSharedLocked(c, now)
 			now = time.Now()
+			if err != nil || why != "" || lease == "" {
+				s.scopeUnsentLocked(c)
+			}
 			if err != nil {
 				return a.fail(err)
 			}

@@ -469,6 +469,10 @@ func TestAKindPastAnUnknownQuotaGoesAlone(t *testing.T) {
 		if why := held(s, call(ops.GetMe, "")); why != "" {
 			t.Errorf("getMe is held by %q while the counts' run holds counts", why)
 		}
+		time.Sleep(maxAlone)
+		if why := held(s, call(ops.CountContacts, "q=b")); why != "" {
+			t.Errorf("a count is held by %q after the counts in flight went out maxAlone ago", why)
+		}
 		for _, tk := range counts {
 			tk.Finish(answer("", ""))
 		}
@@ -510,6 +514,59 @@ func TestAKindPastAnUnknownQuotaGoesAlone(t *testing.T) {
 		for _, tk := range gets {
 			tk.Finish(answer("", ""))
 		}
+	})
+}
+
+// admitting admits n calls of op with query on s, each in a goroutine of
+// its own, and hands their tickets over as they are admitted.
+func admitting(t *testing.T, s *State, n int, op *ops.Operation, query string) chan *Ticket {
+	admitted := make(chan *Ticket, n)
+	for range n {
+		go func() {
+			tk, _, err := s.Admit(context.Background(), call(op, query))
+			if err != nil {
+				t.Error(err)
+			}
+			admitted <- tk
+		}()
+	}
+	return admitted
+}
+
+// TestARunLetsItsWaitersGoOneByOne: the calls a kind's run holds wait in
+// arrival order, a call that comes later waits behind them, each answer
+// lets the next one go alone, and once one past the quota is accepted the
+// rest go at once.
+func TestARunLetsItsWaitersGoOneByOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=2;w=60`, ""))
+		first := []*Ticket{admitNow(t, s, call(ops.CountContacts, "q=a")), admitNow(t, s, call(ops.CountContacts, "q=a"))}
+		admitted := admitting(t, s, 3, ops.CountContacts, "q=b")
+		synctest.Wait()
+		if len(admitted) != 0 {
+			t.Fatalf("%d counts past the quota went beside the two in flight", len(admitted))
+		}
+		first[0].Finish(answer("", ""))
+		first[1].Finish(answer("", ""))
+		if why := held(s, call(ops.CountContacts, "q=c")); why != "search" {
+			t.Errorf("a count that came after the waiters is held by %q, want search: they go first", why)
+		}
+		synctest.Wait()
+		if len(admitted) != 1 {
+			t.Fatalf("%d counts went once the kind had none in flight, want 1", len(admitted))
+		}
+		(<-admitted).Finish(Answer{Status: http.StatusNotFound, Header: http.Header{}})
+		synctest.Wait()
+		if len(admitted) != 1 {
+			t.Fatalf("%d counts went after a 404 past the quota, want the next one alone", len(admitted))
+		}
+		(<-admitted).Finish(answer("", ""))
+		synctest.Wait()
+		if len(admitted) != 1 {
+			t.Fatalf("%d counts went once one past the quota was accepted, want the last one", len(admitted))
+		}
+		(<-admitted).Finish(answer("", ""))
 	})
 }
 

@@ -61,7 +61,9 @@ type Call struct {
 	takesBuf     [8]take // where takes live when they fit
 	takesVersion int
 	takesState   *State     // the state whose levels takes holds
-	runs         []levelRun // the runs its attempt in flight counts in (scopeSentLocked)
+	runs         []levelRun // the runs its attempt counts in (scopeSentLocked)
+	runsBuf      [2]levelRun
+	scoped       bool // its attempt counts in its runs
 	ticket       Ticket
 }
 

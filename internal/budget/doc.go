@@ -93,13 +93,18 @@
 // (level.witness; TestAPolicyHoldsWhatItIsSeenToTakeFrom).
 //
 // Until then such a policy may bind a kind of call the server has not
-// shown it to: a kind that sent, within one window of the policy, as much
-// as its quota goes alone from then on in this process, each call waiting
-// for the answer to the one before, until a call sent past the quota is
-// accepted (the policy does not bind the kind) or refused on the policy
-// (which ties it), so that a burst meets the policy with one call, not with
-// all the kind has in flight (level.runOf, scopeLocked;
-// TestAKindPastAnUnknownQuotaGoesAlone).
+// shown it to. A kind that sent, within one window of the policy, as much
+// as its quota (in its unit, requests or points) goes alone for the rest
+// of that window: in arrival order, each call waits for the answer to the
+// one before (also while that one asks the shared store), for at most
+// maxAlone, so that a burst meets the policy with one call, not with all
+// the kind has in flight, and a slow call holds its kind back no longer. A
+// call sent past the quota that is accepted shows that the policy does not
+// bind the kind, which goes free of it; one refused on the policy ties it;
+// any other answer leaves the kind alone. A new window counts anew, only
+// this process's calls count, and a policy keeps count of at most maxKinds
+// kinds (level.runOf, scopeLocked; TestAKindPastAnUnknownQuotaGoesAlone,
+// TestARunLetsItsWaitersGoOneByOne, TestARunHoldsCallsWhileOneAsksTheStore).
 //
 // # Rule 4: a refusal slows what it speaks of
 //

@@ -6,51 +6,83 @@ import (
 )
 
 // scopeLocked holds c while a learned policy not tied to its kind may bind
-// it: the kind sent the policy's quota within the policy's window and a
-// call of it is still in flight (run.holds). The call goes when that
-// answer has come, alone, so a burst meets a policy whose scope the server
-// has not shown with one call, not with all it has in flight (rule 3).
+// it (rule 3): the kind sent the policy's quota within the policy's window
+// and a call of it is in flight, or a call of it waits already (run.wait).
+// It goes when that answer has come, alone, so that a burst meets a policy
+// whose scope the server has not shown with one call, not with all it has
+// in flight.
 func (s *State) scopeLocked(c *Call, now time.Time) (*gate, time.Duration, string) {
 	for _, l := range s.order {
 		if l.known {
 			continue
 		}
-		if r := l.runOf(c.kind(), c.Target); r != nil && r.holds(l.quota*l.share, l.window, now) {
-			return &r.gate, forever, l.name
+		if r := l.runOf(c.kind(), c.Target); r != nil {
+			if d := r.wait(l.quota*l.share, l.window, now); d > 0 || r.gate.ahead(&c.w) {
+				return &r.gate, d, l.name
+			}
 		}
 	}
 	return nil, 0, ""
 }
 
-// scopeSentLocked counts c, admitted at now, in the runs of its kind.
+// scopeSentLocked counts c, sent at now, in the runs of its kind, once per
+// attempt: a call that asks the shared store counts while it does, since
+// the store's round trip lets other calls look meanwhile.
 func (s *State) scopeSentLocked(c *Call, now time.Time) {
-	c.runs = c.runs[:0]
+	if c.scoped {
+		return
+	}
+	c.scoped = true
+	c.runs = c.runsBuf[:0]
 	for _, l := range s.order {
 		if l.known {
 			continue
 		}
-		if r := l.runOf(c.kind(), c.Target); r != nil && !r.cleared {
-			if a := l.amountFor(c.Cost); a > 0 {
-				r.send(a, l.window, now)
-				c.runs = append(c.runs, levelRun{l, r})
-			}
+		r := l.runOf(c.kind(), c.Target)
+		a := l.amountFor(c.Cost)
+		if r == nil || r.cleared || a <= 0 {
+			continue
 		}
+		r.send(a, l.window, now)
+		l.usedAt = now
+		c.runs = append(c.runs, levelRun{l: l, r: r, amount: a, start: r.start, past: r.sent > l.quota*l.share})
 	}
+}
+
+// scopeUnsentLocked takes back what scopeSentLocked counted of c, whose
+// attempt the shared store did not admit.
+func (s *State) scopeUnsentLocked(c *Call) {
+	for _, lr := range c.runs {
+		lr.r.inflight--
+		if lr.r.start.Equal(lr.start) {
+			lr.r.sent -= lr.amount
+		}
+		lr.r.gate.wakeHead()
+	}
+	c.runs, c.scoped = c.runs[:0], false
 }
 
 // scopeEndedLocked ends c's attempt in the runs it counted in, with its
-// answer a (nil: none came), and lets the calls they held look again.
+// answer a (nil: none came), and lets the calls they held look again. Only
+// the answer to a call sent past the quota, in the window it was sent in,
+// says that the policy does not bind the kind.
 func scopeEndedLocked(c *Call, a *Answer) {
 	accepted := a != nil && a.Status >= http.StatusOK && a.Status < http.StatusMultipleChoices
 	for _, lr := range c.runs {
-		lr.r.end(accepted, lr.l.quota*lr.l.share)
+		lr.r.inflight--
+		if accepted && lr.past && lr.r.start.Equal(lr.start) {
+			lr.r.cleared = true
+		}
 		lr.r.gate.wakeHead()
 	}
-	c.runs = c.runs[:0]
+	c.runs, c.scoped = c.runs[:0], false
 }
 
-// levelRun is a run and the policy it counts for.
+// levelRun is what an attempt counted in the run r of the policy l.
 type levelRun struct {
-	l *level
-	r *run
+	l      *level
+	r      *run
+	amount float64
+	start  time.Time // the run's window it counted in
+	past   bool      // it was sent past the quota
 }

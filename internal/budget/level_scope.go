@@ -79,14 +79,15 @@ func (l *level) amountFor(cost float64) float64 {
 
 // run is what one kind of call sent of a learned policy not tied to it,
 // within one of the policy's windows from start (rule 3): a kind that sent
-// the policy's quota in one window goes alone until an answer says whether
-// the policy binds it.
+// the policy's quota in one window goes alone for the rest of it, until an
+// answer says whether the policy binds the kind.
 type run struct {
 	start    time.Time
-	sent     float64 // in the policy's unit, since start
-	inflight int     // calls of the kind in flight that counted here
-	cleared  bool    // a call sent past the quota was accepted: the policy does not bind the kind
-	gate     gate    // the calls of the kind it holds
+	sent     float64   // in the policy's unit, since start
+	inflight int       // calls of the kind in flight that counted here
+	sentAt   time.Time // when the last of them was sent
+	cleared  bool      // a call sent past the quota was accepted: the policy does not bind the kind
+	gate     gate      // the calls of the kind it holds, in arrival order
 }
 
 // runOf returns the run of kind on l, a learned policy with a quota and a
@@ -107,11 +108,21 @@ func (l *level) runOf(kind, target string) *run {
 	return r
 }
 
-// holds reports whether r holds a call: its kind sent the quota q in
-// this window and has a call in flight, whose answer is still to say
-// whether the policy binds the kind.
-func (r *run) holds(q float64, window time.Duration, now time.Time) bool {
-	return !r.cleared && r.inflight > 0 && r.sent >= q && now.Sub(r.start) < window
+// maxAlone bounds how long a run holds calls for the answer to the last
+// call of its kind: what a round trip takes, so that a slow call does not
+// hold its kind back.
+const maxAlone = time.Second
+
+// wait is how long r holds a call at now: while its kind sent the quota q
+// in its window and a call of the kind is in flight, whose answer is still
+// to say whether the policy binds the kind, to the end of the window or
+// maxAlone after the last call went, whichever comes first; 0 when it
+// does not hold.
+func (r *run) wait(q float64, window time.Duration, now time.Time) time.Duration {
+	if r.cleared || r.inflight == 0 || r.sent < q {
+		return 0
+	}
+	return max(min(r.start.Add(window).Sub(now), r.sentAt.Add(maxAlone).Sub(now)), 0)
 }
 
 // send counts a call of amount sent at now.
@@ -121,13 +132,5 @@ func (r *run) send(amount float64, window time.Duration, now time.Time) {
 	}
 	r.sent += amount
 	r.inflight++
-}
-
-// end ends a call that send counted; accepted says the server took it,
-// which past the quota q shows that the policy does not bind the kind.
-func (r *run) end(accepted bool, q float64) {
-	r.inflight--
-	if accepted && r.sent > q {
-		r.cleared = true
-	}
+	r.sentAt = now
 }

@@ -411,3 +411,40 @@ func TestAWordInAnOutageLowersAPartNeverRaisesIt(t *testing.T) {
 		time.Sleep(time.Second)
 	})
 }
+
+// slowStore is a downStore whose Acquire takes 5 ms, as a round trip to
+// Redis does, and admits.
+type slowStore struct{ downStore }
+
+func (d *slowStore) Acquire(ctx context.Context, key string, a budgetstore.Acquire) (budgetstore.Grant, error) {
+	time.Sleep(5 * time.Millisecond)
+	return d.downStore.Acquire(ctx, key, a)
+}
+
+// TestARunHoldsCallsWhileOneAsksTheStore: with a shared store, a call of a
+// kind at an announced policy's quota counts in its run while it asks the
+// store, so that the calls of the kind that come during the round trip
+// wait for its answer rather than go beside it.
+func TestARunHoldsCallsWhileOneAsksTheStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		s.UseStore(&slowStore{}, "k", nil)
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=1;w=60`, ""))
+		admitted := admitting(t, s, 5, ops.CountContacts, "q=a")
+		time.Sleep(100 * time.Millisecond)
+		if len(admitted) != 1 {
+			t.Fatalf("%d counts went at the quota of 1 while the store was asked, want 1", len(admitted))
+		}
+		for i, want := range []int{1, 3} { // the one past the quota alone; once it is accepted, the rest
+			(<-admitted).Finish(answer("", ""))
+			time.Sleep(100 * time.Millisecond)
+			if len(admitted) != want {
+				t.Fatalf("after %d answers %d counts went, want %d", i+1, len(admitted), want)
+			}
+		}
+		for range 3 {
+			(<-admitted).Finish(answer("", ""))
+		}
+		time.Sleep(time.Minute) // the keeper renews no lease and ends
+	})
+}
