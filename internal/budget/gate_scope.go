@@ -11,18 +11,32 @@ import (
 // It goes when that answer has come, alone, so that a burst meets a policy
 // whose scope the server has not shown with one call, not with all it has
 // in flight.
-func (s *State) scopeLocked(c *Call, now time.Time) (*gate, time.Duration, string) {
+func (s *State) scopeLocked(c *Call, now time.Time) (g *gate, d time.Duration, why string) {
+	s.eachRunLocked(c, func(l *level, r *run) bool {
+		if wait := r.wait(l.quota*l.share, l.window, now); wait > 0 || r.gate.ahead(&c.w) {
+			g, d, why = &r.gate, wait, l.name
+			return false
+		}
+		return true
+	})
+	return g, d, why
+}
+
+// eachRunLocked calls f with each run of c's kind on a learned policy not
+// tied to it (level.runOf) until f returns false; a key that learned no
+// policy has none, and costs its calls nothing here.
+func (s *State) eachRunLocked(c *Call, f func(*level, *run) bool) {
+	if s.learnedPolicies+s.partitions == 0 {
+		return
+	}
 	for _, l := range s.order {
 		if l.known {
 			continue
 		}
-		if r := l.runOf(c.kind(), c.Target); r != nil {
-			if d := r.wait(l.quota*l.share, l.window, now); d > 0 || r.gate.ahead(&c.w) {
-				return &r.gate, d, l.name
-			}
+		if r := l.runOf(c.kind(), c.Target); r != nil && !f(l, r) {
+			return
 		}
 	}
-	return nil, 0, ""
 }
 
 // scopeSentLocked counts c, sent at now, in the runs of its kind, once per
@@ -34,19 +48,14 @@ func (s *State) scopeSentLocked(c *Call, now time.Time) {
 	}
 	c.scoped = true
 	c.runs = c.runsBuf[:0]
-	for _, l := range s.order {
-		if l.known {
-			continue
+	s.eachRunLocked(c, func(l *level, r *run) bool {
+		if a := l.amountFor(c.Cost); a > 0 && !r.cleared {
+			r.send(a, l.window, now)
+			l.usedAt = now
+			c.runs = append(c.runs, levelRun{l: l, r: r, amount: a, start: r.start, past: r.sent > l.quota*l.share})
 		}
-		r := l.runOf(c.kind(), c.Target)
-		a := l.amountFor(c.Cost)
-		if r == nil || r.cleared || a <= 0 {
-			continue
-		}
-		r.send(a, l.window, now)
-		l.usedAt = now
-		c.runs = append(c.runs, levelRun{l: l, r: r, amount: a, start: r.start, past: r.sent > l.quota*l.share})
-	}
+		return true
+	})
 }
 
 // scopeUnsentLocked takes back what scopeSentLocked counted of c, whose
