@@ -25,7 +25,10 @@ const (
 	leaseTTL      = 30 * time.Second
 	keepEvery     = 500 * time.Millisecond
 	probeEvery    = 100 * time.Millisecond // while the store is down
-	minDrain      = 500 * time.Millisecond
+
+	// minDrain is the shortest drain (drainLocked): time for two of the
+	// keeper's looks, which find a failure that was a passing one.
+	minDrain = 2*probeEvery + probeEvery/2
 
 	// processTTL is how long the store counts a process it no longer
 	// hears from among the key's processes.

@@ -448,3 +448,35 @@ func TestARunHoldsCallsWhileOneAsksTheStore(t *testing.T) {
 		time.Sleep(time.Minute) // the keeper renews no lease and ends
 	})
 }
+
+// TestAProcessThatLostTheStoreWaitsForTheCallsItSaw: a process that lost
+// the store sends nothing on its share until calls as long as the longest
+// it saw end lately would have ended, so that those the store admitted on
+// the others' shares just before are done and the key's slots add up; and
+// no longer than that, nor than two of the keeper's looks when its calls
+// were short, so that an outage costs the key no more time than it must.
+func TestAProcessThatLostTheStoreWaitsForTheCallsItSaw(t *testing.T) {
+	for _, long := range []time.Duration{3 * time.Second, time.Millisecond} {
+		synctest.Test(t, func(t *testing.T) {
+			st := &downStore{refunded: map[string]float64{}}
+			s := keyAfter(t, st, `"key";r=600;t=0`)
+			tk := admitNow(t, s, call(ops.GetContact, ""))
+			time.Sleep(long)
+			tk.Finish(answer("", `"key";r=599;t=1`))
+			st.setDown(true)
+			start := time.Now()
+			tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			waited := time.Since(start)
+			tk.Finish(answer("", ""))
+			want := max(long, minDrain)
+			if waited != want {
+				t.Errorf("after a call of %v, the first call once the store failed went after %v, want %v", long, waited, want)
+			}
+			st.setDown(false)
+			time.Sleep(time.Minute) // the keeper sends what the store missed, and ends
+		})
+	}
+}
