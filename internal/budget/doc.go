@@ -171,7 +171,10 @@
 //     others may have taken (TestAnOutageStartsFromTheLastWord). An
 //     answer's word then only lowers the part, since what it says is left
 //     holds the others' parts, which they have not taken yet
-//     (TestAWordInAnOutageLowersAPartNeverRaisesIt).
+//     (TestAWordInAnOutageLowersAPartNeverRaisesIt). It goes on its share
+//     once calls as long as the longest it saw end lately would have ended,
+//     so that those the store admitted on the others' shares are done, and
+//     no later (drainLocked; TestAProcessThatLostTheStoreWaitsForTheCallsItSaw).
 //   - A store back without its counts starts each level from what the
 //     model holds (redisbudget's
 //     TestAStoreBackEmptyStartsFromWhatTheProcessBelieves,
