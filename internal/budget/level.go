@@ -66,7 +66,7 @@ type level struct {
 	share  float64 // the part of the quota this key may use
 	split  float64 // of a level keys of this process share, this key's part (identity.go); 1 alone
 	// outagePart is this process's part of a pooled level while the shared
-	// store is down (fallbackShare.pace); 1 otherwise.
+	// store is down (shareLocked); 1 otherwise.
 	outagePart float64
 	// partTokens is what is left of this key's part (part) of a level it
 	// shares: its part of the server's word, refilled by its part of the

@@ -203,13 +203,12 @@ func (s *State) rollLongestLocked(now time.Time) {
 }
 
 // fallbackShare is what one process may use of the key while it cannot
-// count on the store: its slots in flight, its part of the lockout guard's
-// refusals and of the key's rate (as a ceiling of the pace).
+// count on the store: its slots in flight and its part of the lockout
+// guard's refusals (its part of the key's rate is the pace's ceiling).
 type fallbackShare struct {
 	on       bool
 	slots    int
 	refusals int
-	pace     float64
 }
 
 // shareOf is the part of total that falls to the process at rank of n: the
@@ -241,9 +240,8 @@ func (s *State) shareLocked(now time.Time) fallbackShare {
 	}
 	rank := min(max(s.share.Rank, 0), n-1)
 	sh := fallbackShare{on: true, slots: shareOf(s.parallel, n, rank), refusals: shareOf(RefusalLimit, n, rank)}
-	sh.pace = float64(sh.slots) / float64(max(s.parallel, 1))
-	s.pace.ceiling = sh.pace
-	s.partLocked(sh.pace, now)
+	s.pace.ceiling = float64(sh.slots) / float64(max(s.parallel, 1))
+	s.partLocked(s.pace.ceiling, now)
 	return sh
 }
 
