@@ -723,7 +723,7 @@ func (s *State) releaseSharedLocked(rel *release, refused bool, now time.Time) {
 // s.mu. An attempt admitted on the local budget took nothing there.
 func (s *State) refundSharedLocked(c *Call, l *level, amount float64, now time.Time) {
 	ref := c.ticket.ref
-	if c.ticket.lease == "" || ref.st == nil {
+	if c.ticket.lease == "" {
 		s.mu.Unlock()
 		return
 	}
