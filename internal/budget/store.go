@@ -82,11 +82,9 @@ type leaseRef struct {
 }
 
 // pendingOp is a release, or a refund when refund is set, that the store
-// has not had.
+// has not had; its ttl is unused.
 type pendingOp struct {
-	st     budgetstore.Store
-	seq    int
-	key    string
+	leaseRef
 	rel    budgetstore.Release
 	refund []budgetstore.Level
 	at     time.Time
@@ -359,19 +357,19 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 		Process:       s.member,
 		ProcessTTL:    processTTL,
 	}
-	st, seq, key := s.shared, s.storeSeq, s.sharedKey
+	ref := leaseRef{st: s.shared, seq: s.storeSeq, key: s.sharedKey}
 	s.mu.Unlock()
 	grant, err := safely("shared store", func() (budgetstore.Grant, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 		defer cancel()
-		return st.Acquire(ctx, key, req)
+		return ref.st.Acquire(ctx, ref.key, req)
 	})
 	logErr := s.storeResult(err, &grant.Members)
 	s.mu.Lock()
 	now = time.Now()
 	if err != nil || logErr != nil && grant.Admitted {
 		// The store may have run it: end the lease there.
-		s.keepLocked(pendingOp{st: st, seq: seq, key: key, rel: budgetstore.Release{Lease: req.Lease, RefusalWindow: RefusalWindow, MaxInFlight: s.parallel}, at: now})
+		s.keepLocked(pendingOp{leaseRef: ref, rel: budgetstore.Release{Lease: req.Lease, RefusalWindow: RefusalWindow, MaxInFlight: s.parallel}, at: now})
 	}
 	_, panicked := err.(*PanicError)
 	switch {
@@ -382,14 +380,14 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 	case err != nil:
 		return "", 0, "", false, nil
 	case grant.Admitted:
-		ttl := grant.LeaseTTL
-		if ttl <= 0 {
-			ttl = req.LeaseTTL
+		ref.ttl = grant.LeaseTTL
+		if ref.ttl <= 0 {
+			ref.ttl = req.LeaseTTL
 		}
 		if s.leases == nil {
 			s.leases = map[string]leaseRef{}
 		}
-		s.leases[req.Lease] = leaseRef{st: st, seq: seq, key: key, ttl: ttl}
+		s.leases[req.Lease] = ref
 		s.startKeeperLocked()
 		s.heldLocked(req.Levels, grant.Levels, now)
 		return req.Lease, 0, "", false, nil
@@ -438,7 +436,7 @@ func (s *State) heldLocked(asked, held []budgetstore.Level, now time.Time) {
 // others into what this one took.
 func (s *State) tookLocallyLocked(took []budgetstore.Level, now time.Time) {
 	if len(took) > 0 {
-		s.keepLocked(pendingOp{st: s.shared, seq: s.storeSeq, key: s.sharedKey, refund: took, at: now})
+		s.keepLocked(pendingOp{leaseRef: leaseRef{st: s.shared, seq: s.storeSeq, key: s.sharedKey}, refund: took, at: now})
 	}
 }
 
@@ -502,15 +500,14 @@ func (s *State) keepOnce() bool {
 		return false
 	}
 	type renewal struct {
-		st  budgetstore.Store
-		key string
+		leaseRef
 		req budgetstore.Renew
 	}
 	renew := map[int]*renewal{}
 	for id, l := range s.leases {
 		r := renew[l.seq]
 		if r == nil {
-			r = &renewal{st: l.st, key: l.key, req: budgetstore.Renew{Process: s.member, ProcessTTL: processTTL, LeaseTTL: l.ttl}}
+			r = &renewal{leaseRef: l, req: budgetstore.Renew{Process: s.member, ProcessTTL: processTTL, LeaseTTL: l.ttl}}
 			renew[l.seq] = r
 		}
 		r.req.Leases = append(r.req.Leases, id)
@@ -518,7 +515,7 @@ func (s *State) keepOnce() bool {
 	}
 	cur := s.storeSeq
 	if renew[cur] == nil && s.shared != nil {
-		renew[cur] = &renewal{st: s.shared, key: s.sharedKey, req: budgetstore.Renew{Process: s.member, ProcessTTL: processTTL}}
+		renew[cur] = &renewal{leaseRef: leaseRef{st: s.shared, key: s.sharedKey}, req: budgetstore.Renew{Process: s.member, ProcessTTL: processTTL}}
 	}
 	s.mu.Unlock()
 
@@ -700,7 +697,7 @@ func (s *State) releaseSharedLocked(rel *release, refused bool, now time.Time) {
 		return
 	}
 	rel.Refused, rel.MaxInFlight = refused, s.parallel
-	op := pendingOp{st: rel.ref.st, seq: rel.ref.seq, key: rel.ref.key, rel: rel.Release, at: now}
+	op := pendingOp{leaseRef: rel.ref, rel: rel.Release, at: now}
 	current := op.seq == s.storeSeq
 	if !s.sharedActiveLocked(now) && current {
 		s.keepLocked(op)
@@ -727,7 +724,7 @@ func (s *State) refundSharedLocked(c *Call, l *level, amount float64, now time.T
 		s.mu.Unlock()
 		return
 	}
-	op := pendingOp{st: ref.st, seq: ref.seq, key: ref.key, refund: []budgetstore.Level{storeLevel(l, amount, now)}, at: now}
+	op := pendingOp{leaseRef: ref, refund: []budgetstore.Level{storeLevel(l, amount, now)}, at: now}
 	if !s.sharedActiveLocked(now) && ref.seq == s.storeSeq {
 		s.keepLocked(op)
 		s.mu.Unlock()
