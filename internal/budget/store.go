@@ -375,10 +375,8 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 	switch {
 	case panicked:
 		return "", 0, "", false, err
-	case logErr != nil:
+	case err != nil || logErr != nil:
 		return "", 0, "", false, logErr
-	case err != nil:
-		return "", 0, "", false, nil
 	case grant.Admitted:
 		ref.ttl = grant.LeaseTTL
 		if ref.ttl <= 0 {
