@@ -55,8 +55,7 @@ func (s *State) overShareLocked(share fallbackShare, now time.Time) (*gate, time
 // the client still waits for the answer, so a slot freed when the client
 // stops waiting lets one call too many reach it.
 func (s *State) lingerLocked(t *Ticket, now time.Time) time.Duration {
-	s.rollLongestLocked(now)
-	return min(max(s.longest, s.longestPrev)-now.Sub(t.start), leaseTTL)
+	return min(s.rollLongestLocked(now)-now.Sub(t.start), leaseTTL)
 }
 
 // freeSlot frees the slot of an attempt whose linger ended.

@@ -184,13 +184,13 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 // goes on the share. It is the longest call this process saw end in the
 // last minute or two, and at least minDrain.
 func (s *State) drainLocked(now time.Time) time.Duration {
-	s.rollLongestLocked(now)
-	return max(minDrain, s.longest, s.longestPrev)
+	return max(minDrain, s.rollLongestLocked(now))
 }
 
 // rollLongestLocked starts a new minute of the longest call seen to end
-// once a minute has passed, keeping the last minute's unless two have.
-func (s *State) rollLongestLocked(now time.Time) {
+// once a minute has passed, keeping the last minute's unless two have, and
+// returns the longest of the two minutes.
+func (s *State) rollLongestLocked(now time.Time) time.Duration {
 	if now.Sub(s.longestAt) >= time.Minute {
 		s.longestPrev, s.longest = s.longest, 0
 		if now.Sub(s.longestAt) >= 2*time.Minute {
@@ -198,6 +198,7 @@ func (s *State) rollLongestLocked(now time.Time) {
 		}
 		s.longestAt = now
 	}
+	return max(s.longest, s.longestPrev)
 }
 
 // fallbackShare is what one process may use of the key while it cannot
