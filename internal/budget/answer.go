@@ -64,6 +64,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		s.reserved--
 		s.lastUse = now
 		refused := a != nil && a.Status == http.StatusTooManyRequests
+		uncharged := refused || a != nil && a.Status == http.StatusServiceUnavailable
 		if refused || unknown {
 			s.refusals = append(s.refusals, now)
 		}
@@ -76,7 +77,6 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 			} else {
 				s.inflight--
 			}
-			uncharged := refused || a != nil && a.Status == http.StatusServiceUnavailable
 			// An error answer returns no records: what a read reserved of
 			// egress is given back (a 304 is settled by the caller).
 			noRecords := a != nil && a.Status >= http.StatusBadRequest
@@ -131,7 +131,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		}
 		s.guardGate.wakeHead()
 		if a != nil {
-			s.observeLocked(c, a.Header, now, rel, !(refused || a.Status == http.StatusServiceUnavailable))
+			s.observeLocked(c, a.Header, now, rel, !uncharged)
 			if a.Problem != nil {
 				s.refusedLocked(c, t.start, a.Status, a.Problem, now, rel)
 			}
