@@ -109,10 +109,8 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 						// A replay takes no turn of a level it is not counted on:
 						// its turn goes back (the next refill caps it at the burst).
 						l.pace.take(-back, now)
-						rel.refundTurn(l, back, now)
-					} else {
-						rel.refund(l, back, now)
 					}
+					rel.refund(l, back, replay, now)
 				}
 				if used := tk.amount - back; used > 0 {
 					l.log.add(now, t.start, used)

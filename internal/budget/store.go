@@ -628,16 +628,13 @@ func (s *State) releaseFor(t *Ticket, linger time.Duration) *release {
 	return &release{Release: budgetstore.Release{Lease: t.lease, Linger: linger, RefusalLimit: RefusalLimit, RefusalWindow: RefusalWindow}, ref: t.ref}
 }
 
-func (r *release) refund(l *level, amount float64, now time.Time) {
-	if r != nil {
-		r.Refund = append(r.Refund, storeLevel(l, amount, now))
-	}
-}
-
-// refundTurn is refund with the level's pace, whose turn goes back too.
-func (r *release) refundTurn(l *level, amount float64, now time.Time) {
-	if r != nil {
+// refund gives amount of l back; with turn, with the level's pace, whose
+// turn goes back too.
+func (r *release) refund(l *level, amount float64, turn bool, now time.Time) {
+	if r != nil && turn {
 		r.Refund = append(r.Refund, pacedLevel(l, amount, now))
+	} else if r != nil {
+		r.Refund = append(r.Refund, storeLevel(l, amount, now))
 	}
 }
 
