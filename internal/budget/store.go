@@ -122,7 +122,6 @@ type PanicError struct {
 // Error says what panicked and with what.
 func (e *PanicError) Error() string { return fmt.Sprintf("the %s panicked: %v", e.Where, e.Value) }
 
-// safely runs f, turning a panic into a *PanicError.
 func safely[T any](where string, f func() (T, error)) (v T, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -428,7 +427,6 @@ func (s *State) heldLocked(asked, held []budgetstore.Level, now time.Time) {
 	}
 }
 
-// keepLocked keeps op for the keeper to send.
 func (s *State) keepLocked(op pendingOp) {
 	if len(s.pending) >= maxPending {
 		s.pending = s.pending[1:] // the oldest: the store frees its lease by itself
@@ -437,7 +435,6 @@ func (s *State) keepLocked(op pendingOp) {
 	s.startKeeperLocked()
 }
 
-// startKeeperLocked starts the keeper unless it runs or has nothing to do.
 func (s *State) startKeeperLocked() {
 	if s.keeping || len(s.leases) == 0 && len(s.pending) == 0 {
 		return
@@ -598,7 +595,6 @@ func takenOf(l *level, size float64, now time.Time) float64 {
 	return min(max(size-l.wholeLeft(now), 0), size)
 }
 
-// ago returns levels with Ago set to late.
 func ago(levels []budgetstore.Level, late time.Duration) []budgetstore.Level {
 	out := make([]budgetstore.Level, len(levels))
 	for i, l := range levels {
@@ -727,7 +723,6 @@ func (s *State) refundSharedLocked(c *Call, l *level, amount float64, now time.T
 	}
 }
 
-// leaseID is a random id for a lease in a shared store.
 func leaseID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
