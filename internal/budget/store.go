@@ -451,11 +451,7 @@ func (s *State) startKeeperLocked() {
 // alive, and show when a store that was down is back. It never holds a
 // caller: it runs on its own, and ends when nothing is left to do.
 func (s *State) keep() {
-	for {
-		time.Sleep(s.keepInterval())
-		if !s.keepOnce() {
-			return
-		}
+	for s.keepOnce() {
 	}
 }
 
@@ -475,9 +471,10 @@ func (s *State) keepInterval() time.Duration {
 	return max(d, 10*time.Millisecond)
 }
 
-// keepOnce renews the leases and sends what is pending; it reports whether
-// the keeper goes on.
+// keepOnce sleeps keepInterval, then renews the leases and sends what is
+// pending; it reports whether the keeper goes on.
 func (s *State) keepOnce() bool {
+	time.Sleep(s.keepInterval())
 	s.mu.Lock()
 	if len(s.leases) == 0 && len(s.pending) == 0 {
 		s.keeping = false
