@@ -225,7 +225,7 @@ func shareOf(total, n, rank int) int {
 // answer before the outage; the count shrinks only processTTL after a
 // rejoin, since a store that came back empty counts the processes anew.
 func (s *State) shareLocked(now time.Time) fallbackShare {
-	limited := s.shared != nil && (!s.sharedActiveLocked(now) || now.Before(s.rejoinedAt.Add(rejoinWindow)))
+	limited := s.shared != nil && (now.Before(s.sharedRetryAt) || now.Before(s.rejoinedAt.Add(rejoinWindow)))
 	if !limited && s.members.Processes > 0 &&
 		(s.members.Processes >= s.share.Processes || now.Sub(s.rejoinedAt) > processTTL) {
 		s.share = s.members
