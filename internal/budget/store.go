@@ -666,44 +666,33 @@ func (r *release) block(policy string, until time.Time) {
 }
 
 // releaseSharedLocked sends rel to the store its lease came from; it
-// unlocks s.mu. While the store is down, or when the release fails, the
-// keeper sends it later, so that its slot and what it taught are not lost
-// for a lease time.
+// unlocks s.mu.
 func (s *State) releaseSharedLocked(rel *release, refused bool, now time.Time) {
 	if rel == nil {
 		s.mu.Unlock()
 		return
 	}
 	rel.Refused, rel.MaxInFlight = refused, s.parallel
-	op := pendingOp{leaseRef: rel.ref, rel: rel.Release, at: now}
-	current := op.seq == s.storeSeq
-	if !s.sharedActiveLocked(now) && current {
-		s.keepLocked(op)
-		s.mu.Unlock()
-		return
-	}
-	s.mu.Unlock()
-	if err := s.send(op, now); err != nil {
-		s.mu.Lock()
-		s.keepLocked(op)
-		s.mu.Unlock()
-		if current {
-			_ = s.storeResult(err, nil)
-		}
-	}
+	s.sendLocked(pendingOp{leaseRef: rel.ref, rel: rel.Release, at: now}, now)
 }
 
 // refundSharedLocked gives amount of l back in the store that admitted c's
-// last attempt, now or, when the store is down or fails, later; it unlocks
-// s.mu. An attempt admitted on the local budget took nothing there.
+// last attempt; it unlocks s.mu. An attempt admitted on the local budget
+// took nothing there.
 func (s *State) refundSharedLocked(c *Call, l *level, amount float64, now time.Time) {
-	ref := c.ticket.ref
 	if c.ticket.lease == "" {
 		s.mu.Unlock()
 		return
 	}
-	op := pendingOp{leaseRef: ref, refund: []budgetstore.Level{storeLevel(l, amount, now)}, at: now}
-	if !s.sharedActiveLocked(now) && ref.seq == s.storeSeq {
+	s.sendLocked(pendingOp{leaseRef: c.ticket.ref, refund: []budgetstore.Level{storeLevel(l, amount, now)}, at: now}, now)
+}
+
+// sendLocked sends op now; it unlocks s.mu. While op's store is the
+// current one and down, or when the send fails, the keeper sends it later,
+// so that the slot it frees and what it teaches are not lost for a lease
+// time. A failure counts against the store only while that is current.
+func (s *State) sendLocked(op pendingOp, now time.Time) {
+	if op.seq == s.storeSeq && !s.sharedActiveLocked(now) {
 		s.keepLocked(op)
 		s.mu.Unlock()
 		return
@@ -712,7 +701,7 @@ func (s *State) refundSharedLocked(c *Call, l *level, amount float64, now time.T
 	if err := s.send(op, now); err != nil {
 		s.mu.Lock()
 		s.keepLocked(op)
-		current := ref.seq == s.storeSeq
+		current := op.seq == s.storeSeq
 		s.mu.Unlock()
 		if current {
 			_ = s.storeResult(err, nil)

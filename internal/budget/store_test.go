@@ -480,3 +480,58 @@ func TestAProcessThatLostTheStoreWaitsForTheCallsItSaw(t *testing.T) {
 		})
 	}
 }
+
+// stuckStore is a downStore whose releases, once stick is called, fail
+// when free is closed (or their deadline passes).
+type stuckStore struct {
+	downStore
+	free chan struct{}
+}
+
+func (d *stuckStore) stick() {
+	d.mu.Lock()
+	d.free = make(chan struct{})
+	d.mu.Unlock()
+}
+
+func (d *stuckStore) Release(ctx context.Context, _ string, _ budgetstore.Release) error {
+	d.mu.Lock()
+	free := d.free
+	d.mu.Unlock()
+	if free == nil {
+		return nil
+	}
+	select {
+	case <-free:
+	case <-ctx.Done():
+	}
+	return errDown
+}
+
+// TestAFailureOfAStoreNoLongerInUseLeavesTheNewOneUp: a release that fails
+// on the store its call came from, after UseStore gave another, is kept for
+// that store and says nothing of the new one, which calls go on using.
+func TestAFailureOfAStoreNoLongerInUseLeavesTheNewOneUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		old := &stuckStore{downStore: downStore{refunded: map[string]float64{}}}
+		s := keyAfter(t, old, `"key";r=500;t=10`)
+		old.stick()
+		tk := admitNow(t, s, call(ops.GetContact, ""))
+		done := make(chan struct{})
+		go func() {
+			tk.Finish(answer("", `"key";r=499;t=10`))
+			close(done)
+		}()
+		synctest.Wait() // the release is on its way to the old store
+		s.UseStore(&downStore{refunded: map[string]float64{}}, "k", nil)
+		close(old.free)
+		<-done
+		s.mu.Lock()
+		down := !s.sharedActiveLocked(time.Now())
+		s.mu.Unlock()
+		if down {
+			t.Error("the new store counts as down after a release to the old one failed")
+		}
+		time.Sleep(pendingTTL + time.Minute) // the keeper gives up on the old store's release, and ends
+	})
+}
