@@ -38,14 +38,11 @@ type waiter struct {
 	wokeBehind time.Time // when it last woke the waiters behind it as the first of a level
 }
 
-// notify wakes w when it has a wake channel; a wake-up still pending is
-// not doubled.
+// notify wakes w; a wake-up still pending is not doubled.
 func (w *waiter) notify() {
-	if w.wake != nil {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+	select {
+	case w.wake <- struct{}{}:
+	default:
 	}
 }
 
