@@ -48,7 +48,7 @@ func (w *waiter) notify() {
 
 // ahead reports whether a call that arrived before w waits in g.
 func (g *gate) ahead(w *waiter) bool {
-	return len(g.q.ws) > 0 && g.q.ws[0] != w && g.q.ws[0].seq < w.seq
+	return len(g.q.ws) > 0 && g.q.ws[0].seq < w.seq
 }
 
 // head returns the first waiter of g, nil when none waits.
