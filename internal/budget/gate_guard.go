@@ -42,7 +42,5 @@ func (s *State) pruneRefusalsLocked(now time.Time) {
 	for cut < len(s.refusals) && now.Sub(s.refusals[cut]) >= RefusalWindow {
 		cut++
 	}
-	if cut > 0 {
-		s.refusals = s.refusals[cut:]
-	}
+	s.refusals = s.refusals[cut:]
 }
