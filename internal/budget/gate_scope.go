@@ -30,9 +30,6 @@ func (s *State) eachRunLocked(c *Call, f func(*level, *run) bool) {
 		return
 	}
 	for _, l := range s.order {
-		if l.known {
-			continue
-		}
 		if r := l.runOf(c.kind(), c.Target); r != nil && !f(l, r) {
 			return
 		}
