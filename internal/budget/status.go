@@ -118,7 +118,7 @@ func (l *level) statusRefusedLocked() {
 // whereas a points level the model believes empty may well be, and then
 // said itself when it frees (t). Zero for a level never asked about again.
 func (s *State) reaskDueLocked(l *level) time.Time {
-	if l == nil || l.unit == "points" {
+	if l.unit == "points" {
 		return time.Time{}
 	}
 	return s.statusDueLocked(l)
