@@ -22,13 +22,12 @@ func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
 // slotLocked holds w while the calls in flight are at the adaptive cap, or
 // at the slots of the fallback share while that applies.
 func (s *State) slotLocked(w *waiter, share fallbackShare, now time.Time) (*gate, time.Duration, string) {
-	limit := s.pace.capOf(s.parallel)
-	if !s.learned {
-		limit = 1 // slow start: one call until an answer has shown the server's policies
-		if _, held := s.slowStartDueLocked(now); !held && s.inflight > 0 {
-			s.learned = true // out SlowStartHold unanswered: it ends as an answer would
-			limit = s.pace.capOf(s.parallel)
-		}
+	if _, held := s.slowStartDueLocked(now); !s.learned && !held && s.inflight > 0 {
+		s.learned = true // out SlowStartHold unanswered: it ends as an answer would
+	}
+	limit := 1 // slow start: one call until an answer has shown the server's policies
+	if s.learned {
+		limit = s.pace.capOf(s.parallel)
 	}
 	if g, d, why := s.overShareLocked(share, now); g != nil {
 		return g, d, why
