@@ -94,7 +94,7 @@ type run struct {
 // window that is not tied to kind; nil when l is not such a policy, when
 // its partition is another target's or when it keeps maxKinds runs.
 func (l *level) runOf(kind, target string) *run {
-	if l.known || l.quota <= 0 || l.window <= 0 || l.partition != "" && l.target != target || l.applies(kind, target) {
+	if l.known || l.quota <= 0 || l.window <= 0 || l.partition != "" && l.target != target || l.ops[kind] {
 		return nil
 	}
 	r := l.runs[kind]
