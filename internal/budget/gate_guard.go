@@ -36,7 +36,6 @@ func (s *State) guardLocked(w *waiter, share fallbackShare, now time.Time) (*gat
 	return nil, 0, ""
 }
 
-// pruneRefusalsLocked drops the refusals older than the guard's window.
 func (s *State) pruneRefusalsLocked(now time.Time) {
 	cut := 0
 	for cut < len(s.refusals) && now.Sub(s.refusals[cut]) >= RefusalWindow {

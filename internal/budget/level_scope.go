@@ -48,7 +48,6 @@ func (l *level) witness(kind string, r float64) bool {
 	return false
 }
 
-// tie binds the calls of kind to l.
 func (l *level) tie(kind string) {
 	if l.ops == nil {
 		l.ops = map[string]bool{}

@@ -35,7 +35,6 @@ func (l *level) paceRate(now time.Time) float64 {
 	return l.rate(now)
 }
 
-// named reports whether the server named the level within its window.
 func (l *level) named(now time.Time) bool {
 	return !l.reported.at.IsZero() && now.Sub(l.reported.at) < l.window
 }

@@ -51,7 +51,6 @@ func (g *gate) ahead(w *waiter) bool {
 	return len(g.q.ws) > 0 && g.q.ws[0].seq < w.seq
 }
 
-// head returns the first waiter of g, nil when none waits.
 func (g *gate) head() *waiter {
 	if len(g.q.ws) == 0 {
 		return nil
@@ -84,7 +83,6 @@ func (g *gate) firstOfSize(w *waiter) bool {
 	return h != nil && len(h.ws) > 0 && h.ws[0] == w
 }
 
-// wakeHead wakes the first waiter of g, if any.
 func (g *gate) wakeHead() {
 	if len(g.q.ws) > 0 {
 		g.q.ws[0].notify()

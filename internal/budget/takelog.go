@@ -26,7 +26,6 @@ func (g *takeLog) add(at, sent time.Time, amount float64) {
 	g.sum += amount
 }
 
-// prune drops the takes at or before cut.
 func (g *takeLog) prune(cut time.Time) {
 	g.free(func(e logEntry) bool { return !e.at.After(cut) })
 }
