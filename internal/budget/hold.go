@@ -17,12 +17,16 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 	if asked, ok := s.serverWaitLocked(g, d, why, refusal, now); ok && c.MaxHold > 0 && asked > c.MaxHold {
 		return &HoldError{Reason: why, Wait: asked, Err: ErrHoldTooLong}
 	}
-	var statusDue time.Time // when it asks again for the status, held all along
-	if c.OnHeld != nil && g.level != nil {
-		statusDue = s.reaskDueLocked(g.level)
+	// When it asks again for the status, held all along: only about a
+	// level the status takes nothing from (not points), which cannot
+	// refuse it; a points level the model believes empty may, and then
+	// says itself when it frees (t).
+	var statusDue time.Time
+	if c.OnHeld != nil && g.level != nil && g.level.unit != "points" {
+		statusDue = s.statusDueLocked(g.level)
 	}
 	// It says what holds it when that changes, and again when the
-	// level that holds it is due a status (reaskDueLocked): the
+	// level that holds it is due a status (statusDue): the
 	// first status may have come too early to show the level
 	// refilling, and the calls that wait all along need the next.
 	// A status that failed at once (the budget would not let it out) is

@@ -112,18 +112,6 @@ func (l *level) statusRefusedLocked() {
 	l.statusGap = min(max(2*l.statusGap, 2*statusEvery), maxStatusGap)
 }
 
-// reaskDueLocked is when a call that l has held all along asks again
-// (statusDueLocked). Only a level the status request takes nothing from
-// (not points) is asked about again: the status cannot be refused by it,
-// whereas a points level the model believes empty may well be, and then
-// said itself when it frees (t). Zero for a level never asked about again.
-func (s *State) reaskDueLocked(l *level) time.Time {
-	if l.unit == "points" {
-		return time.Time{}
-	}
-	return s.statusDueLocked(l)
-}
-
 // StatusFor tells a caller held by the named level whether the server's
 // word on it is stale and a status request should put it right
 // (statusDueLocked): it returns the channel that closes when that request
