@@ -86,10 +86,6 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 				s.replayedLocked(t, now)
 			}
 			c.kept = c.kept || unknown || a != nil && !uncharged
-			// What a call admitted on this process's share while the store
-			// was down took: the keeper sends it as a Refund of negative
-			// amounts once the store answers, since the store refilled those
-			// levels meanwhile and would admit the others into it.
 			var took []budgetstore.Level
 			for _, tk := range t.taken {
 				l := tk.l
@@ -121,9 +117,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 				}
 				l.gate.wakeHead()
 			}
-			if len(took) > 0 {
-				s.keepLocked(pendingOp{leaseRef: leaseRef{st: s.shared, seq: s.storeSeq, key: s.sharedKey}, refund: took, at: now})
-			}
+			s.tookLocallyLocked(took, now)
 			scopeEndedLocked(c, a)
 			s.slotGate.wakeHead()
 		}

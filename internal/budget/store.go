@@ -427,6 +427,17 @@ func (s *State) heldLocked(asked, held []budgetstore.Level, now time.Time) {
 	}
 }
 
+// tookLocallyLocked has the keeper tell the store what a call admitted on
+// this process's share, while the store was down, took of each level: a
+// Refund of negative amounts, sent once the store answers. The store
+// refilled those levels meanwhile for every process, and would admit the
+// others into what this one took.
+func (s *State) tookLocallyLocked(took []budgetstore.Level, now time.Time) {
+	if len(took) > 0 {
+		s.keepLocked(pendingOp{leaseRef: leaseRef{st: s.shared, seq: s.storeSeq, key: s.sharedKey}, refund: took, at: now})
+	}
+}
+
 func (s *State) keepLocked(op pendingOp) {
 	if len(s.pending) >= maxPending {
 		s.pending = s.pending[1:] // the oldest: the store frees its lease by itself
