@@ -144,7 +144,6 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 		s.slowStartAt = now
 	}
 	c.reported = nil
-	c.attempts++
 	if !c.Status {
 		s.sentAt = now
 	}

@@ -52,7 +52,6 @@ type Call struct {
 	chargedAt map[*level]float64
 
 	kindKey      string // see kind
-	attempts     int    // attempts admitted so far
 	kept         bool   // an earlier attempt that may have reached the server kept its take
 	w            waiter
 	slowSaid     bool   // OnSlow has heard of the call
