@@ -108,9 +108,6 @@ func (s *State) takesLocked(c *Call) []take {
 			}
 		}
 	}
-	if takes == nil {
-		takes = []take{}
-	}
 	c.takes, c.takesVersion, c.takesState = takes, s.version, s
 	return takes
 }
