@@ -44,9 +44,8 @@ func joinHostLocked(s *State) {
 	}
 }
 
-// leaveLocked takes a retired s out of its host and its groups and gives
-// the remaining members their larger parts. The lock of states is held, s.mu
-// is not.
+// leaveLocked takes a retired s out of its host and its groups (leaveGroupsLocked).
+// The lock of states is held, s.mu is not.
 func leaveLocked(s *State) {
 	if members := states.hosts[hostOf(s.id)]; members != nil {
 		delete(members, s)
@@ -54,6 +53,12 @@ func leaveLocked(s *State) {
 			delete(states.hosts, hostOf(s.id))
 		}
 	}
+	leaveGroupsLocked(s)
+}
+
+// leaveGroupsLocked takes s out of its groups and gives the remaining
+// members their larger parts. The lock of states is held, s.mu is not.
+func leaveGroupsLocked(s *State) {
 	for _, g := range []string{s.ident.principal, s.ident.org} {
 		if g == "" {
 			continue
@@ -89,13 +94,7 @@ func (s *State) SetIdentity(principal, org string) {
 	if s.retired.Load() || s.ident == (identity{principal: p, org: o}) {
 		return
 	}
-	old := s.ident
-	for _, g := range []string{old.principal, old.org} {
-		if g != "" {
-			delete(states.groups[g], s)
-			splitLocked(g)
-		}
-	}
+	leaveGroupsLocked(s)
 	s.ident = identity{principal: p, org: o}
 	for _, g := range []string{p, o} {
 		if g == "" {
