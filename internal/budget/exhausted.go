@@ -21,14 +21,9 @@ func (s *State) blockedLocked(c *Call, now time.Time) error {
 			delete(s.blocks, id)
 			continue
 		}
-		if b.op != "" {
-			if b.op != c.Op {
-				continue
-			}
-		} else if !slices.ContainsFunc(s.takesLocked(c), func(t take) bool { return t.l.name == b.name }) {
-			continue
+		if b.op != "" && b.op == c.Op || b.op == "" && slices.ContainsFunc(s.takesLocked(c), func(t take) bool { return t.l.name == b.name }) {
+			return &ExhaustedError{Policy: b.name, Until: b.until}
 		}
-		return &ExhaustedError{Policy: b.name, Until: b.until}
 	}
 	return nil
 }
