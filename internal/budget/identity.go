@@ -116,10 +116,7 @@ func splitLocked(g string) {
 		name = Org
 	}
 	members := states.groups[g]
-	part := 1.0
-	if len(members) > 1 {
-		part = 1 / float64(len(members))
-	}
+	part := 1 / float64(len(members))
 	for m := range members {
 		m.mu.Lock()
 		if l := m.levels[name]; l != nil && l.split != part {
