@@ -63,17 +63,14 @@ func fieldTooLong(lines []string) bool {
 // partition or a policy), dropping idle ones first when it is full. Past the
 // cap it notes an overflow, which the answer's end logs once.
 func (s *State) roomLocked(partition bool, now time.Time) bool {
-	full := func() bool {
-		if partition {
-			return s.partitions >= MaxPartitions
-		}
-		return s.learnedPolicies >= MaxLearnedPolicies
+	count, limit := &s.learnedPolicies, MaxLearnedPolicies
+	if partition {
+		count, limit = &s.partitions, MaxPartitions
 	}
-	if !full() {
-		return true
+	if *count >= limit {
+		s.dropIdleLevelsLocked(now)
 	}
-	s.dropIdleLevelsLocked(now)
-	if !full() {
+	if *count < limit {
 		return true
 	}
 	if !s.overflowSaid {
