@@ -289,7 +289,6 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 				continue
 			}
 			l = newLevel(p.name)
-			l.shared = true // nothing says whose calls it counts
 			l.tokens, l.at = float64(p.quota), now
 			s.addLevelLocked(p.name, l, now)
 		}
@@ -310,10 +309,10 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 	}
 }
 
-// addLevelLocked adds l to s's levels as id, counted against the bounds
-// on learned levels.
+// addLevelLocked adds l to s's levels as id, counted against the bounds on
+// learned levels; l is shared, since nothing says whose calls it counts.
 func (s *State) addLevelLocked(id string, l *level, now time.Time) {
-	l.usedAt = now
+	l.usedAt, l.shared = now, true
 	if l.pooled = s.shared != nil; l.pooled {
 		l.outagePart = s.outagePart
 	}
@@ -346,7 +345,7 @@ func (s *State) partitionLocked(name, pk, target string, now time.Time) *level {
 		return nil
 	}
 	l := newLevel(name)
-	l.unit, l.quota, l.window, l.shared = base.unit, base.quota, base.window, true
+	l.unit, l.quota, l.window = base.unit, base.quota, base.window
 	l.partition, l.target = pk, target
 	l.tokens = l.quota
 	s.addLevelLocked(id, l, now)
@@ -457,7 +456,6 @@ func (s *State) refusingLevelLocked(c *Call, policy string, now time.Time) *leve
 			return nil
 		}
 		l = newLevel(policy)
-		l.shared = true
 		s.addLevelLocked(policy, l, now)
 	}
 	l.usedAt = now
