@@ -104,7 +104,8 @@
 // any other answer leaves the kind alone. A new window counts anew, only
 // this process's calls count, and a policy keeps count of at most maxKinds
 // kinds (level.runOf, scopeLocked; TestAKindPastAnUnknownQuotaGoesAlone,
-// TestARunLetsItsWaitersGoOneByOne, TestARunHoldsCallsWhileOneAsksTheStore).
+// TestARunLetsItsWaitersGoOneByOne, TestARunHoldsCallsWhileOneAsksTheStore,
+// TestARunCountsOnlyWhatTheStoreAdmitted).
 //
 // # Rule 4: a refusal slows what it speaks of
 //

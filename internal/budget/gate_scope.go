@@ -57,27 +57,27 @@ func (s *State) scopeSentLocked(c *Call, now time.Time) {
 
 // scopeUnsentLocked takes back what scopeSentLocked counted of c, whose
 // attempt the shared store did not admit.
-func (s *State) scopeUnsentLocked(c *Call) {
+func (s *State) scopeUnsentLocked(c *Call) { leaveRuns(c, true, false) }
+
+// scopeEndedLocked ends c's attempt in the runs it counted in, with its
+// answer a (nil: none came). Only the answer to a call sent past the
+// quota, in the window it was sent in, says that the policy does not bind
+// the kind.
+func scopeEndedLocked(c *Call, a *Answer) {
+	leaveRuns(c, false, a != nil && a.Status >= http.StatusOK && a.Status < http.StatusMultipleChoices)
+}
+
+// leaveRuns takes c's attempt out of the runs it counted in, and what it
+// counted in the window it was sent in when unsent; accepted clears the
+// runs it was past the quota of. The calls they held look again.
+func leaveRuns(c *Call, unsent, accepted bool) {
 	for _, lr := range c.runs {
 		lr.r.inflight--
 		if lr.r.start.Equal(lr.start) {
-			lr.r.sent -= lr.amount
-		}
-		lr.r.gate.wakeHead()
-	}
-	c.runs, c.scoped = c.runs[:0], false
-}
-
-// scopeEndedLocked ends c's attempt in the runs it counted in, with its
-// answer a (nil: none came), and lets the calls they held look again. Only
-// the answer to a call sent past the quota, in the window it was sent in,
-// says that the policy does not bind the kind.
-func scopeEndedLocked(c *Call, a *Answer) {
-	accepted := a != nil && a.Status >= http.StatusOK && a.Status < http.StatusMultipleChoices
-	for _, lr := range c.runs {
-		lr.r.inflight--
-		if accepted && lr.past && lr.r.start.Equal(lr.start) {
-			lr.r.cleared = true
+			if unsent {
+				lr.r.sent -= lr.amount
+			}
+			lr.r.cleared = lr.r.cleared || accepted && lr.past
 		}
 		lr.r.gate.wakeHead()
 	}

@@ -535,3 +535,43 @@ func TestAFailureOfAStoreNoLongerInUseLeavesTheNewOneUp(t *testing.T) {
 		time.Sleep(pendingTTL + time.Minute) // the keeper gives up on the old store's release, and ends
 	})
 }
+
+// busyStore is a downStore that holds the attempt it is asked for as its
+// hold-th (its in-flight cap, for 10 ms) and admits every other.
+type busyStore struct {
+	downStore
+	asked, hold int
+}
+
+func (d *busyStore) Acquire(ctx context.Context, key string, a budgetstore.Acquire) (budgetstore.Grant, error) {
+	d.mu.Lock()
+	d.asked++
+	busy := d.asked == d.hold
+	d.mu.Unlock()
+	if busy {
+		return budgetstore.Grant{Wait: 10 * time.Millisecond, Reason: ReasonInFlight}, nil
+	}
+	return d.downStore.Acquire(ctx, key, a)
+}
+
+// TestARunCountsOnlyWhatTheStoreAdmitted: a call that the store held
+// counted in its kind's run while it asked, and counts once when it goes:
+// at an announced quota of 2, the second call of the kind still goes
+// beside the first.
+func TestARunCountsOnlyWhatTheStoreAdmitted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		s.UseStore(&busyStore{downStore: downStore{refunded: map[string]float64{}}, hold: 2}, "k", nil)
+		tk, _, err := s.Admit(context.Background(), call(ops.GetMe, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Finish(answer(`"key";q=300;w=60, "search";q=2;w=60`, ""))
+		first := admitNow(t, s, call(ops.CountContacts, "q=a"))
+		if why := held(s, call(ops.CountContacts, "q=a")); why != "" {
+			t.Errorf("the second count at a quota of 2 is held by %q, with one count sent", why)
+		}
+		first.Finish(answer("", ""))
+		time.Sleep(time.Minute) // the keeper renews no lease and ends
+	})
+}
