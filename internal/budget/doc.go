@@ -175,7 +175,10 @@
 //     (TestAWordInAnOutageLowersAPartNeverRaisesIt). It goes on its share
 //     once calls as long as the longest it saw end lately would have ended,
 //     so that those the store admitted on the others' shares are done, and
-//     no later (drainLocked; TestAProcessThatLostTheStoreWaitsForTheCallsItSaw).
+//     no later (drainLocked; TestAProcessThatLostTheStoreWaitsForTheCallsItSaw);
+//     the keeper looks at once and then every probeEvery, so that a passing
+//     failure ends before the drain does
+//     (TestAPassingFailureOfTheStoreEndsBeforeTheDrain).
 //   - A store back without its counts starts each level from what the
 //     model holds (redisbudget's
 //     TestAStoreBackEmptyStartsFromWhatTheProcessBelieves,

@@ -49,7 +49,7 @@ func (s *State) scopeSentLocked(c *Call, now time.Time) {
 		if a := l.amountFor(c.Cost); a > 0 && !r.cleared {
 			r.send(a, l.window, now)
 			l.usedAt = now
-			c.runs = append(c.runs, levelRun{l: l, r: r, amount: a, start: r.start, past: r.sent > l.quota*l.share})
+			c.runs = append(c.runs, levelRun{r: r, amount: a, start: r.start, past: r.sent > l.quota*l.share})
 		}
 		return true
 	})
@@ -84,9 +84,8 @@ func leaveRuns(c *Call, unsent, accepted bool) {
 	c.runs, c.scoped = c.runs[:0], false
 }
 
-// levelRun is what an attempt counted in the run r of the policy l.
+// levelRun is what an attempt counted in the run r of a policy.
 type levelRun struct {
-	l      *level
 	r      *run
 	amount float64
 	start  time.Time // the run's window it counted in

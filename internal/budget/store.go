@@ -66,6 +66,7 @@ type store struct {
 	leases  map[string]leaseRef // the leases of attempts in flight
 	pending []pendingOp         // what the store has not had yet
 	keeping bool                // the keeper runs
+	kick    chan struct{}       // wakes the keeper out of its sleep when the store fails
 
 	// The longest call that ended in this minute and in the one before.
 	longest, longestPrev time.Duration
@@ -146,6 +147,7 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 	case err != nil:
 		if s.sharedRetryAt.IsZero() {
 			s.drainUntil = now.Add(s.drainLocked(now))
+			s.kickKeeperLocked()
 			level, msg = slog.LevelWarn, "bodo: shared budget unreachable, using this process's share of the budget until it is back"
 			attrs = append(attrs, slog.String("error", err.Error()), slog.Int("processes", s.share.Processes))
 		}
@@ -225,7 +227,7 @@ func shareOf(total, n, rank int) int {
 // answer before the outage; the count shrinks only processTTL after a
 // rejoin, since a store that came back empty counts the processes anew.
 func (s *State) shareLocked(now time.Time) fallbackShare {
-	limited := s.shared != nil && (now.Before(s.sharedRetryAt) || now.Before(s.rejoinedAt.Add(rejoinWindow)))
+	limited := s.shared != nil && (!s.sharedActiveLocked(now) || now.Before(s.rejoinedAt.Add(rejoinWindow)))
 	if !limited && s.members.Processes > 0 &&
 		(s.members.Processes >= s.share.Processes || now.Sub(s.rejoinedAt) > processTTL) {
 		s.share = s.members
@@ -454,6 +456,19 @@ func (s *State) startKeeperLocked() {
 	go s.keep()
 }
 
+// kickKeeperLocked has a sleeping keeper look at once, and from then on
+// every probeEvery: a store that has just failed may be back before the
+// drain ends, and the keeper may be in the middle of a keepEvery sleep.
+func (s *State) kickKeeperLocked() {
+	if s.kick == nil {
+		s.kick = make(chan struct{}, 1)
+	}
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
 // keep is the keeper: while attempts hold leases or the store has not had
 // a release or refund, it renews the leases every keepEvery (a call longer
 // than the lease time keeps its slot) and sends what the store has not had
@@ -485,7 +500,18 @@ func (s *State) keepInterval() time.Duration {
 // keepOnce sleeps keepInterval, then renews the leases and sends what is
 // pending; it reports whether the keeper goes on.
 func (s *State) keepOnce() bool {
-	time.Sleep(s.keepInterval())
+	s.mu.Lock()
+	if s.kick == nil {
+		s.kick = make(chan struct{}, 1)
+	}
+	kick := s.kick
+	s.mu.Unlock()
+	sleep := time.NewTimer(s.keepInterval())
+	select {
+	case <-sleep.C:
+	case <-kick:
+		sleep.Stop()
+	}
 	s.mu.Lock()
 	if len(s.leases) == 0 && len(s.pending) == 0 {
 		s.keeping = false

@@ -536,42 +536,83 @@ func TestAFailureOfAStoreNoLongerInUseLeavesTheNewOneUp(t *testing.T) {
 	})
 }
 
-// busyStore is a downStore that holds the attempt it is asked for as its
-// hold-th (its in-flight cap, for 10 ms) and admits every other.
-type busyStore struct {
+// nthStore is a downStore that answers its nth Acquire with grant and
+// err, and admits every other.
+type nthStore struct {
 	downStore
-	asked, hold int
+	asked, nth int
+	grant      budgetstore.Grant
+	err        error
 }
 
-func (d *busyStore) Acquire(ctx context.Context, key string, a budgetstore.Acquire) (budgetstore.Grant, error) {
+func (d *nthStore) Acquire(ctx context.Context, key string, a budgetstore.Acquire) (budgetstore.Grant, error) {
 	d.mu.Lock()
 	d.asked++
-	busy := d.asked == d.hold
+	odd := d.asked == d.nth
 	d.mu.Unlock()
-	if busy {
-		return budgetstore.Grant{Wait: 10 * time.Millisecond, Reason: ReasonInFlight}, nil
+	if odd {
+		return d.grant, d.err
 	}
 	return d.downStore.Acquire(ctx, key, a)
 }
 
-// TestARunCountsOnlyWhatTheStoreAdmitted: a call that the store held
-// counted in its kind's run while it asked, and counts once when it goes:
-// at an announced quota of 2, the second call of the kind still goes
-// beside the first.
+// TestARunCountsOnlyWhatTheStoreAdmitted: a call that the store holds
+// counted in its kind's run while it asked, no longer while it waits, and
+// once when it goes: at an announced quota of 2, the second call of the
+// kind still goes beside the first.
 func TestARunCountsOnlyWhatTheStoreAdmitted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
-		s.UseStore(&busyStore{downStore: downStore{refunded: map[string]float64{}}, hold: 2}, "k", nil)
+		s.UseStore(&nthStore{downStore: downStore{refunded: map[string]float64{}}, nth: 2, grant: budgetstore.Grant{Wait: 10 * time.Millisecond, Reason: ReasonInFlight}}, "k", nil)
 		tk, _, err := s.Admit(context.Background(), call(ops.GetMe, ""))
 		if err != nil {
 			t.Fatal(err)
 		}
 		tk.Finish(answer(`"key";q=300;w=60, "search";q=2;w=60`, ""))
-		first := admitNow(t, s, call(ops.CountContacts, "q=a"))
+		admitted := admitting(t, s, 1, ops.CountContacts, "q=a")
+		time.Sleep(5 * time.Millisecond) // the store holds it
+		s.mu.Lock()
+		r := s.levels["search"].runs[call(ops.CountContacts, "q=a").kind()]
+		waiting := r != nil && (r.inflight != 0 || r.sent != 0)
+		s.mu.Unlock()
+		if waiting {
+			t.Errorf("the count the store holds is in its run as %+v, want nothing in flight or sent", *r)
+		}
+		first := <-admitted
 		if why := held(s, call(ops.CountContacts, "q=a")); why != "" {
 			t.Errorf("the second count at a quota of 2 is held by %q, with one count sent", why)
 		}
+		s.mu.Lock()
+		r = s.levels["search"].runs[call(ops.CountContacts, "q=a").kind()]
+		s.mu.Unlock()
+		if r == nil || r.inflight != 1 {
+			t.Errorf("the count's run is %+v, want one call in flight", r)
+		}
 		first.Finish(answer("", ""))
+		time.Sleep(time.Minute) // the keeper renews no lease and ends
+	})
+}
+
+// TestAPassingFailureOfTheStoreEndsBeforeTheDrain: one failed request to a
+// store that answers again is found out by the keeper before the drain
+// ends, even while a call in flight has the keeper in a long sleep, so
+// that the calls that come after it go through the store again.
+func TestAPassingFailureOfTheStoreEndsBeforeTheDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &nthStore{downStore: downStore{refunded: map[string]float64{}}, nth: 3, err: errDown} // a reply late past its deadline
+		s := keyAfter(t, st, `"key";r=500;t=10`)
+		long := admitNow(t, s, call(ops.GetContact, "")) // its lease keeps the keeper sleeping keepEvery
+		time.Sleep(60 * time.Millisecond)
+		admitted := admitting(t, s, 1, ops.GetContact, "") // its request to the store fails
+		time.Sleep(minDrain)
+		s.mu.Lock()
+		down := !s.sharedActiveLocked(time.Now())
+		s.mu.Unlock()
+		if down {
+			t.Error("the store still counts as down as the drain ends, though it answered again")
+		}
+		long.Finish(answer("", ""))
+		(<-admitted).Finish(answer("", ""))
 		time.Sleep(time.Minute) // the keeper renews no lease and ends
 	})
 }
