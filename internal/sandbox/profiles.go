@@ -33,6 +33,7 @@ type Profile struct {
 const (
 	noisySeed    = 20261101
 	overloadSeed = 20261102
+	lateSeed     = 20261103
 )
 
 // gateway is the limiter of the "gateway" profile: 1 request a second,
@@ -86,6 +87,11 @@ func bigPlan() Limits {
 //	               every 0.6 s, as much of them as the org holds
 //	               (WithDrainingForeignLoadEvery): staging's org and grain, with a
 //	               busy key that takes what it can
+//	foreign-90-late
+//	               foreign-90-drain with each of ForeignKey's takes landing up to 6 ms
+//	               after its tick (WithLateForeignLoad), as staging's timer does: a take
+//	               whose tick is earlier than its twin's a minute before finds the org
+//	               before that twin's points have left it
 //	narrowest-all  documented limits and the enforced "search": 20 requests per 60 s, a sliding
 //	               log, over listContacts and countContacts when q is given; the RateLimit of
 //	               every answer but a refusal names the narrowest of all the key's levels,
@@ -145,6 +151,9 @@ func Profiles() []Profile {
 			Limits: foreignLog, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds(), Greedy: true, ForeignEvery: 600 * time.Millisecond},
 		{Name: "foreign-90-drain", Summary: "another key of the org takes up to 27 points every 0.6 s, what the org holds of them, a sliding log that names when it is full again",
 			Limits: foreignFull, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds(), Greedy: true, Drain: true, ForeignEvery: 600 * time.Millisecond},
+		{Name: "foreign-90-late", Summary: "foreign-90-drain with each take of the other key landing up to 6 ms after its tick",
+			Limits: foreignFull, Foreign: 0.9 * float64(def.OrgQuota) / def.Window.Seconds(), Greedy: true, Drain: true, ForeignEvery: 600 * time.Millisecond,
+			Options: []Option{WithLateForeignLoad(6*time.Millisecond, lateSeed)}},
 		{Name: "narrowest-all", Summary: `an enforced "search" policy (20 searches per 60 s), and RateLimit names the narrowest of all the key's levels`,
 			Limits: def, Options: []Option{WithNarrowestOfAll(), WithExtraPolicies(ExtraPolicy{
 				Name: "search", Quota: 20, Window: time.Minute, Unit: unitRequests, Shape: SlidingLog, Enforced: true,

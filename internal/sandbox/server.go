@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"path"
@@ -145,8 +146,9 @@ type config struct {
 	faults      func(*http.Request) Fault
 	overload    func() Fault // consulted when faults injects no OVERLOADED answer
 	foreign     float64
-	greedyEvery time.Duration // WithGreedyForeignLoadEvery: foreign is taken this often, when it fits; 0 when not greedy
-	drain       bool          // WithDrainingForeignLoadEvery: what does not fit is taken in part
+	greedyEvery time.Duration        // WithGreedyForeignLoadEvery: foreign is taken this often, when it fits; 0 when not greedy
+	drain       bool                 // WithDrainingForeignLoadEvery: what does not fit is taken in part
+	late        func() time.Duration // WithLateForeignLoad's; nil for none
 	latency     time.Duration
 	extras      []ExtraPolicy
 	noisy       bool
@@ -208,6 +210,22 @@ func WithGreedyForeignLoadEvery(pointsPerSecond float64, every time.Duration) Op
 func WithDrainingForeignLoadEvery(pointsPerSecond float64, every time.Duration) Option {
 	greedy := WithGreedyForeignLoadEvery(pointsPerSecond, every)
 	return func(c *config) { greedy(c); c.drain = true }
+}
+
+// WithLateForeignLoad makes each take of a greedy or draining foreign load
+// land a pseudo-random time of up to late (seeded by seed) after its tick,
+// as a timer fires on a busy machine: where the tick before a take's twin
+// a window earlier was later than it, the take comes before what that twin
+// took has left a sliding log, and the org falls by a chunk for a moment.
+func WithLateForeignLoad(late time.Duration, seed uint64) Option {
+	return func(c *config) {
+		if late <= 0 {
+			c.late = nil
+			return
+		}
+		rng := rand.New(rand.NewPCG(seed, 0x6c617465))
+		c.late = func() time.Duration { return time.Duration(rng.Int64N(int64(late))) }
+	}
 }
 
 // MaxLimitFactor is the largest factor WithLimitFactor takes.
@@ -374,7 +392,7 @@ func New(opts ...Option) *Server {
 		return newLimiter(lim.shapeOf(policy), quota, capacity, lim.Window, s.origin, now, foreign)
 	}
 	if cfg.greedyEvery > 0 {
-		s.org = &greedy{limiter: level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), 0), chunk: cfg.foreign * cfg.greedyEvery.Seconds(), every: cfg.greedyEvery, next: now, drain: cfg.drain}
+		s.org = &greedy{limiter: level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), 0), chunk: cfg.foreign * cfg.greedyEvery.Seconds(), every: cfg.greedyEvery, next: now, drain: cfg.drain, late: cfg.late}
 	} else {
 		s.org = level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), cfg.foreign)
 	}

@@ -103,14 +103,26 @@ type greedy struct {
 	limiter
 	chunk float64
 	every time.Duration
-	next  time.Time // its next take
-	taken float64   // what it took so far
-	drain bool      // it takes what the level holds when the chunk does not fit
+	next  time.Time            // its next take
+	taken float64              // what it took so far
+	drain bool                 // it takes what the level holds when the chunk does not fit
+	late  func() time.Duration // how long after its tick a take lands; nil for none
+	lands time.Time            // when the take of next lands, once drawn
 }
 
 func (g *greedy) advance(now time.Time) {
-	for g.chunk > 0 && !g.next.After(now) {
-		g.limiter.advance(g.next)
+	for g.chunk > 0 {
+		if g.late != nil && g.lands.IsZero() {
+			g.lands = g.next.Add(g.late())
+		}
+		at := g.next
+		if !g.lands.IsZero() {
+			at = g.lands
+		}
+		if at.After(now) {
+			break
+		}
+		g.limiter.advance(at)
 		n := g.chunk
 		if g.drain {
 			n = min(n, float64(max(g.limiter.remaining(), 0)))
@@ -119,7 +131,7 @@ func (g *greedy) advance(now time.Time) {
 			g.limiter.take(n)
 			g.taken += n
 		}
-		g.next = g.next.Add(g.every)
+		g.next, g.lands = g.next.Add(g.every), time.Time{}
 	}
 	g.limiter.advance(now)
 }

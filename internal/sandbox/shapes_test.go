@@ -275,3 +275,36 @@ func TestKeyCapacityAndBigQuotas(t *testing.T) {
 		wantWait(t, c.do("GET", "/v1/me", nil), "key", 100)
 	})
 }
+
+// TestLateForeignLoadTakesBeforeItsTwinLeaves: a take that lands later
+// than its tick stays in a sliding log until a window after it landed, so
+// the tick a window on, on time, finds it still there and a draining load
+// takes nothing; what it left is free until its next tick.
+func TestLateForeignLoadTakesBeforeItsTwinLeaves(t *testing.T) {
+	start := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	lates := []time.Duration{10 * time.Millisecond}
+	g := &greedy{
+		limiter: newLimiter(SlidingLog, 25, 25, time.Minute, start, start, 0),
+		chunk:   25, every: time.Second, next: start, drain: true,
+		late: func() time.Duration {
+			if len(lates) == 0 {
+				return 0
+			}
+			l := lates[0]
+			lates = lates[1:]
+			return l
+		},
+	}
+	g.advance(start.Add(5 * time.Millisecond))
+	if g.taken != 0 {
+		t.Fatalf("took %v before its first take landed, want 0", g.taken)
+	}
+	g.advance(start.Add(60*time.Second + 500*time.Millisecond))
+	if g.taken != 25 || g.remaining() != 25 {
+		t.Errorf("at 60.5 s took %v and the org holds %d, want 25 and 25: the tick at 60 s came before the take of 0.01 s left", g.taken, g.remaining())
+	}
+	g.advance(start.Add(61 * time.Second))
+	if g.taken != 50 || g.remaining() != 0 {
+		t.Errorf("at 61 s took %v and the org holds %d, want 50 and 0", g.taken, g.remaining())
+	}
+}
