@@ -58,6 +58,7 @@ func run(args []string, out io.Writer) error {
 	fs.IntVar(&c.runs, "runs", 1, "runs of each variation, with seeds 1, 2, …")
 	fs.IntVar(&c.parallel, "parallel", 4, "runs at once (each has a server of its own)")
 	fs.StringVar(&only, "only", "", "comma-separated variation names; empty: all")
+	watch := fs.Duration("watch-org", 0, "instead of the table: start foreign-90's server and print the org's remaining every 40 ms of real time for this long, from the body and the RateLimit header of GET /v1/rate_limit")
 	fs.StringVar(&c.keep, "keep", "", "directory to write each run's raw /__stats JSON (NAME-SEED.json) and the server's -v log (NAME-SEED.log) to")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -67,6 +68,10 @@ func run(args []string, out io.Writer) error {
 	}
 	if _, err := os.Stat(c.staging); err != nil {
 		return fmt.Errorf("no staging server at %s (it lives outside the project, in ../shared/staging): %w", c.staging, err)
+	}
+	if *watch > 0 {
+		i := slices.IndexFunc(variations(), func(v variation) bool { return v.name == "foreign-90" })
+		return watchOrg(context.Background(), c, variations()[i], *watch, out)
 	}
 	if c.bin == "" {
 		return errors.New("-bin: the directory of the built agents programs (scripts/staging.sh builds them)")
