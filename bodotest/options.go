@@ -202,6 +202,13 @@ const (
 	// every 0.6 s, as much of them as the org holds: it drains what frees
 	// for the other keys whenever it holds less than 27.
 	Foreign90Drain Profile = "foreign-90-drain"
+	// Foreign90Late is Foreign90Drain with each of ForeignKey's takes
+	// landing up to 6 ms after its tick, by a different delay each tick,
+	// as a timer fires on a busy machine: a take that lands less late than
+	// the one a window before it finds the org before that one's points
+	// have left, takes what the other keys left free, and the 27 points
+	// free a moment later.
+	Foreign90Late Profile = "foreign-90-late"
 	// NarrowestAll has the documented limits and enforces a policy of its
 	// own, "search": 20 searches (listing or counting contacts with q) per
 	// 60 s, a sliding log; the RateLimit field of every answer but a

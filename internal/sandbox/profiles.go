@@ -90,8 +90,8 @@ func bigPlan() Limits {
 //	foreign-90-late
 //	               foreign-90-drain with each of ForeignKey's takes landing up to 6 ms
 //	               after its tick (WithLateForeignLoad), as staging's timer does: a take
-//	               whose tick is earlier than its twin's a minute before finds the org
-//	               before that twin's points have left it
+//	               that lands less late than the take a minute before it finds the org
+//	               before that take's points have left it
 //	narrowest-all  documented limits and the enforced "search": 20 requests per 60 s, a sliding
 //	               log, over listContacts and countContacts when q is given; the RateLimit of
 //	               every answer but a refusal names the narrowest of all the key's levels,

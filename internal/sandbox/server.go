@@ -213,10 +213,10 @@ func WithDrainingForeignLoadEvery(pointsPerSecond float64, every time.Duration) 
 }
 
 // WithLateForeignLoad makes each take of a greedy or draining foreign load
-// land a pseudo-random time of up to late (seeded by seed) after its tick,
-// as a timer fires on a busy machine: where the tick before a take's twin
-// a window earlier was later than it, the take comes before what that twin
-// took has left a sliding log, and the org falls by a chunk for a moment.
+// land a pseudo-random time of up to late (seeded by seed, and less than
+// the load's interval) after its tick, as a timer fires on a busy machine.
+// A take that lands less late than the take a window before it finds that
+// take still in a sliding log, and the org falls by a chunk for a moment.
 func WithLateForeignLoad(late time.Duration, seed uint64) Option {
 	return func(c *config) {
 		if late <= 0 {

@@ -113,7 +113,7 @@ type greedy struct {
 func (g *greedy) advance(now time.Time) {
 	for g.chunk > 0 {
 		if g.late != nil && g.lands.IsZero() {
-			g.lands = g.next.Add(g.late())
+			g.lands = g.next.Add(min(g.late(), g.every-1))
 		}
 		at := g.next
 		if !g.lands.IsZero() {

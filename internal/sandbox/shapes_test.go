@@ -276,28 +276,27 @@ func TestKeyCapacityAndBigQuotas(t *testing.T) {
 	})
 }
 
-// TestLateForeignLoadTakesBeforeItsTwinLeaves: a take that lands later
-// than its tick stays in a sliding log until a window after it landed, so
-// the tick a window on, on time, finds it still there and a draining load
-// takes nothing; what it left is free until its next tick.
-func TestLateForeignLoadTakesBeforeItsTwinLeaves(t *testing.T) {
+// TestLateForeignLoadMeetsItsEarlierTake: a take lands as late as drawn
+// once for its tick, and stays in a sliding log until a window after it
+// landed, so the tick a window on, on time, finds it still there and a
+// draining load takes nothing; what it left is free until its next tick.
+func TestLateForeignLoadMeetsItsEarlierTake(t *testing.T) {
 	start := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
-	lates := []time.Duration{10 * time.Millisecond}
+	draws := 0
 	g := &greedy{
 		limiter: newLimiter(SlidingLog, 25, 25, time.Minute, start, start, 0),
 		chunk:   25, every: time.Second, next: start, drain: true,
 		late: func() time.Duration {
-			if len(lates) == 0 {
-				return 0
+			if draws++; draws == 1 {
+				return 10 * time.Millisecond
 			}
-			l := lates[0]
-			lates = lates[1:]
-			return l
+			return 0
 		},
 	}
 	g.advance(start.Add(5 * time.Millisecond))
-	if g.taken != 0 {
-		t.Fatalf("took %v before its first take landed, want 0", g.taken)
+	g.advance(start.Add(9 * time.Millisecond))
+	if g.taken != 0 || draws != 1 {
+		t.Fatalf("by 9 ms took %v in %d draws, want 0 in 1: the first take lands at 10 ms", g.taken, draws)
 	}
 	g.advance(start.Add(60*time.Second + 500*time.Millisecond))
 	if g.taken != 25 || g.remaining() != 25 {

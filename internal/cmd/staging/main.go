@@ -71,6 +71,9 @@ func run(args []string, out io.Writer) error {
 	}
 	if *watch > 0 {
 		i := slices.IndexFunc(variations(), func(v variation) bool { return v.name == "foreign-90" })
+		if i < 0 || c.scale <= 0 {
+			return errors.New("-watch-org: needs the foreign-90 variation and a positive -scale")
+		}
 		return watchOrg(context.Background(), c, variations()[i], *watch, out)
 	}
 	if c.bin == "" {

@@ -30,11 +30,14 @@ func watchOrg(ctx context.Context, c config, v variation, d time.Duration, out i
 	defer func() { cmd.Process.Kill(); <-log.done; cmd.Wait() }()
 	time.Sleep(time.Duration(1.5 * 60 / c.scale * float64(time.Second)))
 	fmt.Fprintln(out, "seconds\tbody\theader")
+	client := &http.Client{Timeout: watchTimeout}
 	start := time.Now()
-	differ := 0
-	for at := start; time.Since(start) < d; at = at.Add(40 * time.Millisecond) {
+	answers, differ, dips := 0, 0, 0
+	var last [2]int // the bodies of the two answers before
+	lowest := -1    // the lower of the body and the header of the one before
+	for at := start; time.Since(start) < d; at = later(at.Add(watchEvery), time.Now()) {
 		time.Sleep(time.Until(at))
-		body, header, err := orgRemaining(ctx, url)
+		body, header, err := orgRemaining(ctx, client, url)
 		if errors.Is(err, errRefused) {
 			fmt.Fprintf(out, "%.3f\trefused\n", time.Since(start).Seconds())
 			continue
@@ -42,13 +45,48 @@ func watchOrg(ctx context.Context, c config, v variation, d time.Duration, out i
 		if err != nil {
 			return err
 		}
-		if body != header {
+		answers++
+		if header >= 0 && body != header {
 			differ++
 		}
+		if answers > 2 && isDip(last[0], lowest, body) {
+			dips++
+		}
+		low := body
+		if header >= 0 {
+			low = min(low, header)
+		}
+		last, lowest = [2]int{last[1], body}, low
 		fmt.Fprintf(out, "%.3f\t%d\t%d\n", time.Since(start).Seconds(), body, header)
 	}
-	fmt.Fprintf(out, "%d answers whose header differs from their body\n", differ)
+	fmt.Fprintf(out, "%d answers: %d name the org in their header with another remaining than their body; %d dips (the org lower by more than %d than the answer before, and back within %d in the answer after)\n",
+		answers, differ, dips, dipDepth, dipBack)
 	return nil
+}
+
+// watchEvery is how often watchOrg asks; watchTimeout how long it waits
+// for an answer. A dip is a fall of more than dipDepth (about a whole take
+// of the foreign load's, 27 points at -scale 6) that the next answer
+// takes back to within dipBack.
+const (
+	watchEvery   = 40 * time.Millisecond
+	watchTimeout = 2 * time.Second
+	dipDepth     = 10
+	dipBack      = 2
+)
+
+// isDip reports whether an answer whose lower remaining was low, between
+// answers whose bodies said before and after, shows a dip.
+func isDip(before, low, after int) bool {
+	return low < before-dipDepth && after >= before-dipBack
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 var errRefused = errors.New("refused")
@@ -58,27 +96,31 @@ var orgMember = regexp.MustCompile(`"org";r=(\d+)`)
 // orgRemaining asks the server for the key's status and returns the org's
 // remaining from the body and from the RateLimit header (-1 when the
 // header names another level).
-func orgRemaining(ctx context.Context, url string) (body, header int, err error) {
+func orgRemaining(ctx context.Context, client *http.Client, url string) (body, header int, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/rate_limit", nil)
 	if err != nil {
 		return 0, 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+apiKey)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusTooManyRequests {
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusTooManyRequests:
 		return 0, 0, errRefused
+	default:
+		return 0, 0, fmt.Errorf("GET /v1/rate_limit: %s", resp.Status)
 	}
 	var st struct{ Policies []policyStatus }
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
-		return 0, 0, fmt.Errorf("GET /v1/rate_limit: %d: %w", resp.StatusCode, err)
+		return 0, 0, fmt.Errorf("GET /v1/rate_limit: %w", err)
 	}
 	i := slices.IndexFunc(st.Policies, func(p policyStatus) bool { return p.Name == "org" })
 	if i < 0 {
-		return 0, 0, fmt.Errorf("GET /v1/rate_limit: %d: no org level in the body", resp.StatusCode)
+		return 0, 0, errors.New("GET /v1/rate_limit: no org level in the body")
 	}
 	header = -1
 	if m := orgMember.FindStringSubmatch(resp.Header.Get("RateLimit")); m != nil {
