@@ -65,9 +65,9 @@ func watchOrg(ctx context.Context, c config, v variation, d time.Duration, out i
 }
 
 // watchEvery is how often watchOrg asks; watchTimeout how long it waits
-// for an answer. A dip is a fall of more than dipDepth (about a whole take
-// of the foreign load's, 27 points at -scale 6) that the next answer
-// takes back to within dipBack.
+// for an answer. A dip is a fall of more than dipDepth (a take of the
+// foreign load's is 27 points at -scale 6, this key's own calls between two
+// answers one) that the next answer takes back to within dipBack.
 const (
 	watchEvery   = 40 * time.Millisecond
 	watchTimeout = 2 * time.Second
