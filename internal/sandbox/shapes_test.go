@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"net/http"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -305,5 +306,34 @@ func TestLateForeignLoadMeetsItsEarlierTake(t *testing.T) {
 	g.advance(start.Add(61 * time.Second))
 	if g.taken != 50 || g.remaining() != 0 {
 		t.Errorf("at 61 s took %v and the org holds %d, want 50 and 0", g.taken, g.remaining())
+	}
+}
+
+// TestWithLateForeignLoadDraws: the lateness is under late, the same for
+// the same seed, and none for a late of zero.
+func TestWithLateForeignLoadDraws(t *testing.T) {
+	draws := func(late time.Duration, seed uint64) []time.Duration {
+		var c config
+		WithLateForeignLoad(late, seed)(&c)
+		if c.late == nil {
+			return nil
+		}
+		d := make([]time.Duration, 1000)
+		for i := range d {
+			d[i] = c.late()
+		}
+		return d
+	}
+	a, b, other := draws(6*time.Millisecond, 1), draws(6*time.Millisecond, 1), draws(6*time.Millisecond, 2)
+	for _, d := range a {
+		if d < 0 || d >= 6*time.Millisecond {
+			t.Fatalf("drew %v, want under 6ms", d)
+		}
+	}
+	if !slices.Equal(a, b) || slices.Equal(a, other) {
+		t.Error("the draws do not follow the seed")
+	}
+	if draws(0, 1) != nil {
+		t.Error("a late of zero draws a lateness")
 	}
 }
