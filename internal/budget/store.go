@@ -460,13 +460,18 @@ func (s *State) startKeeperLocked() {
 // every probeEvery: a store that has just failed may be back before the
 // drain ends, and the keeper may be in the middle of a keepEvery sleep.
 func (s *State) kickKeeperLocked() {
+	select {
+	case s.kickLocked() <- struct{}{}:
+	default:
+	}
+}
+
+// kickLocked is the channel that kicks the keeper.
+func (s *State) kickLocked() chan struct{} {
 	if s.kick == nil {
 		s.kick = make(chan struct{}, 1)
 	}
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
+	return s.kick
 }
 
 // keep is the keeper: while attempts hold leases or the store has not had
@@ -483,8 +488,9 @@ func (s *State) keep() {
 
 // keepInterval is how long the keeper sleeps: keepEvery, or a third of the
 // shortest lease time when that is shorter, and probeEvery while the store
-// is down, so that a failure that was a passing one ends before the drain.
-func (s *State) keepInterval() time.Duration {
+// is down, so that a failure that was a passing one ends before the drain;
+// and the channel that cuts the sleep short.
+func (s *State) keepInterval() (time.Duration, chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := keepEvery
@@ -494,19 +500,14 @@ func (s *State) keepInterval() time.Duration {
 	for _, l := range s.leases {
 		d = min(d, l.ttl/3)
 	}
-	return max(d, 10*time.Millisecond)
+	return max(d, 10*time.Millisecond), s.kickLocked()
 }
 
-// keepOnce sleeps keepInterval, then renews the leases and sends what is
+// keepOnce sleeps keepInterval, or until kicked, then renews the leases and sends what is
 // pending; it reports whether the keeper goes on.
 func (s *State) keepOnce() bool {
-	s.mu.Lock()
-	if s.kick == nil {
-		s.kick = make(chan struct{}, 1)
-	}
-	kick := s.kick
-	s.mu.Unlock()
-	sleep := time.NewTimer(s.keepInterval())
+	d, kick := s.keepInterval()
+	sleep := time.NewTimer(d)
 	select {
 	case <-sleep.C:
 	case <-kick:
@@ -550,7 +551,6 @@ func (s *State) keepOnce() bool {
 			_ = s.storeResult(err, &m) // a logger that panics fails no call here
 		}
 	}
-
 	s.mu.Lock()
 	pending := s.pending
 	s.pending = nil
@@ -585,6 +585,10 @@ func (s *State) keepOnce() bool {
 		s.pending = s.pending[len(s.pending)-maxPending:]
 	}
 	s.mu.Unlock()
+	select {
+	case <-kick: // it has just looked: a failure it found waits probeEvery
+	default:
+	}
 	return true
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -614,5 +615,44 @@ func TestAPassingFailureOfTheStoreEndsBeforeTheDrain(t *testing.T) {
 		long.Finish(answer("", ""))
 		(<-admitted).Finish(answer("", ""))
 		time.Sleep(time.Minute) // the keeper renews no lease and ends
+	})
+}
+
+// renewStore is a downStore that notes when each Renew came.
+type renewStore struct {
+	downStore
+	renews []time.Time
+}
+
+func (d *renewStore) Renew(ctx context.Context, key string, r budgetstore.Renew) (budgetstore.Members, error) {
+	d.mu.Lock()
+	d.renews = append(d.renews, time.Now())
+	d.mu.Unlock()
+	return d.downStore.Renew(ctx, key, r)
+}
+
+// TestTheKeeperAsksAFailedStoreOnceALook: a failure the keeper's own
+// renew finds has it look again probeEvery later, not at once.
+func TestTheKeeperAsksAFailedStoreOnceALook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &renewStore{downStore: downStore{refunded: map[string]float64{}}}
+		s := keyAfter(t, st, `"key";r=500;t=10`)
+		long := admitNow(t, s, call(ops.GetContact, "")) // its lease keeps the keeper renewing
+		st.setDown(true)
+		time.Sleep(2 * keepEvery)
+		st.mu.Lock()
+		renews := slices.Clone(st.renews)
+		st.mu.Unlock()
+		for i := 1; i < len(renews); i++ {
+			if gap := renews[i].Sub(renews[i-1]); gap < probeEvery {
+				t.Errorf("renews %v apart at %v, want at least probeEvery (%v)", gap, renews[i].Sub(renews[0]), probeEvery)
+			}
+		}
+		if len(renews) < 3 {
+			t.Errorf("%d renews in %v while the store was down, want a look every probeEvery", len(renews), 2*keepEvery)
+		}
+		st.setDown(false)
+		long.Finish(answer("", ""))
+		time.Sleep(time.Minute)
 	})
 }
