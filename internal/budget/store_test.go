@@ -524,14 +524,21 @@ func TestAFailureOfAStoreNoLongerInUseLeavesTheNewOneUp(t *testing.T) {
 			close(done)
 		}()
 		synctest.Wait() // the release is on its way to the old store
+		s.mu.Lock()
+		oldSeq := s.storeSeq
+		s.mu.Unlock()
 		s.UseStore(&downStore{refunded: map[string]float64{}}, "k", nil)
 		close(old.free)
 		<-done
 		s.mu.Lock()
 		down := !s.sharedActiveLocked(time.Now())
+		kept := slices.ContainsFunc(s.pending, func(op pendingOp) bool { return op.seq == oldSeq && op.st == old })
 		s.mu.Unlock()
 		if down {
 			t.Error("the new store counts as down after a release to the old one failed")
+		}
+		if !kept {
+			t.Error("the release the old store did not get is not kept for it")
 		}
 		time.Sleep(pendingTTL + time.Minute) // the keeper gives up on the old store's release, and ends
 	})
