@@ -195,8 +195,9 @@ type Release struct {
 	Refund []Level
 	// Left is what the server said is left of each level (RateLimit r).
 	// Less what is still in flight, it caps what the level holds; less
-	// what landed after the attempt was admitted as well (the server may
-	// or may not have counted that), it is the least the level holds.
+	// what other attempts were charged after this one was admitted as
+	// well (the server may or may not have counted that), it is the least
+	// the level holds.
 	Left []Level
 	// Owe caps each level at Amount, which may be negative, and holds it
 	// for Hold: after a RATE_LIMITED the level owes what the call lacked

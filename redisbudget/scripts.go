@@ -200,15 +200,15 @@ local function gone(id)
 end
 
 -- drop_lease ends a lease: what it took is no longer in flight, and what
--- the server charged of it (less back, per level, when given) has landed
--- ('ld' counts what landed on a level) and is logged on a level that
--- keeps a log. It returns, per level, what was charged and what had
--- landed when the lease was admitted.
+-- the server charged of it (less back, per level, when given) is counted
+-- as charged ('ld' sums what ended leases charged a level) and is logged
+-- on a level that keeps a log. It returns, per level, what was charged
+-- and what the level had been charged when the lease was admitted.
 local function drop_lease(id, back)
   local d = redis.call('HGETALL', p .. ':lease:' .. id)
   local marks = redis.call('HGETALL', p .. ':leaseld:' .. id)
-  local charged, landed = {}, {}
-  for i = 1, #marks, 2 do landed[marks[i]] = tonumber(marks[i + 1]) end
+  local charged, charged_before = {}, {}
+  for i = 1, #marks, 2 do charged_before[marks[i]] = tonumber(marks[i + 1]) end
   for i = 1, #d, 2 do
     local name, amount = d[i], tonumber(d[i + 1])
     redis.call('HINCRBYFLOAT', p .. ':inflight', name, -amount)
@@ -222,7 +222,7 @@ local function drop_lease(id, back)
   end
   redis.call('DEL', p .. ':lease:' .. id, p .. ':leaseld:' .. id)
   redis.call('ZREM', p .. ':leases', id)
-  return charged, landed
+  return charged, charged_before
 end
 
 -- the AIMD state, raised by one step per quiet interval since its last change;
@@ -470,7 +470,7 @@ if gone(lease) then
 end
 local back = {}
 for _, l in ipairs(refund) do back[l.name] = (back[l.name] or 0) + l.amount end
-local charged, landed = drop_lease(lease, back)
+local charged, charged_before = drop_lease(lease, back)
 if linger > 0 then
   redis.call('ZADD', p .. ':leases', now + linger, lease)
 end
@@ -490,17 +490,17 @@ for _, l in ipairs(refund) do
   end
 end
 -- The server's word, less what is in flight, caps what is left; and
--- what is left is at least that less what landed after the attempt was
--- admitted (the server may have counted it or not). A log that says more
+-- what is left is at least that less what other leases charged after
+-- the attempt was admitted (the server may have counted it or not). A log that says more
 -- than the server did holds the rest as taken now: others took it.
 for _, l in ipairs(left) do
   local k = p .. ':lv:' .. l.name
   local inflight = tonumber(redis.call('HGET', p .. ':inflight', l.name)) or 0
   local upper = l.amount - inflight
   local lower = upper
-  if landed[l.name] then
+  if charged_before[l.name] then
     local ld = tonumber(redis.call('HGET', k, 'ld')) or 0
-    lower = upper - math.max(0, ld - landed[l.name] - (charged[l.name] or 0))
+    lower = upper - math.max(0, ld - charged_before[l.name] - (charged[l.name] or 0))
   end
   local tokens, rate = tokens_of(l)
   tokens = math.max(math.min(tokens, upper), lower)
@@ -543,7 +543,7 @@ return 1
 `)
 
 // refundScript gives amounts back, and takes a negative amount (a call
-// admitted while Redis was unreachable) as a landed take, unless the
+// admitted while Redis was unreachable) as a charged take, unless the
 // count of the level began since (begun_since). ARGV: count, then the
 // levels as in releaseScript.
 var refundScript = redis.NewScript(luaPrelude + `
