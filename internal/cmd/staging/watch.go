@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"slices"
-	"strconv"
 	"time"
+
+	"github.com/dunglas/httpsfv"
 )
 
 // watchOrg starts the server of variation v (foreign-90: its foreign load
@@ -91,8 +91,6 @@ func later(a, b time.Time) time.Time {
 
 var errRefused = errors.New("refused")
 
-var orgMember = regexp.MustCompile(`"org";r=(\d+)`)
-
 // orgRemaining asks the server for the key's status and returns the org's
 // remaining from the body and from the RateLimit header (-1 when the
 // header names another level).
@@ -122,11 +120,28 @@ func orgRemaining(ctx context.Context, client *http.Client, url string) (body, h
 	if i < 0 {
 		return 0, 0, errors.New("GET /v1/rate_limit: no org level in the body")
 	}
-	header = -1
-	if m := orgMember.FindStringSubmatch(resp.Header.Get("RateLimit")); m != nil {
-		header, _ = strconv.Atoi(m[1])
+	return st.Policies[i].Remaining, orgInRateLimit(resp.Header), nil
+}
+
+// orgInRateLimit is r of the org's member of the RateLimit field; -1 when
+// the field names another level or cannot be read.
+func orgInRateLimit(h http.Header) int {
+	list, err := httpsfv.UnmarshalList(h.Values("RateLimit"))
+	if err != nil {
+		return -1
 	}
-	return st.Policies[i].Remaining, header, nil
+	for _, m := range list {
+		item, ok := m.(httpsfv.Item)
+		if !ok || item.Value != "org" || item.Params == nil {
+			continue
+		}
+		if r, ok := item.Params.Get("r"); ok {
+			if n, ok := r.(int64); ok && n >= 0 {
+				return int(n)
+			}
+		}
+	}
+	return -1
 }
 
 // policyStatus is a level of GET /v1/rate_limit's body.

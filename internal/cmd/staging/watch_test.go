@@ -23,6 +23,7 @@ func TestOrgRemaining(t *testing.T) {
 		wantErr            error
 	}{
 		{"both", `"org";r=22;t=10`, `{"policies":[{"name":"key","remaining":9},{"name":"org","remaining":49}]}`, 200, 49, 22, nil},
+		{"parameters in another order", `"key";t=1;r=3, "org";t=10;r=22`, `{"policies":[{"name":"org","remaining":49}]}`, 200, 49, 22, nil},
 		{"another level named", `"key";r=3;t=1`, `{"policies":[{"name":"org","remaining":49}]}`, 200, 49, -1, nil},
 		{"refused", "", `{"code":"RATE_LIMITED"}`, 429, 0, 0, errRefused},
 		{"unauthorized", "", `{"code":"UNAUTHORIZED"}`, 401, 0, 0, errStatus},
