@@ -365,11 +365,12 @@ func TestKeysOfOnePrincipalSplitItsLevel(t *testing.T) {
 		minRefused float64 // the least share of requests refused
 		maxRefused float64 // the most
 	}{
-		// With the split 0 to 7 of about 900 are refused: a key's part of
-		// r cannot count the other key's calls still in flight when r was
-		// said. Without it, 13 to 95.
-		{"one host", true, 0, 0.01},
-		{"two hosts", false, 0.01, 1},
+		// In 100 runs under -race, with the split 0 to 0.42 % of about
+		// 1,800 requests are refused (a key's part of r cannot count the
+		// other key's calls still in flight when r was said); without it
+		// 1.0 to 7.6 %.
+		{"one host", true, 0, 0.007},
+		{"two hosts", false, 0.007, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -386,7 +387,7 @@ func TestKeysOfOnePrincipalSplitItsLevel(t *testing.T) {
 	}
 }
 
-// principalRun runs 8 agents on each of two keys of one principal for 5
+// principalRun runs 8 agents on each of two keys of one principal for 10
 // virtual minutes, both clients on one host name when split, else on two,
 // against a principal level no bigger than one key's, and returns what the
 // server saw.
@@ -399,7 +400,7 @@ func principalRun(t *testing.T, split bool) (requests, refused, points, allowanc
 	}
 	a := sandboxClient(t, srv, baseA)
 	b := sandboxClient(t, srv, baseB, WithAPIKey(sandbox.SecondKey))
-	const run = 5 * time.Minute
+	const run = 10 * time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), run)
 	defer cancel()
 	var wg sync.WaitGroup
