@@ -107,7 +107,7 @@ type level struct {
 	// window before (freedSeen: the part of log.freed already in tokens),
 	// and besides refills at what its answers show beyond that: r plus
 	// what the server had counted of this key's takes, less what left
-	// this key's log (gainMark), grows at that rate. t says only when the
+	// this key's log (the mark), grows at that rate. t says only when the
 	// level would be full if no one took more, which they do.
 	freedSeen   float64
 	lastMark    float64   // the mark of the last answer
@@ -116,13 +116,7 @@ type level struct {
 	drops       drops     // what others took between two answers within a window (reserve)
 	answeredAt  time.Time // the last answer that charged a call, not a status request, on it
 	probeAt     time.Time // when the call the others wait for (sent) went; zero once it ended
-	gainAt      time.Time // when gainMark was read
-	gainMark    float64
-	gainPending float64   // what the server had not counted at gainAt
-	netRate     float64   // the refill measured last
-	lastGain    float64   // the measure before
-	netUntil    time.Time // when that measure is too old to bind; zero before the first
-	flat        bool      // every answer since gainAt showed the mark where gainMark put it
+	gain        netRefill // the refill the marks showed (learnGain)
 
 	holdUntil time.Time     // a refusal's wait: no call that takes from the level goes before
 	statusAt  time.Time     // when the last status request about the level left
@@ -260,8 +254,8 @@ func (l *level) rate(now time.Time) float64 {
 		r = l.observedRate
 	}
 	if l.frees(now) {
-		if now.Before(l.netUntil) {
-			r = min(r, l.netRate)
+		if now.Before(l.gain.until) {
+			r = min(r, l.gain.rate)
 		}
 		if now.Before(l.noRefillUntil()) {
 			r = 0
@@ -280,7 +274,7 @@ func (l *level) rate(now time.Time) float64 {
 // until an eighth of the window without an answer (reserveLapse): then
 // the quota's refill stands, and the call it lets go asks again.
 func (l *level) noRefillUntil() time.Time {
-	if !l.netUntil.IsZero() || !l.flat || l.markAt.Sub(l.gainAt) < minGainSpan {
+	if !l.gain.until.IsZero() || !l.gain.flat || l.markAt.Sub(l.gain.at) < minGainSpan {
 		return time.Time{}
 	}
 	return l.reserveLapse()
@@ -303,7 +297,7 @@ func (l *level) frees(now time.Time) bool {
 // measure expires); zero when none does.
 func (l *level) rateChange(at time.Time) time.Time {
 	next := time.Time{}
-	for _, t := range [...]time.Time{l.observedUntil, l.netUntil, l.noRefillUntil()} {
+	for _, t := range [...]time.Time{l.observedUntil, l.gain.until, l.noRefillUntil()} {
 		if t.After(at) && (next.IsZero() || t.Before(next)) {
 			next = t
 		}

@@ -86,26 +86,54 @@ func (l *level) learnGain(remaining, pending float64, now time.Time) {
 		l.drops.add(drop, now, now.Add(-l.window))
 	}
 	l.lastMark, l.lastPending, l.markAt = mark, pending, now
-	if remaining >= l.size() || l.gainAt.IsZero() || now.Before(l.gainAt) {
-		l.gainAt, l.gainMark, l.gainPending, l.flat = now, mark, pending, true
+	if remaining >= l.size() {
+		l.gain.restart(mark, pending, now)
+		return
+	}
+	l.gain.add(mark, pending, max(minGainSpan, l.window/gainSpanWindow), l.grossRate(), max(l.window, ObservedRateTTL), now)
+}
+
+// netRefill is the net refill of a level others take from, read off the
+// marks of its answers (learnGain): how fast the mark grew across answers
+// at least a span apart.
+type netRefill struct {
+	at      time.Time // when mark was read
+	mark    float64
+	pending float64   // what the server had not counted at at
+	flat    bool      // every answer since at showed the mark where mark put it
+	rate    float64   // the refill measured last
+	last    float64   // the measure before
+	until   time.Time // when rate is too old to bind; zero before the first
+}
+
+// restart starts a measure from mark.
+func (g *netRefill) restart(mark, pending float64, now time.Time) {
+	g.at, g.mark, g.pending, g.flat = now, mark, pending, true
+}
+
+// add reads mark: once span has passed since the measure's start, the
+// refill since, at most gross, binds for bind.
+func (g *netRefill) add(mark, pending float64, span time.Duration, gross float64, bind time.Duration, now time.Time) {
+	if g.at.IsZero() || now.Before(g.at) {
+		g.restart(mark, pending, now)
 		return
 	}
 	// Each mark is low by what the server had counted of the calls in
 	// flight at its answer.
-	l.flat = l.flat && mark >= l.gainMark-pending-flatSlack && mark <= l.gainMark+l.gainPending+flatSlack
-	span := now.Sub(l.gainAt)
-	if span < max(minGainSpan, l.window/gainSpanWindow) {
+	g.flat = g.flat && mark >= g.mark-pending-flatSlack && mark <= g.mark+g.pending+flatSlack
+	elapsed := now.Sub(g.at)
+	if elapsed < span {
 		return
 	}
-	rate := min(max(0, (mark-l.gainMark)/span.Seconds()), l.grossRate())
-	if now.After(l.netUntil) {
-		l.lastGain = rate
+	rate := min(max(0, (mark-g.mark)/elapsed.Seconds()), gross)
+	if now.After(g.until) {
+		g.last = rate
 	}
 	// The lesser of the last two measures: each is off by what the
 	// server had counted of the calls in flight at its ends.
-	l.netRate, l.lastGain = min(rate, l.lastGain), rate
-	l.netUntil = now.Add(max(l.window, ObservedRateTTL))
-	l.gainAt, l.gainMark, l.gainPending = now, mark, pending
+	g.rate, g.last = min(rate, g.last), rate
+	g.until = now.Add(bind)
+	g.at, g.mark, g.pending = now, mark, pending
 }
 
 // learnSteps reads r and t of a RateLimit member naming the level for a
