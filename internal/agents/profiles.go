@@ -123,10 +123,11 @@ var profileRunSeq atomic.Int64
 // RunProfile runs n agents on the API newAPI builds against a server of
 // profile p for d, and reports what the server saw. Behind a gateway the
 // allowance is the gateway's requests at the run's mean cost of an accepted
-// request (sandbox.Profile.AllowanceAt). It must run inside a
-// testing/synctest bubble: it waits on virtual time.
+// request (sandbox.Profile.AllowanceAt). seed makes the agents' choices
+// and the server's seeded variations (sandbox.WithSeed) repeatable. It must
+// run inside a testing/synctest bubble: it waits on virtual time.
 func RunProfile(p sandbox.Profile, client string, newAPI NewAPI, n int, d time.Duration, seed uint64) (ProfileResult, error) {
-	srv := p.New(sandbox.WithLatency(30 * time.Millisecond))
+	srv := p.New(sandbox.WithLatency(30*time.Millisecond), sandbox.WithSeed(seed))
 	stats := NewStats()
 	refusals := &refusalCounter{by: map[string]int{}}
 	api, err := newAPI(refusals.transport(stats.Transport(srv.Transport())), fmt.Sprintf("https://profile%d.test", profileRunSeq.Add(1)))

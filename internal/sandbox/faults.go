@@ -70,10 +70,13 @@ func overloadedAnswer(c *call, f Fault) answer {
 func randomOverload(share float64, lo, hi time.Duration, seed uint64) Option {
 	return func(c *config) {
 		var mu sync.Mutex
-		rng := rand.New(rand.NewPCG(seed, 0x6f7665726c6f6164))
+		var rng *rand.Rand
 		c.overload = func() Fault {
 			mu.Lock()
 			defer mu.Unlock()
+			if rng == nil { // at the first request, when WithSeed is in
+				rng = rand.New(rand.NewPCG(seed^c.seed, 0x6f7665726c6f6164))
+			}
 			if rng.Float64() >= share {
 				return Fault{}
 			}

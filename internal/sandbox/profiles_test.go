@@ -1,8 +1,10 @@
 package sandbox
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -318,4 +320,60 @@ func TestLimitFactor(t *testing.T) {
 			New(WithLimitFactor(f))
 		}()
 	}
+}
+
+// TestWithSeed: a server's seeded choices (OVERLOADED answers, noisy
+// headers, late foreign takes) follow WithSeed, wherever it comes among the
+// options, and are the options' own without it.
+func TestWithSeed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		big := WithLimits(Limits{KeyQuota: 1 << 20, KeyCapacity: 1 << 20, PrincipalQuota: 1 << 20, OrgQuota: 1 << 21})
+		answers := func(name string, opts ...Option) []string {
+			p, _ := ProfileByName(name)
+			c := newTester(t, p.New(append([]Option{big}, opts...)...))
+			var seq []string
+			for range 300 {
+				r := c.do("GET", "/v1/me", nil)
+				seq = append(seq, fmt.Sprint(r.status, r.header.Values("RateLimit"), r.header.Values("RateLimit-Policy")))
+			}
+			return seq
+		}
+		lateness := func(opts ...Option) []time.Duration {
+			s := New(opts...)
+			var seq []time.Duration
+			for range 100 {
+				seq = append(seq, s.cfg.late())
+			}
+			return seq
+		}
+		late := WithLateForeignLoad(6*time.Millisecond, 1)
+		for _, tc := range []struct {
+			what       string
+			a, b, none func() any
+		}{
+			{"overloaded answers",
+				func() any { return answers("overloaded", WithSeed(7)) },
+				func() any { return answers("overloaded", WithSeed(7)) },
+				func() any { return answers("overloaded") }},
+			{"noisy headers",
+				func() any { return answers("noisy-headers", WithSeed(7)) },
+				func() any { return answers("noisy-headers", WithSeed(7)) },
+				func() any { return answers("noisy-headers") }},
+			{"late takes",
+				func() any { return lateness(late, WithSeed(7)) },
+				func() any { return lateness(WithSeed(7), late) },
+				func() any { return lateness(late) }},
+		} {
+			a, b, none := tc.a(), tc.b(), tc.none()
+			if !reflect.DeepEqual(a, b) {
+				t.Errorf("%s: two servers of seed 7 differ", tc.what)
+			}
+			if reflect.DeepEqual(a, none) {
+				t.Errorf("%s: seed 7 makes the same choices as none", tc.what)
+			}
+			if again := tc.none(); !reflect.DeepEqual(none, again) {
+				t.Errorf("%s: two servers without a seed differ", tc.what)
+			}
+		}
+	})
 }

@@ -153,6 +153,7 @@ type config struct {
 	extras      []ExtraPolicy
 	noisy       bool
 	noiseSeed   uint64
+	seed        uint64  // WithSeed's: mixed into every seeded option's own seed
 	factor      float64 // WithLimitFactor; 1 by default
 	// narrowestAll is WithNarrowestOfAll.
 	narrowestAll bool
@@ -223,9 +224,23 @@ func WithLateForeignLoad(late time.Duration, seed uint64) Option {
 			c.late = nil
 			return
 		}
-		rng := rand.New(rand.NewPCG(seed, 0x6c617465))
-		c.late = func() time.Duration { return time.Duration(rng.Int64N(int64(late))) }
+		var rng *rand.Rand
+		c.late = func() time.Duration {
+			if rng == nil { // at the first take, when WithSeed is in
+				rng = rand.New(rand.NewPCG(seed^c.seed, 0x6c617465))
+			}
+			return time.Duration(rng.Int64N(int64(late)))
+		}
 	}
+}
+
+// WithSeed varies the pseudo-random choices of the seeded options
+// (WithNoisyHeaders, WithLateForeignLoad, the overloaded profile's
+// OVERLOADED answers) by seed, in whichever order the options come: each
+// draws from its own seed mixed with this one. Without it, or with 0, every
+// server of a profile makes the same choices.
+func WithSeed(seed uint64) Option {
+	return func(c *config) { c.seed = seed }
 }
 
 // MaxLimitFactor is the largest factor WithLimitFactor takes.
@@ -381,7 +396,7 @@ func New(opts ...Option) *Server {
 	s.store = newStore()
 	s.orgID = "org_" + s.ids.next(now)
 	if cfg.noisy {
-		s.noise = newNoise(cfg.noiseSeed, func(name string) bool {
+		s.noise = newNoise(cfg.noiseSeed^cfg.seed, func(name string) bool {
 			return slices.ContainsFunc(s.extras, func(p ExtraPolicy) bool { return p.Name == name })
 		})
 	}
