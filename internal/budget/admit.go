@@ -140,6 +140,8 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 		return
 	}
 	s.inflight++
+	s.sent = s.sent.plus(sentCount{1, c.Cost})
+	s.open = s.open.plus(sentCount{1, c.Cost})
 	if !s.learned && s.inflight == 1 {
 		s.slowStartAt = now
 	}

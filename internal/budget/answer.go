@@ -72,6 +72,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 			s.passed.add(now) // a limiter in front let it through (rule 6)
 		}
 		if t.budgeted {
+			s.open = s.open.minus(sentCount{1, c.Cost})
 			if linger > 0 {
 				time.AfterFunc(linger, s.freeSlot)
 			} else {
@@ -234,7 +235,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 				l.tie(c.kind()) // a partition is the target's own
 				s.version++
 			}
-		case l.witness(c.kind(), remaining):
+		case l.witness(c.kind(), remaining, s.othersLocked(l, c)):
 			s.version++
 		}
 		if l.name == Egress {
@@ -243,7 +244,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		chargedSince, known := c.chargedSince(l, charged)
 		pending := l.inflight + chargedSince // what the server may not have counted yet
 		l.observe(remaining, remaining, chargedSince, r.reset, !known, now)
-		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now}
+		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now, others: s.open.minus(s.sent)}
 		l.moment, l.momentFreed, l.momentGained = now.Add(l.reported.reset), l.log.freed, 0
 		l.learnDepth(remaining, r.reset, now)
 		l.learnShape(remaining, r.reset, now)
@@ -313,6 +314,7 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 // learned levels; l is shared, since nothing says whose calls it counts.
 func (s *State) addLevelLocked(id string, l *level, now time.Time) {
 	l.usedAt, l.shared = now, true
+	l.reported.others = s.open.minus(s.sent)
 	if l.pooled = s.shared != nil; l.pooled {
 		l.outagePart = s.outagePart
 	}

@@ -402,15 +402,18 @@ func TestLimiterShapes(t *testing.T) {
 func TestAPolicyHoldsWhatItIsSeenToTakeFrom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
-		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "bodo-export";q=12;w=3600, "bodo-search";q=2;w=60`, ""))
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "bodo-export";q=12;w=3600, "bodo-search";q=3;w=60`, ""))
 		for range 20 {
 			admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", ""))
 		}
-		admitNow(t, s, call(ops.CountContacts, "q=a")).Finish(answer("", `"bodo-search";r=1;t=60`))
-		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"bodo-search";r=1;t=60`)) // named, not going down
-		admitNow(t, s, call(ops.CountContacts, "")).Finish(answer("", `"bodo-search";r=1;t=60`))
-		admitNow(t, s, call(ops.CountContacts, "q=b")).Finish(answer("", `"bodo-search";r=0;t=60`))
-		if why := held(s, call(ops.CountContacts, "q=c")); why != "bodo-search" {
+		// The first word: any of the 21 calls since the policy was
+		// announced may have taken what fell.
+		admitNow(t, s, call(ops.CountContacts, "q=a")).Finish(answer("", `"bodo-search";r=2;t=60`))
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"bodo-search";r=2;t=60`)) // named, not going down
+		admitNow(t, s, call(ops.CountContacts, "")).Finish(answer("", `"bodo-search";r=2;t=60`))
+		admitNow(t, s, call(ops.CountContacts, "q=b")).Finish(answer("", `"bodo-search";r=1;t=60`))
+		admitNow(t, s, call(ops.CountContacts, "q=c")).Finish(answer("", `"bodo-search";r=0;t=60`))
+		if why := held(s, call(ops.CountContacts, "q=d")); why != "bodo-search" {
 			t.Errorf("a search after r=0 of bodo-search is held by %q", why)
 		}
 		if why := held(s, call(ops.GetMe, "")); why != "" {
@@ -445,6 +448,45 @@ func TestAPolicyHoldsWhatItIsSeenToTakeFrom(t *testing.T) {
 		var ex *ExhaustedError
 		if !errors.As(errGet, &ex) || ex.Policy != "monthly-reads" || errList != nil {
 			t.Errorf("the exhausted unknown policy: get %v, list %v", errGet, errList)
+		}
+	})
+}
+
+// TestAFallOtherCallsMayHaveTakenTiesNothing: answers to counts that show
+// a learned policy falling while a search was in flight do not tie the
+// policy to counts (the search may have taken what fell, as it does on a
+// server that names the narrowest of all levels in every answer); answers
+// to searches sent alone, each showing it fall, tie it to searches.
+func TestAFallOtherCallsMayHaveTakenTiesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=20;w=60`, `"search";r=20;t=1`))
+		r := 20
+		scope := func() string {
+			for _, l := range s.Snapshot().Levels {
+				if l.Name == "search" {
+					return l.Scope
+				}
+			}
+			return "missing"
+		}
+		for range 4 {
+			search := admitNow(t, s, call(ops.CountContacts, "q=a"))
+			count := admitNow(t, s, call(ops.CountContacts, ""))
+			r--
+			word := answer("", fmt.Sprintf(`"search";r=%d;t=60`, r))
+			count.Finish(word)
+			search.Finish(word)
+		}
+		if got := scope(); got != "none" {
+			t.Errorf("after counts whose answers showed a search in flight counted: scope %q, want none", got)
+		}
+		for range 6 {
+			r--
+			admitNow(t, s, call(ops.CountContacts, "q=b")).Finish(answer("", fmt.Sprintf(`"search";r=%d;t=60`, r)))
+		}
+		if got := scope(); got != "countContacts@7" {
+			t.Errorf("after searches alone, each showing search fall: scope %q, want countContacts@7", got)
 		}
 	})
 }

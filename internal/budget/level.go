@@ -170,7 +170,20 @@ type reported struct {
 	remaining float64
 	reset     time.Duration
 	at        time.Time // zero: the server has not named the level
+	// others is the State's open less its sent at the word (or when the
+	// level was made): with sent at a later answer, the calls other than
+	// that answer's that the server may have counted since (othersLocked).
+	others sentCount
 }
+
+// sentCount counts budgeted attempts and their cost.
+type sentCount struct {
+	calls int
+	cost  float64
+}
+
+func (a sentCount) plus(b sentCount) sentCount  { return sentCount{a.calls + b.calls, a.cost + b.cost} }
+func (a sentCount) minus(b sentCount) sentCount { return sentCount{a.calls - b.calls, a.cost - b.cost} }
 
 // newLevel returns a level named name, at a share of 1, with the gate
 // that guards it.

@@ -11,12 +11,15 @@ const tieAfter = 2
 const maxKinds = 256
 
 // witness counts what an answer to a call of kind says of l, a learned
-// policy the answer named with remaining r: that such calls take from it
-// when r is below the last r the server said of it, that they do not
-// otherwise (being named is not enough: a server may name the narrowest of
-// all the key's levels in every answer). It reports whether the tie of kind
-// changed.
-func (l *level) witness(kind string, r float64) bool {
+// policy the answer named with remaining r, when others is the most that
+// this key's other calls may have taken from it since the server's last
+// word on it: that such calls take from it when r fell by more than
+// others, that they do not when it did not fall, and nothing otherwise
+// (being named is not enough: a server may name the narrowest of all the
+// key's levels in every answer, and a fall the other calls in flight may
+// have caused says nothing of this one). It reports whether the tie of
+// kind changed.
+func (l *level) witness(kind string, r, others float64) bool {
 	last := l.reported.remaining
 	if l.reported.at.IsZero() {
 		if l.quota <= 0 {
@@ -28,10 +31,13 @@ func (l *level) witness(kind string, r float64) bool {
 	if !ok && len(l.evidence) >= maxKinds {
 		return false
 	}
-	if r < last {
+	switch fall := last - r; {
+	case fall > others+1e-9:
 		e = min(e+1, 2*tieAfter)
-	} else {
+	case fall <= 0:
 		e = max(e-1, -2*tieAfter)
+	default:
+		return false
 	}
 	if l.evidence == nil {
 		l.evidence = map[string]int{}
@@ -46,6 +52,21 @@ func (l *level) witness(kind string, r float64) bool {
 		return true
 	}
 	return false
+}
+
+// othersLocked is the most that budgeted calls other than c may have
+// taken from l since the server's last word on it (or since l was made),
+// in l's unit: the calls in flight then and those sent since, their cost
+// when l counts points, else their number.
+func (s *State) othersLocked(l *level, c *Call) float64 {
+	o := l.reported.others.plus(s.sent)
+	if c.Budgeted {
+		o = o.minus(sentCount{1, c.Cost})
+	}
+	if l.unit == "points" {
+		return max(o.cost, 0)
+	}
+	return float64(max(o.calls, 0))
 }
 
 func (l *level) tie(kind string) {

@@ -21,10 +21,12 @@ type State struct {
 	identRetryAt atomic.Int64 // not before then (unix nanoseconds), after a failure
 
 	levels   map[string]*level
-	order    []*level // levels in the order they were made, for stable iteration
-	version  int      // counts the levels added
-	parallel int      // the server's parallel quota
-	inflight int      // budgeted attempts in flight
+	order    []*level  // levels in the order they were made, for stable iteration
+	version  int       // counts the levels added
+	parallel int       // the server's parallel quota
+	inflight int       // budgeted attempts in flight
+	sent     sentCount // budgeted attempts admitted so far
+	open     sentCount // budgeted attempts not answered yet
 
 	pace     pace    // AIMD of what speaks of the key as a whole: its share of the key's rate and of the parallel slots
 	meanCost float64 // the points of the calls admitted lately, on average (meanCostWeight)
