@@ -264,6 +264,12 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 			l.observedRate = min((full-remaining)/float64(r.reset), l.grossRate())
 			l.observedUntil = now.Add(ObservedRateTTL)
 		}
+		if now.Before(l.holdUntil) && l.refills() {
+			// A word within a refusal's wait leaves its owe standing: when
+			// the wait ends the level holds a unit more than the word, not
+			// the refill of the whole wait.
+			l.cap(remaining + 1 - l.refillUntil(now, l.holdUntil))
+		}
 		l.gate.wakeHead()
 	}
 }
@@ -416,7 +422,7 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 			// that refills owes the rest of the wait's refill too.
 			owe := l.need(amount)
 			if l.refills() {
-				owe -= l.rate(now) * wait.Seconds()
+				owe -= l.refillUntil(now, now.Add(wait))
 			}
 			l.cap(owe)
 			l.unconfirmed = 0

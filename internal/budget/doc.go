@@ -59,6 +59,10 @@
 //     names the narrowest of all levels) may carry a word older than the
 //     model's: it only lowers it (level.observe;
 //     TestAWordOnALevelACallTookNothingFromOnlyLowersIt).
+//   - A word that comes within a refusal's wait leaves the wait's owe
+//     standing: when the wait ends the level holds a unit more than the
+//     word said, not what it would have refilled since the word (observeLocked;
+//     TestAWordWithinARefusalsWaitKeepsItsOwe).
 //
 // # Rule 2: outcomes beat hints
 //
@@ -90,7 +94,11 @@
 // operation at a cost) that a refusal named it for, or whose answers show
 // it going down two more times than not. Being named is not enough, since
 // a server may name the narrowest of all the key's levels in every answer
-// (level.witness; TestAPolicyHoldsWhatItIsSeenToTakeFrom).
+// (level.witness; TestAPolicyHoldsWhatItIsSeenToTakeFrom). Nor is a fall
+// that this key's other calls, in flight at the last word on the policy or
+// sent since, may have caused: an answer shows its call's kind taking only
+// when the policy fell by more than they could take (State.othersLocked;
+// TestAFallOtherCallsMayHaveTakenTiesNothing).
 //
 // Until then such a policy may bind a kind of call the server has not
 // shown it to. A kind that sent, within one window of the policy, as much

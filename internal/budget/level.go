@@ -318,6 +318,21 @@ func (l *level) rateChange(at time.Time) time.Time {
 	return next
 }
 
+// refillUntil is what the refill adds from now until end, as its rate
+// changes by itself.
+func (l *level) refillUntil(now, end time.Time) float64 {
+	gained := 0.0
+	for at := now; at.Before(end); {
+		next := l.rateChange(at)
+		if next.IsZero() || next.After(end) {
+			next = end
+		}
+		gained += l.rate(at) * next.Sub(at).Seconds()
+		at = next
+	}
+	return gained
+}
+
 // grossRate is the refill the quota grants, before what others take.
 func (l *level) grossRate() float64 {
 	if l.window <= 0 {

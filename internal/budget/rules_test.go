@@ -30,6 +30,35 @@ func admitAt(t *testing.T, s *State, c *Call) (*Ticket, time.Duration) {
 	return tk, time.Since(start)
 }
 
+// TestAWordWithinARefusalsWaitKeepsItsOwe: a learned policy (20 searches a
+// minute), tied to searches, refuses one with a wait of 50 s; a search sent
+// with it is answered 10 s into the wait, naming the policy with r=0. When
+// the wait ends one search goes, and the next waits for the refill of one
+// more (3 s at the quota's rate), not the refill of the 40 s since that
+// answer all at once.
+func TestAWordWithinARefusalsWaitKeepsItsOwe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		search := func() *Call { return call(ops.ListContacts, "q=a") }
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=20;w=60`, `"search";r=20;t=1`))
+		admitNow(t, s, search()).Finish(answer("", `"search";r=19;t=60`))
+		admitNow(t, s, search()).Finish(answer("", `"search";r=18;t=60`)) // tied to searches
+		slow := admitNow(t, s, search())
+		admitNow(t, s, search()).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "search", 50*time.Second))
+		start := time.Now()
+		time.Sleep(10 * time.Second)
+		slow.Finish(answer("", `"search";r=0;t=40`))
+		first, _ := admitAt(t, s, search())
+		if el := time.Since(start); el < 50*time.Second || el > 51*time.Second {
+			t.Errorf("the first search went %v after the refusal, want at its wait's end, 50 s", el)
+		}
+		first.Finish(answer("", ""))
+		if _, waited := admitAt(t, s, search()); waited < 2*time.Second {
+			t.Errorf("the second search waited %v after the first, want the refill of one, about 3 s", waited)
+		}
+	})
+}
+
 // TestTheServersWordBindsUntilItsMoment: a write level that said r=0;t=50
 // on its last success holds writes until that moment and lets one go then,
 // although the key's own log would free its first take only at +60 s; the
