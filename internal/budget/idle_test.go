@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bodo-app/bodo-go/budgetstore"
 	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
@@ -153,4 +154,35 @@ func tokensOf(s *State, name string) float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.levels[name].tokens
+}
+
+// TestARetiredStatesSuccessorSharesItsStore: a state that shared its budget
+// through a store and retired when idle is followed by one that shares
+// through the same store, its levels pooled and this process taking all of
+// them, as UseStore leaves a state.
+func TestARetiredStatesSuccessorSharesItsStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const host = "successor.idle.test"
+		st := &downStore{}
+		old := For(host, "k")
+		old.UseStore(st, "k", nil)
+		learn(t, old)
+		time.Sleep(IdleTTL + sweepEvery)
+		For("trigger.idle.test", "k") // sweeps
+		if !old.retired.Load() {
+			t.Fatal("the idle state was not retired")
+		}
+		cur := old.live()
+		if cur == old || cur.shared != budgetstore.Store(st) || cur.sharedKey != "k" {
+			t.Fatalf("the successor's store: %v under %q", cur.shared, cur.sharedKey)
+		}
+		if cur.outagePart != 1 {
+			t.Errorf("the successor takes %v of the pooled levels, want all (1)", cur.outagePart)
+		}
+		for _, l := range cur.levels {
+			if !l.pooled {
+				t.Errorf("the successor's level %s is not pooled", l.name)
+			}
+		}
+	})
 }

@@ -55,9 +55,12 @@ func forID(id string, from *State, now time.Time) *State {
 		s.id, s.lastUse = id, now
 		if from != nil {
 			from.mu.Lock()
-			s.store = store{shared: from.shared, sharedKey: from.sharedKey, logger: from.logger,
-				storeSeq: from.storeSeq, member: from.member, members: from.members, share: from.share}
+			s.shared, s.sharedKey, s.logger = from.shared, from.sharedKey, from.logger
+			s.storeSeq, s.member, s.members, s.share = from.storeSeq, from.member, from.members, from.share
 			from.mu.Unlock()
+			for _, l := range s.levels {
+				l.pooled = s.shared != nil
+			}
 		}
 		states.m[id] = s
 		joinHostLocked(s)
