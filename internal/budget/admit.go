@@ -46,8 +46,8 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			}
 			lease, d, why, refusal, err = s.acquireSharedLocked(c, now)
 			now = time.Now()
-			if err != nil || why != "" || lease == "" {
-				s.scopeUnsentLocked(c)
+			if lease == "" { // not admitted (err, why or a failed store)
+				leaveRuns(c, true, false)
 			}
 			if err != nil {
 				return a.fail(err)

@@ -119,7 +119,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 				l.gate.wakeHead()
 			}
 			s.tookLocallyLocked(took, now)
-			scopeEndedLocked(c, a)
+			leaveRuns(c, false, a != nil && a.Status >= http.StatusOK && a.Status < http.StatusMultipleChoices)
 			s.slotGate.wakeHead()
 		}
 		s.guardGate.wakeHead()

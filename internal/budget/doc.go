@@ -183,7 +183,7 @@
 //     (TestAWordInAnOutageLowersAPartNeverRaisesIt). It goes on its share
 //     once calls as long as the longest it saw end lately would have ended,
 //     so that those the store admitted on the others' shares are done, and
-//     no later (drainLocked; TestAProcessThatLostTheStoreWaitsForTheCallsItSaw);
+//     no later (storeResult; TestAProcessThatLostTheStoreWaitsForTheCallsItSaw);
 //     the keeper looks at once and then every probeEvery, so that a passing
 //     failure ends before the drain does
 //     (TestAPassingFailureOfTheStoreEndsBeforeTheDrain).
@@ -262,7 +262,7 @@
 //     and a status costs a point it would not use: the client asks then, and
 //     every idleStatusEvery while it stays idle, since an empty level the
 //     server does not name in its answers may have refilled long before its
-//     word's moment (idleDueLocked; TestAnIdleKeyAsksAboutTheLevelThatHoldsIt).
+//     word's moment (statusDueLocked; TestAnIdleKeyAsksAboutTheLevelThatHoldsIt).
 //
 // Odd answers and lost ones:
 //

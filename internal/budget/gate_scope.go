@@ -1,9 +1,6 @@
 package budget
 
-import (
-	"net/http"
-	"time"
-)
+import "time"
 
 // scopeLocked holds c while a learned policy not tied to its kind may bind
 // it (rule 3): the kind sent the policy's quota within the policy's window
@@ -55,21 +52,12 @@ func (s *State) scopeSentLocked(c *Call, now time.Time) {
 	})
 }
 
-// scopeUnsentLocked takes back what scopeSentLocked counted of c, whose
-// attempt the shared store did not admit.
-func (s *State) scopeUnsentLocked(c *Call) { leaveRuns(c, true, false) }
-
-// scopeEndedLocked ends c's attempt in the runs it counted in, with its
-// answer a (nil: none came). Only the answer to a call sent past the
-// quota, in the window it was sent in, says that the policy does not bind
-// the kind.
-func scopeEndedLocked(c *Call, a *Answer) {
-	leaveRuns(c, false, a != nil && a.Status >= http.StatusOK && a.Status < http.StatusMultipleChoices)
-}
-
 // leaveRuns takes c's attempt out of the runs it counted in, and what it
-// counted in the window it was sent in when unsent; accepted clears the
-// runs it was past the quota of. The calls they held look again.
+// counted in the window it was sent in when unsent (the shared store did
+// not admit it); accepted (a 2xx answer) clears the runs it was past the
+// quota of: only the answer to a call sent past the quota, in the window
+// it was sent in, says that the policy does not bind the kind. The calls
+// they held look again.
 func leaveRuns(c *Call, unsent, accepted bool) {
 	for _, lr := range c.runs {
 		lr.r.inflight--

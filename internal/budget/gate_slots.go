@@ -49,7 +49,7 @@ func (s *State) overShareLocked(share fallbackShare, now time.Time) (*gate, time
 
 // lingerLocked is how much longer the slot of t, which was sent and got no
 // answer, stays taken: until a call as long as the longest that ended
-// lately (drainLocked) would have ended, at most leaseTTL. The server
+// lately (the drain, storeResult) would have ended, at most leaseTTL. The server
 // counts a request in flight until it is done with it, whether or not
 // the client still waits for the answer, so a slot freed when the client
 // stops waiting lets one call too many reach it.

@@ -37,7 +37,7 @@ func (s *State) storeGateLocked(c *Call, why string) *gate {
 
 // drainingLocked holds every budgeted call of a process that lost the
 // store until the calls the store admitted on others' shares have ended
-// (drainLocked).
+// (storeResult).
 func (s *State) drainingLocked(share fallbackShare, now time.Time) (*gate, time.Duration, string) {
 	if share.on && now.Before(s.drainUntil) {
 		return &s.slotGate, s.drainUntil.Sub(now), ReasonInFlight

@@ -70,17 +70,12 @@ const (
 	fieldRateLimitPolicy = "Ratelimit-Policy"
 )
 
-// parseLimitHeader parses the RateLimit field like parsePolicyHeader: each
-// member needs a non-negative integer r; t is optional; a pk that is not a
-// Byte Sequence skips the member. The common shapes (one field line of up
-// to two members, each a String with integer r and t) are parsed without
-// allocating into buf; everything else goes through httpsfv.
-func parseLimitHeader(h http.Header) []limitHeader {
-	var buf [2]limitHeader
-	return parseLimitInto(h, buf[:0])
-}
-
-// parseLimitInto is parseLimitHeader, appending to out.
+// parseLimitInto parses the RateLimit field like parsePolicyHeader,
+// appending to out: each member needs a non-negative integer r; t is
+// optional; a pk that is not a Byte Sequence skips the member. The common
+// shapes (one field line of up to two members, each a String with integer
+// r and t) are parsed without allocating into out; everything else goes
+// through httpsfv.
 func parseLimitInto(h http.Header, out []limitHeader) []limitHeader {
 	lines := h[fieldRateLimit]
 	if fieldTooLong(lines) {

@@ -60,3 +60,9 @@ func TestParseLimitHeader(t *testing.T) {
 		}
 	}
 }
+
+// parseLimitHeader is parseLimitInto into a fresh slice.
+func parseLimitHeader(h http.Header) []limitHeader {
+	var buf [2]limitHeader
+	return parseLimitInto(h, buf[:0])
+}

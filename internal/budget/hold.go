@@ -23,7 +23,7 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 	// says itself when it frees (t).
 	var statusDue time.Time
 	if c.OnHeld != nil && g.level != nil && g.level.unit != "points" {
-		statusDue = s.statusDueLocked(g.level)
+		statusDue, _ = s.statusDueLocked(g.level)
 	}
 	// It says what holds it when that changes, and again when the
 	// level that holds it is due a status (statusDue): the

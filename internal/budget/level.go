@@ -544,9 +544,9 @@ func (l *level) partLeft() float64 {
 	return l.partTokens
 }
 
-// documentedLevels are the levels of the API before any header says
-// otherwise.
-func documentedLevels() map[string]*level {
+// addDocumentedLevels gives s the levels of the API, as they are before
+// any header says otherwise.
+func (s *State) addDocumentedLevels() {
 	minute, hour := time.Minute, time.Hour
 	type doc struct {
 		name     string
@@ -566,7 +566,7 @@ func documentedLevels() map[string]*level {
 		{DeleteDay, "requests", 300, 24 * hour, 0, 1, false},
 		{Egress, "records", 10000, hour, 0, 1, false},
 	}
-	m := make(map[string]*level, len(docs))
+	s.levels = make(map[string]*level, len(docs))
 	for _, d := range docs {
 		l := newLevel(d.name)
 		l.unit, l.quota, l.window, l.capacity, l.share = d.unit, d.quota, d.window, d.capacity, d.share
@@ -575,7 +575,7 @@ func documentedLevels() map[string]*level {
 		if d.capacity > 0 {
 			l.prior, l.bucket, l.tokens = true, true, d.capacity
 		}
-		m[d.name] = l
+		s.levels[d.name] = l
+		s.order = append(s.order, l)
 	}
-	return m
 }

@@ -65,15 +65,8 @@ type State struct {
 
 // New returns a state of its own, with the documented levels.
 func New() *State {
-	s := &State{
-		levels:   documentedLevels(),
-		parallel: 6,
-		pace:     newPace(),
-		blocks:   map[string]block{},
-	}
-	for _, name := range []string{Key, Write, Principal, Org, Delete, DeleteDay, Egress} {
-		s.order = append(s.order, s.levels[name])
-	}
+	s := &State{parallel: 6, pace: newPace(), blocks: map[string]block{}}
+	s.addDocumentedLevels()
 	s.outagePart = 1
 	return s
 }

@@ -45,31 +45,31 @@ type LevelStatus struct {
 }
 
 // statusDueLocked is when a call held by l may next ask for the status
-// about it: once l's word is StaleAfter old, statusEvery after the last
-// status, and not before a refusal's wait on it is over (no status lifts
-// that), for a level that refills at least minStatusRefill in
-// statusEvery, which a status costs too much of otherwise; and for a level
-// the status takes nothing from, while the key is idle, idleStatusEvery
-// after the last status, word or call (idleDueLocked). Zero when never.
-func (s *State) statusDueLocked(l *level) time.Time {
+// about it (due), and when the server's word on l is too old for the calls
+// l holds (stale: due without the spacing of status requests): once l's
+// word is StaleAfter old, statusEvery after the last status, and not before
+// a refusal's wait on it is over (no status lifts that), for a level that
+// refills at least minStatusRefill in statusEvery, which a status costs too
+// much of otherwise; and for a level the status takes nothing from, while
+// the key is idle, idleStatusEvery after the last status (twice the gap
+// after a refused one, statusRefusedLocked), word or call. Zero when
+// never.
+func (s *State) statusDueLocked(l *level) (due, stale time.Time) {
 	if l == nil {
-		return time.Time{}
+		return due, stale
 	}
-	var due time.Time
-	if l.grossRate()*statusEvery.Seconds() >= minStatusRefill {
-		due = later(later(l.seenAt.Add(StaleAfter), l.statusAt.Add(l.statusGap)), later(l.holdUntil, s.statusAt.Add(statusEvery)))
-	}
-	return sooner(due, s.idleDueLocked(l))
-}
-
-// staleAtLocked is when the server's word on l is too old for the calls l
-// holds (statusDueLocked, without the spacing of status requests).
-func (s *State) staleAtLocked(l *level) time.Time {
-	var stale time.Time
 	if l.grossRate()*statusEvery.Seconds() >= minStatusRefill {
 		stale = later(l.seenAt.Add(StaleAfter), l.holdUntil)
+		due = later(stale, later(l.statusAt.Add(l.statusGap), s.statusAt.Add(statusEvery)))
 	}
-	return sooner(stale, s.idleStaleAtLocked(l))
+	if l.known && l.unit != "points" && l.grossRate()*idleStatusEvery.Seconds() >= 1 {
+		// idleStatusEvery after the later of the server's last word on l
+		// and the last call of the key other than a status.
+		idle := later(later(l.seenAt, s.sentAt).Add(idleStatusEvery), l.holdUntil)
+		stale = sooner(stale, idle)
+		due = sooner(due, later(idle, later(s.statusAt, l.statusAt).Add(max(idleStatusEvery, l.statusGap))))
+	}
+	return due, stale
 }
 
 // sooner is the earlier of a and b, where zero is never.
@@ -78,29 +78,6 @@ func sooner(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// idleDueLocked is when a call held by l may ask for the status while the
-// key is idle: idleStatusEvery after the last status (twice the gap after
-// a refused one, statusRefusedLocked) and idleStaleAtLocked. Zero for a
-// points level and a learned policy, which the status may take from too,
-// and for a level that refills less than one unit meanwhile.
-func (s *State) idleDueLocked(l *level) time.Time {
-	stale := s.idleStaleAtLocked(l)
-	if stale.IsZero() {
-		return stale
-	}
-	return later(stale, later(s.statusAt, l.statusAt).Add(max(idleStatusEvery, l.statusGap)))
-}
-
-// idleStaleAtLocked is idleStatusEvery after the later of the server's
-// last word on l and the last call of the key other than a status, for a
-// level idleDueLocked asks about; zero for others.
-func (s *State) idleStaleAtLocked(l *level) time.Time {
-	if !l.known || l.unit == "points" || l.grossRate()*idleStatusEvery.Seconds() < 1 {
-		return time.Time{}
-	}
-	return later(later(l.seenAt, s.sentAt).Add(idleStatusEvery), l.holdUntil)
 }
 
 // statusRefusedLocked hears that the level refused the status request
@@ -117,15 +94,15 @@ func (l *level) statusRefusedLocked() {
 // (statusDueLocked): it returns the channel that closes when that request
 // has ended, and start true when the caller must make it (and then call
 // StatusDone), false when one is on its way already. It returns nil for a
-// level whose word is fresh (staleAtLocked), and starts at most one
+// level whose word is fresh (statusDueLocked's stale), and starts at most one
 // request per statusEvery, or per idleStatusEvery while the key is idle.
 func (s *State) StatusFor(name string, now time.Time) (done <-chan struct{}, start bool) {
 	s = s.live()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.levels[name]
-	due := s.statusDueLocked(l)
-	if due.IsZero() || now.Before(s.staleAtLocked(l)) {
+	due, stale := s.statusDueLocked(l)
+	if due.IsZero() || now.Before(stale) {
 		return nil, false
 	}
 	if s.statusDone != nil {

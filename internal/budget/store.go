@@ -26,7 +26,7 @@ const (
 	keepEvery     = 500 * time.Millisecond
 	probeEvery    = 100 * time.Millisecond // while the store is down
 
-	// minDrain is the shortest drain (drainLocked): time for two of the
+	// minDrain is the shortest drain (storeResult): time for two of the
 	// keeper's looks, which find a failure that was a passing one.
 	minDrain = 2*probeEvery + probeEvery/2
 
@@ -134,7 +134,8 @@ func safely[T any](where string, f func() (T, error)) (v T, err error) {
 
 // storeResult records how a request to the store went; s.mu must not be
 // held. A failure switches to the local budget for sharedRetry: the first
-// of an outage starts the drain (see drainLocked) and is logged. A success
+// of an outage starts the drain, the longest call this process saw end in
+// the last minute or two (at least minDrain), and is logged. A success
 // after a failure rejoins, logged too. The logging happens outside the
 // lock; a logger that panics is the error returned.
 func (s *State) storeResult(err error, members *budgetstore.Members) error {
@@ -146,7 +147,11 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 	switch {
 	case err != nil:
 		if s.sharedRetryAt.IsZero() {
-			s.drainUntil = now.Add(s.drainLocked(now))
+			// The drain: the calls the store admitted on others' shares
+			// end by then, and a single request that failed (a reply late
+			// past its deadline) is found out by the keeper's next look
+			// (keepInterval) before any call goes on the share.
+			s.drainUntil = now.Add(max(minDrain, s.rollLongestLocked(now)))
 			s.kickKeeperLocked()
 			level, msg = slog.LevelWarn, "bodo: shared budget unreachable, using this process's share of the budget until it is back"
 			attrs = append(attrs, slog.String("error", err.Error()), slog.Int("processes", s.share.Processes))
@@ -176,16 +181,6 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 		return struct{}{}, nil
 	})
 	return lerr
-}
-
-// drainLocked is how long a process that lost the store waits before it
-// goes on its share: the calls the store admitted on others' shares end by
-// then, and a single request that failed (a reply late past its deadline)
-// is found out by the keeper's next look (see keepInterval) before any call
-// goes on the share. It is the longest call this process saw end in the
-// last minute or two, and at least minDrain.
-func (s *State) drainLocked(now time.Time) time.Duration {
-	return max(minDrain, s.rollLongestLocked(now))
 }
 
 // rollLongestLocked starts a new minute of the longest call seen to end
@@ -650,7 +645,8 @@ type release struct {
 }
 
 // releaseFor starts the release of t's lease, if it has one, with the
-// linger of its slot, and notes how long t's call took (see drainLocked).
+// linger of its slot, and notes how long t's call took (the drain,
+// storeResult).
 func (s *State) releaseFor(t *Ticket, linger time.Duration) *release {
 	now := time.Now()
 	s.rollLongestLocked(now)
