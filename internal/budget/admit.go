@@ -142,6 +142,7 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 	s.inflight++
 	s.sent = s.sent.plus(sentCount{1, c.Cost})
 	s.open = s.open.plus(sentCount{1, c.Cost})
+	c.others = s.open.minus(s.sent).minus(sentCount{1, c.Cost})
 	if !s.learned && s.inflight == 1 {
 		s.slowStartAt = now
 	}

@@ -244,7 +244,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		chargedSince, known := c.chargedSince(l, charged)
 		pending := l.inflight + chargedSince // what the server may not have counted yet
 		l.observe(remaining, remaining, chargedSince, r.reset, !known, now)
-		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now, others: s.open.minus(s.sent)}
+		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now, others: s.othersFrom(c)}
 		l.moment, l.momentFreed, l.momentGained = now.Add(l.reported.reset), l.log.freed, 0
 		l.learnDepth(remaining, r.reset, now)
 		l.learnShape(remaining, r.reset, now)
@@ -264,11 +264,8 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 			l.observedRate = min((full-remaining)/float64(r.reset), l.grossRate())
 			l.observedUntil = now.Add(ObservedRateTTL)
 		}
-		if now.Before(l.holdUntil) && l.refills() {
-			// A word within a refusal's wait leaves its owe standing: when
-			// the wait ends the level holds a unit more than the word, not
-			// the refill of the whole wait.
-			l.cap(remaining + 1 - l.refillUntil(now, l.holdUntil))
+		if owe, ok := l.keepOwe(remaining, now); ok {
+			rel.owe(l, owe, l.holdUntil.Sub(now), now)
 		}
 		l.gate.wakeHead()
 	}

@@ -481,7 +481,7 @@ func TestAFallOtherCallsMayHaveTakenTiesNothing(t *testing.T) {
 		if got := scope(); got != "none" {
 			t.Errorf("after counts whose answers showed a search in flight counted: scope %q, want none", got)
 		}
-		for range 6 {
+		for range 7 {
 			r--
 			admitNow(t, s, call(ops.CountContacts, "q=b")).Finish(answer("", fmt.Sprintf(`"search";r=%d;t=60`, r)))
 		}
@@ -489,6 +489,71 @@ func TestAFallOtherCallsMayHaveTakenTiesNothing(t *testing.T) {
 			t.Errorf("after searches alone, each showing search fall: scope %q, want countContacts@7", got)
 		}
 	})
+}
+
+// TestAFallInAnotherUnitTiesNothingWhileOthersAreInFlight: a learned
+// policy that counts records falls by a list's 100 records and a get's one
+// between two answers; the get's answer, which came first, says nothing of
+// gets, since what the list in flight took of the policy's unit is not
+// known.
+func TestAFallInAnotherUnitTiesNothingWhileOthersAreInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "egress-org";q=50000;w=3600;qu="records"`, `"egress-org";r=50000;t=1`))
+		r := 50000
+		for range 3 {
+			list := admitNow(t, s, call(ops.ListContacts, "limit=100"))
+			get := admitNow(t, s, call(ops.GetContact, ""))
+			r -= 101 // the list's 100 records, the get's one
+			word := answer("", fmt.Sprintf(`"egress-org";r=%d;t=3600`, r))
+			get.Finish(word) // the list was counted first; the get answers first
+			list.Finish(word)
+		}
+		if got := scopeOf(s, "egress-org"); got != "none" {
+			t.Errorf("records policy: scope %q after gets whose answers showed a list in flight counted, want none", got)
+		}
+	})
+}
+
+// TestAnOlderWordAnsweredLastTiesNothing: two searches go at once and their
+// answers come in the other order, the older word (the higher r) last; a
+// count's answer then shows the later search's take, which the count did
+// not cause: the calls that may have taken since a word are counted from
+// its call's admission, so counts are not tied to the policy.
+func TestAnOlderWordAnsweredLastTiesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=1000;w=60`, `"search";r=1000;t=1`))
+		r := 1000
+		for range 3 {
+			x := admitNow(t, s, call(ops.CountContacts, "q=a")) // search
+			y := admitNow(t, s, call(ops.CountContacts, "q=a")) // search
+			r--
+			wx := answer("", fmt.Sprintf(`"search";r=%d;t=60`, r)) // the server counted x
+			r--
+			wy := answer("", fmt.Sprintf(`"search";r=%d;t=60`, r)) // then y
+			y.Finish(wy)                                           // y's answer arrives first
+			x.Finish(wx)                                           // x's (older word) after
+			// a count alone: r as the server has it now (y's take included)
+			admitNow(t, s, call(ops.CountContacts, "")).Finish(answer("", fmt.Sprintf(`"search";r=%d;t=60`, r)))
+		}
+		s.mu.Lock()
+		tied := s.levels["search"].ops["countContacts@2"]
+		s.mu.Unlock()
+		if tied {
+			t.Errorf("counts, which never took from search, are tied to it")
+		}
+	})
+}
+
+// scopeOf is the Scope of s's level name.
+func scopeOf(s *State, name string) string {
+	for _, l := range s.Snapshot().Levels {
+		if l.Name == name {
+			return l.Scope
+		}
+	}
+	return "missing"
 }
 
 // TestAKindPastAnUnknownQuotaGoesAlone: a kind of call that sent, in one

@@ -54,8 +54,9 @@ type Call struct {
 	kindKey      string // see kind
 	kept         bool   // an earlier attempt that may have reached the server kept its take
 	w            waiter
-	slowSaid     bool   // OnSlow has heard of the call
-	reported     *level // the egress level, when the last answer's RateLimit named it
+	slowSaid     bool      // OnSlow has heard of the call
+	reported     *level    // the egress level, when the last answer's RateLimit named it
+	others       sentCount // the State's open less this call, less its sent, at the attempt's admission (othersFrom)
 	takes        []take
 	takesBuf     [8]take // where takes live when they fit
 	takesVersion int

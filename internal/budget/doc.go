@@ -59,10 +59,15 @@
 //     names the narrowest of all levels) may carry a word older than the
 //     model's: it only lowers it (level.observe;
 //     TestAWordOnALevelACallTookNothingFromOnlyLowersIt).
-//   - A word that comes within a refusal's wait leaves the wait's owe
-//     standing: when the wait ends the level holds a unit more than the
-//     word said, not what it would have refilled since the word (observeLocked;
-//     TestAWordWithinARefusalsWaitKeepsItsOwe).
+//   - A word that comes within a refusal's wait, in a RateLimit field or a
+//     status answer, leaves the wait's owe standing unless the level showed
+//     it refills continuously: when the wait ends the level holds a unit
+//     more than the word said, not what it would have refilled since the
+//     word, and the shared store is told so (level.keepOwe;
+//     TestAWordWithinARefusalsWaitKeepsItsOwe,
+//     TestAStatusWithinARefusalsWaitKeepsItsOwe,
+//     TestAWordWithinARefusalsWaitTellsTheStoreItsOwe,
+//     TestABucketRefillsThroughAWordWithinARefusalsWait).
 //
 // # Rule 2: outcomes beat hints
 //
@@ -95,10 +100,14 @@
 // it going down two more times than not. Being named is not enough, since
 // a server may name the narrowest of all the key's levels in every answer
 // (level.witness; TestAPolicyHoldsWhatItIsSeenToTakeFrom). Nor is a fall
-// that this key's other calls, in flight at the last word on the policy or
-// sent since, may have caused: an answer shows its call's kind taking only
-// when the policy fell by more than they could take (State.othersLocked;
-// TestAFallOtherCallsMayHaveTakenTiesNothing).
+// that this key's other calls may have caused: those in flight when the
+// call whose answer brought the last word on the policy was admitted, and
+// those sent since. An answer shows its call's kind taking only when the
+// policy fell by more than they could take, in points or requests as it
+// counts; of another unit, only when none was in flight (State.othersLocked;
+// TestAFallOtherCallsMayHaveTakenTiesNothing,
+// TestAnOlderWordAnsweredLastTiesNothing,
+// TestAFallInAnotherUnitTiesNothingWhileOthersAreInFlight).
 //
 // Until then such a policy may bind a kind of call the server has not
 // shown it to. A kind that sent, within one window of the policy, as much

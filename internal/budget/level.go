@@ -318,6 +318,20 @@ func (l *level) rateChange(at time.Time) time.Time {
 	return next
 }
 
+// keepOwe keeps a refusal's owe through a word on the level that came
+// within the refusal's wait, remaining left: unless the level showed it
+// refills continuously (a bucket, which does refill meanwhile), when the
+// wait ends it holds a unit more than the word, not the refill of the
+// whole wait. It returns the cap it set, and false when it set none.
+func (l *level) keepOwe(remaining float64, now time.Time) (float64, bool) {
+	if !now.Before(l.holdUntil) || !l.refills() || l.bucket {
+		return 0, false
+	}
+	owe := remaining + 1 - l.refillUntil(now, l.holdUntil)
+	l.cap(owe)
+	return owe, true
+}
+
 // refillUntil is what the refill adds from now until end, as its rate
 // changes by itself.
 func (l *level) refillUntil(now, end time.Time) float64 {

@@ -1,6 +1,9 @@
 package budget
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // tieAfter is the net count of answers to a kind of call that showed a
 // learned policy going down which ties the policy to such calls; as many
@@ -63,10 +66,28 @@ func (s *State) othersLocked(l *level, c *Call) float64 {
 	if c.Budgeted {
 		o = o.minus(sentCount{1, c.Cost})
 	}
-	if l.unit == "points" {
+	switch l.unit {
+	case "points":
 		return max(o.cost, 0)
+	case "requests", "":
+		return float64(max(o.calls, 0))
 	}
-	return float64(max(o.calls, 0))
+	if o.calls > 0 {
+		return math.Inf(1) // what they take of another unit is not known
+	}
+	return 0
+}
+
+// othersFrom is what reported.others is for a word that c's answer brought:
+// as of c's admission (open then, less c, less sent until then), since the
+// server may have counted c at any moment up to its answer, and the calls
+// answered before it after that; for no call, or one the budget did not
+// count, as of now.
+func (s *State) othersFrom(c *Call) sentCount {
+	if c != nil && c.Budgeted {
+		return c.others
+	}
+	return s.open.minus(s.sent)
 }
 
 func (l *level) tie(kind string) {

@@ -59,6 +59,84 @@ func TestAWordWithinARefusalsWaitKeepsItsOwe(t *testing.T) {
 	})
 }
 
+// TestABucketRefillsThroughAWordWithinARefusalsWait: the key level, the
+// contract's bucket (5 points a second), refuses a batch of 99 points with
+// the wait the bucket needs, 20 s; the answer to a call in flight, 2 s in,
+// says r=9. The bucket refills meanwhile, so the batch goes when the wait
+// ends, not once the refill after it brings a unit more than the word.
+func TestABucketRefillsThroughAWordWithinARefusalsWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=100;t=100`))
+		a := admitNow(t, s, call(ops.GetMe, ""))
+		batch := func() *Call {
+			return &Call{Op: "batch", Cost: 99, Demand: []Demand{{Key, 99}, {Principal, 99}, {Org, 99}}, Target: "POST /v1/batch", Budgeted: true}
+		}
+		admitNow(t, s, batch()).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "key", 20*time.Second))
+		start := time.Now()
+		time.Sleep(2 * time.Second)
+		a.Finish(answer("", `"key";r=9;t=119`))
+		admitAt(t, s, batch())
+		if el := time.Since(start); el > 22*time.Second {
+			t.Errorf("the batch's retry went %v after the refusal, the bucket holds 99 at the server's wait's end, 20 s", el)
+		}
+	})
+}
+
+// TestAStatusWithinARefusalsWaitKeepsItsOwe: as
+// TestAWordWithinARefusalsWaitKeepsItsOwe, with the word from a status
+// answer (GET /v1/rate_limit) instead of a RateLimit field.
+func TestAStatusWithinARefusalsWaitKeepsItsOwe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		search := func() *Call { return call(ops.ListContacts, "q=a") }
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=20;w=60`, `"search";r=20;t=1`))
+		admitNow(t, s, search()).Finish(answer("", `"search";r=19;t=60`))
+		admitNow(t, s, search()).Finish(answer("", `"search";r=18;t=60`)) // tied to searches
+		admitNow(t, s, search()).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "search", 50*time.Second))
+		start := time.Now()
+		time.Sleep(10 * time.Second)
+		st := call(ops.GetRateLimit, "")
+		st.Status = true
+		admitNow(t, s, st).Finish(answer("", ""))
+		s.ObserveStatus(st, []LevelStatus{{Name: "search", Remaining: 0, Reset: 40 * time.Second}})
+		first, _ := admitAt(t, s, search())
+		if el := time.Since(start); el < 50*time.Second || el > 51*time.Second {
+			t.Errorf("the first search went %v after the refusal, want 50 s", el)
+		}
+		first.Finish(answer("", ""))
+		if _, waited := admitAt(t, s, search()); waited < 2*time.Second {
+			t.Errorf("after a status within the wait, the second search waited %v, want about 3 s", waited)
+		}
+	})
+}
+
+// TestAWordWithinARefusalsWaitTellsTheStoreItsOwe: the owe a word within a
+// refusal's wait keeps goes to the shared store with the word, so that the
+// other processes do not refill the rest of the wait either.
+func TestAWordWithinARefusalsWaitTellsTheStoreItsOwe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		search := func() *Call { return call(ops.ListContacts, "q=a") }
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=20;w=60`, `"search";r=20;t=1`))
+		admitNow(t, s, search()).Finish(answer("", `"search";r=19;t=60`))
+		admitNow(t, s, search()).Finish(answer("", `"search";r=18;t=60`))
+		c := search()
+		admitNow(t, s, c).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "search", 50*time.Second))
+		time.Sleep(10 * time.Second)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		h := http.Header{}
+		h.Set("RateLimit", `"search";r=0;t=40`)
+		rel := &release{}
+		s.observeLocked(c, h, time.Now(), rel, true)
+		l := s.levels["search"]
+		if len(rel.Owe) != 1 || rel.Owe[0].Amount > -10 || rel.Owe[0].Hold != 40*time.Second {
+			t.Errorf("the local model owes %.2f; the store is told %+v", l.tokens, rel.Owe)
+		}
+	})
+}
+
 // TestTheServersWordBindsUntilItsMoment: a write level that said r=0;t=50
 // on its last success holds writes until that moment and lets one go then,
 // although the key's own log would free its first take only at +60 s; the

@@ -163,7 +163,8 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 			l.endPrior() // another plan
 		}
 		l.observe(st.Remaining, max(st.Remaining, st.Capacity), chargedSince, int64(math.Ceil(st.Reset.Seconds())), false, now)
-		l.reported = reported{remaining: st.Remaining, reset: st.Reset, at: now, others: s.open.minus(s.sent)}
+		l.keepOwe(st.Remaining, now)
+		l.reported = reported{remaining: st.Remaining, reset: st.Reset, at: now, others: s.othersFrom(c)}
 		l.gate.wakeHead()
 	}
 }
