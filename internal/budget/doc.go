@@ -65,7 +65,6 @@
 //     more than the word said, not what it would have refilled since the
 //     word, and the shared store is told so (level.keepOwe;
 //     TestAWordWithinARefusalsWaitKeepsItsOwe,
-//     TestAStatusWithinARefusalsWaitKeepsItsOwe,
 //     TestAWordWithinARefusalsWaitTellsTheStoreItsOwe,
 //     TestABucketRefillsThroughAWordWithinARefusalsWait).
 //

@@ -30,33 +30,54 @@ func admitAt(t *testing.T, s *State, c *Call) (*Ticket, time.Duration) {
 	return tk, time.Since(start)
 }
 
+// tieSearch announces a learned policy "search" of 20 searches a minute to
+// s and ties it to searches (q=a) with two answers that show it going
+// down, 18 left.
+func tieSearch(t *testing.T, s *State) {
+	t.Helper()
+	admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=20;w=60`, `"search";r=20;t=1`))
+	admitNow(t, s, call(ops.ListContacts, "q=a")).Finish(answer("", `"search";r=19;t=60`))
+	admitNow(t, s, call(ops.ListContacts, "q=a")).Finish(answer("", `"search";r=18;t=60`))
+}
+
 // TestAWordWithinARefusalsWaitKeepsItsOwe: a learned policy (20 searches a
-// minute), tied to searches, refuses one with a wait of 50 s; a search sent
-// with it is answered 10 s into the wait, naming the policy with r=0. When
-// the wait ends one search goes, and the next waits for the refill of one
-// more (3 s at the quota's rate), not the refill of the 40 s since that
-// answer all at once.
+// minute), tied to searches, refuses one with a wait of 50 s; 10 s into the
+// wait a word names the policy with r=0: the answer to a search sent with
+// the refused one, or a status answer (GET /v1/rate_limit). When the wait
+// ends one search goes, and the next waits for the refill of one more (3 s
+// at the quota's rate), not the refill of the 40 s since that word all at
+// once.
 func TestAWordWithinARefusalsWaitKeepsItsOwe(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		search := func() *Call { return call(ops.ListContacts, "q=a") }
-		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=20;w=60`, `"search";r=20;t=1`))
-		admitNow(t, s, search()).Finish(answer("", `"search";r=19;t=60`))
-		admitNow(t, s, search()).Finish(answer("", `"search";r=18;t=60`)) // tied to searches
-		slow := admitNow(t, s, search())
-		admitNow(t, s, search()).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "search", 50*time.Second))
-		start := time.Now()
-		time.Sleep(10 * time.Second)
-		slow.Finish(answer("", `"search";r=0;t=40`))
-		first, _ := admitAt(t, s, search())
-		if el := time.Since(start); el < 50*time.Second || el > 51*time.Second {
-			t.Errorf("the first search went %v after the refusal, want at its wait's end, 50 s", el)
-		}
-		first.Finish(answer("", ""))
-		if _, waited := admitAt(t, s, search()); waited < 2*time.Second {
-			t.Errorf("the second search waited %v after the first, want the refill of one, about 3 s", waited)
-		}
-	})
+	for _, word := range []string{"answer", "status"} {
+		t.Run(word, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := New()
+				search := func() *Call { return call(ops.ListContacts, "q=a") }
+				tieSearch(t, s)
+				slow := admitNow(t, s, search())
+				admitNow(t, s, search()).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "search", 50*time.Second))
+				start := time.Now()
+				time.Sleep(10 * time.Second)
+				if word == "answer" {
+					slow.Finish(answer("", `"search";r=0;t=40`))
+				} else {
+					slow.Finish(answer("", ""))
+					st := call(ops.GetRateLimit, "")
+					st.Status = true
+					admitNow(t, s, st).Finish(answer("", ""))
+					s.ObserveStatus(st, []LevelStatus{{Name: "search", Remaining: 0, Reset: 40 * time.Second}})
+				}
+				first, _ := admitAt(t, s, search())
+				if el := time.Since(start); el < 50*time.Second || el > 51*time.Second {
+					t.Errorf("the first search went %v after the refusal, want at its wait's end, 50 s", el)
+				}
+				first.Finish(answer("", ""))
+				if _, waited := admitAt(t, s, search()); waited < 2*time.Second {
+					t.Errorf("the second search waited %v after the first, want the refill of one, about 3 s", waited)
+				}
+			})
+		})
+	}
 }
 
 // TestABucketRefillsThroughAWordWithinARefusalsWait: the key level, the
@@ -83,45 +104,14 @@ func TestABucketRefillsThroughAWordWithinARefusalsWait(t *testing.T) {
 	})
 }
 
-// TestAStatusWithinARefusalsWaitKeepsItsOwe: as
-// TestAWordWithinARefusalsWaitKeepsItsOwe, with the word from a status
-// answer (GET /v1/rate_limit) instead of a RateLimit field.
-func TestAStatusWithinARefusalsWaitKeepsItsOwe(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		search := func() *Call { return call(ops.ListContacts, "q=a") }
-		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=20;w=60`, `"search";r=20;t=1`))
-		admitNow(t, s, search()).Finish(answer("", `"search";r=19;t=60`))
-		admitNow(t, s, search()).Finish(answer("", `"search";r=18;t=60`)) // tied to searches
-		admitNow(t, s, search()).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "search", 50*time.Second))
-		start := time.Now()
-		time.Sleep(10 * time.Second)
-		st := call(ops.GetRateLimit, "")
-		st.Status = true
-		admitNow(t, s, st).Finish(answer("", ""))
-		s.ObserveStatus(st, []LevelStatus{{Name: "search", Remaining: 0, Reset: 40 * time.Second}})
-		first, _ := admitAt(t, s, search())
-		if el := time.Since(start); el < 50*time.Second || el > 51*time.Second {
-			t.Errorf("the first search went %v after the refusal, want 50 s", el)
-		}
-		first.Finish(answer("", ""))
-		if _, waited := admitAt(t, s, search()); waited < 2*time.Second {
-			t.Errorf("after a status within the wait, the second search waited %v, want about 3 s", waited)
-		}
-	})
-}
-
 // TestAWordWithinARefusalsWaitTellsTheStoreItsOwe: the owe a word within a
 // refusal's wait keeps goes to the shared store with the word, so that the
 // other processes do not refill the rest of the wait either.
 func TestAWordWithinARefusalsWaitTellsTheStoreItsOwe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
-		search := func() *Call { return call(ops.ListContacts, "q=a") }
-		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=20;w=60`, `"search";r=20;t=1`))
-		admitNow(t, s, search()).Finish(answer("", `"search";r=19;t=60`))
-		admitNow(t, s, search()).Finish(answer("", `"search";r=18;t=60`))
-		c := search()
+		tieSearch(t, s)
+		c := call(ops.ListContacts, "q=a")
 		admitNow(t, s, c).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "search", 50*time.Second))
 		time.Sleep(10 * time.Second)
 		s.mu.Lock()
