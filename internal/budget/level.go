@@ -170,9 +170,11 @@ type reported struct {
 	remaining float64
 	reset     time.Duration
 	at        time.Time // zero: the server has not named the level
-	// others is the State's open less its sent at the word (or when the
-	// level was made): with sent at a later answer, the calls other than
-	// that answer's that the server may have counted since (othersLocked).
+	// others is the State's open less its sent when the call whose answer
+	// brought the word was admitted (othersFrom; when the level was made,
+	// for one not named yet): with sent at a later answer, the calls other
+	// than that answer's that the server may have counted since the word
+	// (othersLocked).
 	others sentCount
 }
 

@@ -59,8 +59,9 @@ func (l *level) witness(kind string, r, others float64) bool {
 
 // othersLocked is the most that budgeted calls other than c may have
 // taken from l since the server's last word on it (or since l was made),
-// in l's unit: the calls in flight then and those sent since, their cost
-// when l counts points, else their number.
+// in l's unit: of the calls in flight then and those sent since, their
+// cost when l counts points, their number when it counts requests, and
+// for another unit without bound while there is one.
 func (s *State) othersLocked(l *level, c *Call) float64 {
 	o := l.reported.others.plus(s.sent)
 	if c.Budgeted {
