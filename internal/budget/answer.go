@@ -317,7 +317,7 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 // learned levels; l is shared, since nothing says whose calls it counts.
 func (s *State) addLevelLocked(id string, l *level, now time.Time) {
 	l.usedAt, l.shared = now, true
-	l.reported.others = s.open.minus(s.sent)
+	l.reported.others = s.othersFrom(nil)
 	if l.pooled = s.shared != nil; l.pooled {
 		l.outagePart = s.outagePart
 	}
