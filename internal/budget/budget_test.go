@@ -1502,6 +1502,38 @@ func TestAnIdleKeyAsksAboutTheLevelThatHoldsIt(t *testing.T) {
 	})
 }
 
+// TestAnIdleKeyAsksAboutASlowLevelOnceAUnitCouldRefill: the delete level
+// (10 a minute) drained by deletes whose answers name another level holds
+// the next delete on its log until a minute after the first; with the key
+// idle, the client asks about it once a unit could have refilled, 6 s
+// after the last call, not idleStatusEvery, and then every 6 s.
+func TestAnIdleKeyAsksAboutASlowLevelOnceAUnitCouldRefill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		for range 10 {
+			admitNow(t, s, call(ops.DeleteContact, "")).Finish(answer("", `"key";r=500;t=20`))
+		}
+		if why := held(s, call(ops.DeleteContact, "")); why != Delete {
+			t.Fatalf("an 11th delete held by %q, want delete", why)
+		}
+		asks := func() bool {
+			_, start := s.StatusFor(Delete, time.Now())
+			if start {
+				s.StatusDone(true)
+			}
+			return start
+		}
+		unit, last := 6*time.Second, time.Now()
+		for i, d := range []time.Duration{idleStatusEvery, unit - idleStatusEvery - time.Millisecond, time.Millisecond, unit - time.Millisecond, time.Millisecond} {
+			time.Sleep(d)
+			if want := i == 2 || i == 4; asks() != want {
+				t.Fatalf("%v after the last delete: a status %v, want %v", time.Since(last), !want, want)
+			}
+		}
+	})
+}
+
 // TestATLongerThanTheWindowIsABucketsT: the key level, which the contract
 // documents as a bucket of 600 points refilling 5 a second, is that bucket
 // again when the server names it twice, seconds apart, with a t further

@@ -271,6 +271,9 @@
 //     every idleStatusEvery while it stays idle, since an empty level the
 //     server does not name in its answers may have refilled long before its
 //     word's moment (statusDueLocked; TestAnIdleKeyAsksAboutTheLevelThatHoldsIt).
+//     A level that takes longer to refill a unit is asked about that much
+//     later and apart: the delete level, 10 a minute, every 6 s
+//     (TestAnIdleKeyAsksAboutASlowLevelOnceAUnitCouldRefill).
 //
 // Odd answers and lost ones:
 //

@@ -22,7 +22,8 @@ const (
 	// and no other call of the key has left for as long: the key is idle,
 	// so the point a status costs is little against what it does not
 	// use, and an empty level the server does not name in its answers may
-	// refill long before the moment its last word named.
+	// refill long before the moment its last word named. For a level that
+	// takes longer to refill a unit (10 deletes a minute), that time.
 	idleStatusEvery = 5 * time.Second
 	// minStatusRefill is how much a level must refill between two status
 	// requests to be asked about: a status costs a point, which a level
@@ -51,9 +52,9 @@ type LevelStatus struct {
 // a refusal's wait on it is over (no status lifts that), for a level that
 // refills at least minStatusRefill in statusEvery, which a status costs too
 // much of otherwise; and for a level the status takes nothing from, while
-// the key is idle, idleStatusEvery after the last status (twice the gap
-// after a refused one, statusRefusedLocked), word or call. Zero when
-// never.
+// the key is idle, idleStatusEvery (or the time it takes to refill a unit,
+// if longer) after the last status (twice the gap after a refused one,
+// statusRefusedLocked), word or call. Zero when never.
 func (s *State) statusDueLocked(l *level) (due, stale time.Time) {
 	if l == nil {
 		return due, stale
@@ -62,12 +63,14 @@ func (s *State) statusDueLocked(l *level) (due, stale time.Time) {
 		stale = later(l.seenAt.Add(StaleAfter), l.holdUntil)
 		due = later(stale, later(l.statusAt.Add(l.statusGap), s.statusAt.Add(statusEvery)))
 	}
-	if l.known && l.unit != "points" && l.grossRate()*idleStatusEvery.Seconds() >= 1 {
-		// idleStatusEvery after the later of the server's last word on l
-		// and the last call of the key other than a status.
-		idle := later(later(l.seenAt, s.sentAt).Add(idleStatusEvery), l.holdUntil)
+	if l.known && l.unit != "points" && l.grossRate() > 0 {
+		// idleStatusEvery, or the time l takes to refill a unit if that
+		// is longer, after the later of the server's last word on l and
+		// the last call of the key other than a status.
+		every := max(idleStatusEvery, durationOf(1/l.grossRate()))
+		idle := later(later(l.seenAt, s.sentAt).Add(every), l.holdUntil)
 		stale = sooner(stale, idle)
-		due = sooner(due, later(idle, later(s.statusAt, l.statusAt).Add(max(idleStatusEvery, l.statusGap))))
+		due = sooner(due, later(idle, later(s.statusAt, l.statusAt).Add(max(every, l.statusGap))))
 	}
 	return due, stale
 }
