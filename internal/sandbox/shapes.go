@@ -282,6 +282,9 @@ func (l *slidingLog) count() float64 { return l.used + l.reserved }
 func (l *slidingLog) has(n float64) bool { return l.count()+n <= l.quota+eps }
 
 func (l *slidingLog) take(n float64) {
+	if n == 0 {
+		return // a call that takes nothing from the level leaves no entry for t to name
+	}
 	if last := len(l.log) - 1; last >= 0 && l.log[last].at.Equal(l.at) {
 		l.log[last].n += n
 	} else {

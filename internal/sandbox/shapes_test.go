@@ -96,6 +96,22 @@ func TestShapeSlidingLog(t *testing.T) {
 	})
 }
 
+// TestShapeSlidingLogCountsOnlyItsOwnTakes: a call that takes nothing
+// from a sliding log (a read, of the write level) leaves no entry there,
+// so t names when the oldest write leaves, not when that read would.
+func TestShapeSlidingLogCountsOnlyItsOwnTakes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTester(t, New(WithLimits(Limits{WriteQuota: 2, Shapes: map[string]Shape{policyWrite: SlidingLog}})))
+		c.do("GET", "/v1/me", nil).want(t, http.StatusOK) // no write at 0s
+		time.Sleep(10 * time.Second)
+		c.createContact("a") // a write at 10s
+		time.Sleep(10 * time.Second)
+		// And one at 20s: the write of 10s leaves at 70s.
+		r := c.do("POST", "/v1/contacts", map[string]any{"name": "b"}).want(t, http.StatusCreated)
+		wantRL(t, r, "write", 0, 50)
+	})
+}
+
 // TestShapeSlidingLogUntilFull: the same log, but t says when the newest
 // counted unit leaves, so every take moves it to a whole window, and a
 // refusal still waits for the oldest.
