@@ -1173,6 +1173,38 @@ func TestStatusRequestKeepsToAFreshLevel(t *testing.T) {
 	})
 }
 
+// TestAStatusPassesOnlyTheStaleLevelsOthersTakeFrom: the client's status
+// request passes the org level the model believes empty on a stale word,
+// since others take from it and it may have room, but a key level of this
+// key alone, whose every take the model counts, holds it until a point
+// has refilled: on a server whose successes contradict their headers, the
+// status otherwise went on a drained key and was refused, twice in 2
+// minutes with 8 agents.
+func TestAStatusPassesOnlyTheStaleLevelsOthersTakeFrom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		time.Sleep(StaleAfter)
+		status := func() *Call {
+			c := call(ops.GetRateLimit, "")
+			c.Status, c.PastLevels = true, true
+			return c
+		}
+		s.Spend(Org, 0)
+		if why := held(s, status()); why != "" {
+			t.Errorf("a status held by %q on the org's stale word, want it passing", why)
+		}
+		s.Spend(Key, 0)
+		if why := held(s, status()); why != Key {
+			t.Errorf("a status held by %q with the key level drained, want %q", why, Key)
+		}
+		time.Sleep(time.Second / 5) // a point of the key's 5 a second
+		if why := held(s, status()); why != "" {
+			t.Errorf("a status held by %q once a point refilled", why)
+		}
+	})
+}
+
 // TestStatusCountsWhatLandedAfterIt: a status answer says what was left
 // when the server read it; a call sent beside it that landed first may
 // have reached the server after it, so its points count as taken. Read

@@ -22,12 +22,14 @@ type Call struct {
 	// whichever process heard it. A longer one fails the
 	// attempt at once with a HoldError that wraps ErrHoldTooLong.
 	MaxHold time.Duration
-	// PastLevels lets a budgeted call pass the pace and every level whose
+	// PastLevels lets a budgeted call pass the pace and every level others
+	// take from (other keys, other processes, or a learned policy) whose
 	// word from the server is StaleAfter old (it still takes from them),
 	// but not a level the server spoke of since or one a refusal holds:
 	// the client's own status request, which asks whether a level the
 	// model believes exhausted is, and must not be refused by a level the
-	// server has just said is.
+	// server has just said is. A level of this key alone, whose every take
+	// the model counts, holds it until the model has room for it.
 	PastLevels bool
 	// Status marks a call that asks for the key's status (GET
 	// /v1/rate_limit): ObserveStatus reads its answer against what was charged

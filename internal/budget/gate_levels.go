@@ -6,14 +6,16 @@ import "time"
 // refusal's wait on the level, the level's tokens, or the level's pace
 // (its spread when it frees in steps); also behind the calls that wait for
 // the level already, unless it may pass the first (level.backfills). A
-// PastLevels call passes the levels whose word is StaleAfter old.
+// PastLevels call passes the levels others take from whose word is
+// StaleAfter old; of a level of this key alone the model counts every take,
+// and a status it holds no room for would be refused.
 func (s *State) levelsLocked(c *Call, now time.Time) (*gate, time.Duration, string) {
 	w := &c.w
 	for _, t := range s.takesLocked(c) {
 		l := t.l
 		l.refill(now)
 		d := max(l.holdUntil.Sub(now), 0)
-		if c.PastLevels && d == 0 && now.Sub(l.seenAt) >= StaleAfter {
+		if c.PastLevels && d == 0 && now.Sub(l.seenAt) >= StaleAfter && (l.shared || l.pooled || !l.known) {
 			continue
 		}
 		if d == 0 {
