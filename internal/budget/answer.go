@@ -210,7 +210,9 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 	if h == nil {
 		return
 	}
-	s.maybeDropIdleLocked(now)
+	if now.Sub(s.levelsSweptAt) >= levelSweepEvery || now.Before(s.levelsSweptAt) {
+		s.dropIdleLevelsLocked(now)
+	}
 	if lines := h[fieldRateLimitPolicy]; !fieldTooLong(lines) && !slices.Equal(lines, s.lastPolicy) {
 		// Servers send the same policies on every answer: parse them
 		// only when they change.

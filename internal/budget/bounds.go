@@ -90,15 +90,6 @@ func (s *State) countLevelLocked(l *level, n int) {
 	}
 }
 
-// maybeDropIdleLocked drops idle learned levels at most every
-// levelSweepEvery.
-func (s *State) maybeDropIdleLocked(now time.Time) {
-	if now.Sub(s.levelsSweptAt) < levelSweepEvery && !now.Before(s.levelsSweptAt) {
-		return
-	}
-	s.dropIdleLevelsLocked(now)
-}
-
 // dropIdleLevelsLocked drops the learned levels that no call has used and
 // the server has not named for LevelIdleTTL, with nothing in flight, no
 // call waiting and no refusal's wait running. A policy still announced in
