@@ -77,11 +77,7 @@ const (
 // r and t) are parsed without allocating into out; everything else goes
 // through httpsfv.
 func parseLimitInto(h http.Header, out []limitHeader) []limitHeader {
-	lines := h[fieldRateLimit]
-	if fieldTooLong(lines) {
-		return out
-	}
-	if len(lines) == 1 {
+	if lines := h[fieldRateLimit]; len(lines) == 1 && !fieldTooLong(lines) {
 		if fast, ok := parseLimitFast(lines[0], out); ok {
 			return fast
 		}
