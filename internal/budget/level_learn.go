@@ -141,10 +141,7 @@ func (g *netRefill) add(mark, pending float64, span time.Duration, gross float64
 // again (size-r)/rate from now, and a t well past that is a sliding log's
 // or a window's. Such a level is spread (spreads).
 func (l *level) learnSteps(remaining float64, t int64) {
-	if l.bucket || l.grossRate() <= 0 || remaining >= l.size() {
-		return
-	}
-	if full := (l.size() - remaining) / l.grossRate(); float64(t) > 2*full+2 {
+	if !l.bucket && l.grossRate() > 0 && remaining < l.size() && float64(t) > 2*(l.size()-remaining)/l.grossRate()+2 {
 		l.steps = true
 	}
 }

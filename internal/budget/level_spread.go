@@ -19,10 +19,7 @@ const spreadBurst = 0.1
 // it took a window before, so a burst comes back as a burst a window later,
 // with nothing between.
 func (l *level) spreads(now time.Time) bool {
-	if l.window <= 0 || l.window > spreadWindow {
-		return false
-	}
-	return l.steps && !l.bucket || l.frees(now) && l.named(now)
+	return l.window > 0 && l.window <= spreadWindow && (l.steps && !l.bucket || l.frees(now) && l.named(now))
 }
 
 // paceRate is the rate of the level's pace at a share of 1: its spread's
