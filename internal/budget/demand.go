@@ -12,11 +12,10 @@ import (
 // documented level: its cost from key, principal and org; one write for the
 // write classes; one delete from delete and delete-day; and for reads the
 // records it may return from egress (a list reserves its limit, settled
-// after with State.Refund).
+// after with State.Settle).
 func DemandOf(op *ops.Operation, query url.Values) []Demand {
 	cost := float64(op.CostFor(query.Get))
-	d := make([]Demand, 0, 6)
-	d = append(d, Demand{Key, cost}, Demand{Principal, cost}, Demand{Org, cost})
+	d := append(make([]Demand, 0, 6), Demand{Key, cost}, Demand{Principal, cost}, Demand{Org, cost})
 	if op.Class.IsWrite() {
 		d = append(d, Demand{Write, 1})
 	}
