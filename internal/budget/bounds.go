@@ -97,7 +97,6 @@ func (s *State) countLevelLocked(l *level, n int) {
 func (s *State) dropIdleLevelsLocked(now time.Time) {
 	s.levelsSweptAt = now
 	kept := s.order[:0]
-	dropped := false
 	for _, l := range s.order {
 		if l.known || now.Sub(l.usedAt) < LevelIdleTTL || l.inflight != 0 || len(l.gate.q.ws) > 0 || now.Before(l.holdUntil) {
 			kept = append(kept, l)
@@ -109,14 +108,13 @@ func (s *State) dropIdleLevelsLocked(now time.Time) {
 		}
 		delete(s.levels, id)
 		s.countLevelLocked(l, -1)
-		dropped = true
 	}
 	clear(s.order[len(kept):])
-	s.order = kept
-	if dropped {
+	if len(kept) < len(s.order) { // some were dropped
 		s.version++
 		s.lastPolicy = nil
 	}
+	s.order = kept
 }
 
 // sayOverflow logs, once per key, that an answer named more policies or
