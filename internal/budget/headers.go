@@ -159,10 +159,10 @@ func intParam(p *httpsfv.Params, key string, required bool) (int64, bool) {
 // httpsfv then parses; on what it accepts the two agree (FuzzLimitFastPath).
 func parseLimitFast(line string, out []limitHeader) ([]limitHeader, bool) {
 	i := 0
-	for i < len(line) && line[i] == ' ' {
-		i++
-	}
 	for n := 0; ; n++ {
+		for i < len(line) && line[i] == ' ' {
+			i++
+		}
 		if n == 2 || i >= len(line) || line[i] != '"' {
 			return nil, false
 		}
@@ -213,8 +213,5 @@ func parseLimitFast(line string, out []limitHeader) ([]limitHeader, bool) {
 			return nil, false
 		}
 		i++
-		for i < len(line) && line[i] == ' ' {
-			i++
-		}
 	}
 }
