@@ -255,13 +255,11 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		rel.left(l, remaining, l.reported.reset, now)
 		if r.reset >= minObservedReset && remaining < l.size() && l.shared {
 			// What others take shows as a slower refill than the quota's:
-			// never assume a faster one. t is whole seconds, rounded up,
-			// so a short one says little. A level of this key alone
-			// refills at its quota's rate: a t longer than that implies
-			// says it holds more than the model has seen it hold.
-			// t is when the server's level is full again: the whole
-			// level, not this key's share of it (org: half), so the
-			// refill it implies is measured against the whole.
+			// never assume a faster one (of a level of this key alone, a
+			// longer t says it holds more than the model has seen). t is
+			// whole seconds, rounded up, so a short one says little. It is
+			// when the whole level is full again, not this key's share of
+			// it (org: half): the refill it implies is of the whole.
 			full := max(l.size(), l.quota)
 			l.observedRate = min((full-remaining)/float64(r.reset), l.grossRate())
 			l.observedUntil = now.Add(ObservedRateTTL)

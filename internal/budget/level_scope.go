@@ -101,10 +101,7 @@ func (l *level) tie(kind string) {
 // applies reports whether a call of kind (see Call.kind) to target takes
 // from the level, a learned one (takesLocked asks no other).
 func (l *level) applies(kind, target string) bool {
-	if l.partition != "" && l.target != target {
-		return false
-	}
-	return l.ops[kind]
+	return (l.partition == "" || l.target == target) && l.ops[kind]
 }
 
 // amountFor is what a call of cost points takes from a learned level, by its
