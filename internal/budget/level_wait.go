@@ -35,10 +35,7 @@ func (l *level) wait(n float64, now time.Time) time.Duration {
 			// n fits once every fall larger than what is left over n
 			// has left the window, or once the reserve lapses (or the
 			// call sent when it did is answered).
-			until := l.drops.lastOver(left-n, now.Add(-l.window)).Add(l.window)
-			if lapse := l.reserveLapse().Add(1); lapse.Before(until) {
-				until = lapse
-			}
+			until := sooner(l.drops.lastOver(left-n, now.Add(-l.window)).Add(l.window), l.reserveLapse().Add(1))
 			d = min(d, max(until.Sub(now), time.Millisecond))
 		}
 	} else if !l.probeAt.IsZero() && !now.After(l.reserveLapse()) && l.guesses(n+reserve, now) {

@@ -40,8 +40,7 @@ func (m *meter) rate(now time.Time) float64 {
 		count++
 	}
 	if count == len(m.at) {
-		oldest := m.at[m.next]
-		span = max(now.Sub(oldest), time.Millisecond)
+		span = max(now.Sub(m.at[m.next]), time.Millisecond) // since the oldest
 	}
 	return float64(count) / span.Seconds()
 }
