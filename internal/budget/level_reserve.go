@@ -50,10 +50,8 @@ func (l *level) sent(now time.Time) bool {
 // Where answers name another level, their words say nothing of this one,
 // and every call would go alone.
 func (l *level) guesses(n float64, now time.Time) bool {
-	if !l.frees(now) || !l.named(now) || l.markAt.Before(l.answeredAt) {
-		return false
-	}
-	return l.tokens-l.unconfirmed < n-1e-9 || now.Sub(l.markAt) > l.maxDropGap() && l.reserve(now) > 0
+	return l.frees(now) && l.named(now) && !l.markAt.Before(l.answeredAt) &&
+		(l.tokens-l.unconfirmed < n-1e-9 || now.Sub(l.markAt) > l.maxDropGap() && l.reserve(now) > 0)
 }
 
 // answered notes the end of a call admitted at start that took from the
