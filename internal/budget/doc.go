@@ -63,7 +63,8 @@
 //     status answer, leaves the wait's owe standing unless the level showed
 //     it refills continuously: when the wait ends the level holds a unit
 //     more than the word said, not what it would have refilled since the
-//     word, and the shared store is told so (level.keepOwe;
+//     word; the shared store is told so of a RateLimit field (a status
+//     answer's words stay with the process that asked) (level.keepOwe;
 //     TestAWordWithinARefusalsWaitKeepsItsOwe,
 //     TestAWordWithinARefusalsWaitTellsTheStoreItsOwe,
 //     TestABucketRefillsThroughAWordWithinARefusalsWait).
