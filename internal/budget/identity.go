@@ -47,11 +47,10 @@ func joinHostLocked(s *State) {
 // leaveLocked takes a retired s out of its host and its groups (leaveGroupsLocked).
 // The lock of states is held, s.mu is not.
 func leaveLocked(s *State) {
-	if members := states.hosts[hostOf(s.id)]; members != nil {
-		delete(members, s)
-		if len(members) == 0 {
-			delete(states.hosts, hostOf(s.id))
-		}
+	host := hostOf(s.id)
+	delete(states.hosts[host], s)
+	if len(states.hosts[host]) == 0 {
+		delete(states.hosts, host)
 	}
 	leaveGroupsLocked(s)
 }
