@@ -152,7 +152,12 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 			// past its deadline) is found out by the keeper's next look
 			// (keepInterval) before any call goes on the share.
 			s.drainUntil = now.Add(max(minDrain, s.rollLongestLocked(now)))
-			s.kickKeeperLocked()
+			// A sleeping keeper looks at once, and every probeEvery from
+			// then on: the store may be back before the drain ends.
+			select {
+			case s.kickLocked() <- struct{}{}:
+			default:
+			}
 			level, msg = slog.LevelWarn, "bodo: shared budget unreachable, using this process's share of the budget until it is back"
 			attrs = append(attrs, slog.String("error", err.Error()), slog.Int("processes", s.share.Processes))
 		}
@@ -449,16 +454,6 @@ func (s *State) startKeeperLocked() {
 	}
 	s.keeping = true
 	go s.keep()
-}
-
-// kickKeeperLocked has a sleeping keeper look at once, and from then on
-// every probeEvery: a store that has just failed may be back before the
-// drain ends, and the keeper may be in the middle of a keepEvery sleep.
-func (s *State) kickKeeperLocked() {
-	select {
-	case s.kickLocked() <- struct{}{}:
-	default:
-	}
 }
 
 // kickLocked is the channel that kicks the keeper.
