@@ -3,6 +3,7 @@ package budget
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,9 +117,7 @@ func sweep(now time.Time) {
 		// A map keeps its tables when entries leave: copy what is left
 		// into one of its size.
 		m := make(map[string]*State, n)
-		for id, s := range states.m {
-			m[id] = s
-		}
+		maps.Copy(m, states.m)
 		states.m = m
 	}
 }
