@@ -73,14 +73,13 @@ func (s *State) Snapshot() Snapshot {
 			ls.HeldUntil = l.holdUntil
 		}
 		if !l.known {
-			ops := slices.Sorted(maps.Keys(l.ops))
 			switch {
-			case len(ops) == 0:
+			case len(l.ops) == 0:
 				ls.Scope = "none"
 			case l.partition != "":
 				ls.Scope = "partition " + l.partition + " of " + l.target
 			default:
-				ls.Scope = strings.Join(ops, ",")
+				ls.Scope = strings.Join(slices.Sorted(maps.Keys(l.ops)), ",")
 			}
 		}
 		b.Levels = append(b.Levels, ls)
