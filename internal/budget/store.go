@@ -150,7 +150,7 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 			// The drain: the calls the store admitted on others' shares
 			// end by then, and a single request that failed (a reply late
 			// past its deadline) is found out by the keeper's next look
-			// (keep) before any call goes on the share.
+			// (keepInterval) before any call goes on the share.
 			s.drainUntil = now.Add(max(minDrain, s.rollLongestLocked(now)))
 			// A sleeping keeper looks at once, and every probeEvery from
 			// then on: the store may be back before the drain ends.
@@ -468,107 +468,118 @@ func (s *State) kickLocked() chan struct{} {
 // a release or refund, it renews the leases every keepEvery (a call longer
 // than the lease time keeps its slot) and sends what the store has not had
 // (a release that failed frees its slot when the store is back, not when
-// its lease runs out). It sleeps a third of the shortest lease time when
-// that is shorter, and probeEvery while the store is down, so that a
-// failure that was a passing one ends before the drain; a kick cuts the
-// sleep short. Its requests tell the store that this process is alive,
-// and show when a store that was down is back. It never holds a caller:
-// it runs on its own, and ends when nothing is left to do.
+// its lease runs out). Its requests tell the store that this process is
+// alive, and show when a store that was down is back. It never holds a
+// caller: it runs on its own, and ends when nothing is left to do.
 func (s *State) keep() {
-	for {
-		s.mu.Lock()
-		d := keepEvery
-		if !s.sharedRetryAt.IsZero() {
-			d = probeEvery
-		}
-		for _, l := range s.leases {
-			d = min(d, l.ttl/3)
-		}
-		kick := s.kickLocked()
-		s.mu.Unlock()
-		sleep := time.NewTimer(max(d, 10*time.Millisecond))
-		select {
-		case <-sleep.C:
-		case <-kick:
-			sleep.Stop()
-		}
-		s.mu.Lock()
-		if len(s.leases) == 0 && len(s.pending) == 0 {
-			s.keeping = false
-			s.mu.Unlock()
-			return
-		}
-		type renewal struct {
-			leaseRef
-			req budgetstore.Renew
-		}
-		renew := map[int]*renewal{}
-		for id, l := range s.leases {
-			r := renew[l.seq]
-			if r == nil {
-				r = &renewal{leaseRef: l, req: budgetstore.Renew{Process: s.member, ProcessTTL: processTTL, LeaseTTL: l.ttl}}
-				renew[l.seq] = r
-			}
-			r.req.Leases = append(r.req.Leases, id)
-			r.req.LeaseTTL = min(r.req.LeaseTTL, l.ttl)
-		}
-		cur := s.storeSeq
-		if renew[cur] == nil && s.shared != nil {
-			renew[cur] = &renewal{leaseRef: leaseRef{st: s.shared, key: s.sharedKey}, req: budgetstore.Renew{Process: s.member, ProcessTTL: processTTL}}
-		}
-		s.mu.Unlock()
+	for s.keepOnce() {
+	}
+}
 
-		up := map[int]bool{}
-		for w, r := range renew {
-			m, err := safely("shared store", func() (budgetstore.Members, error) {
-				ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
-				defer cancel()
-				return r.st.Renew(ctx, r.key, r.req)
-			})
-			up[w] = err == nil
-			if w == cur {
-				_ = s.storeResult(err, &m) // a logger that panics fails no call here
-			}
-		}
-		s.mu.Lock()
-		pending := s.pending
-		s.pending = nil
-		now := time.Now()
-		for _, op := range pending {
-			s.takenNowLocked(op.refund, now)
-			s.takenNowLocked(op.rel.Refund, now)
-		}
+// keepInterval is how long the keeper sleeps: keepEvery, or a third of the
+// shortest lease time when that is shorter, and probeEvery while the store
+// is down, so that a failure that was a passing one ends before the drain;
+// and the channel that cuts the sleep short.
+func (s *State) keepInterval() (time.Duration, chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := keepEvery
+	if !s.sharedRetryAt.IsZero() {
+		d = probeEvery
+	}
+	for _, l := range s.leases {
+		d = min(d, l.ttl/3)
+	}
+	return max(d, 10*time.Millisecond), s.kickLocked()
+}
+
+// keepOnce sleeps keepInterval, or until kicked, then renews the leases and sends what is
+// pending; it reports whether the keeper goes on.
+func (s *State) keepOnce() bool {
+	d, kick := s.keepInterval()
+	sleep := time.NewTimer(d)
+	select {
+	case <-sleep.C:
+	case <-kick:
+		sleep.Stop()
+	}
+	s.mu.Lock()
+	if len(s.leases) == 0 && len(s.pending) == 0 {
+		s.keeping = false
 		s.mu.Unlock()
-		var failed []pendingOp
-		for _, op := range pending {
-			now = time.Now()
-			if now.Sub(op.at) > pendingTTL {
-				continue
-			}
-			if ok, tried := up[op.seq]; tried && !ok {
-				failed = append(failed, op)
-				continue
-			}
-			err := s.send(op, now)
-			up[op.seq] = err == nil
-			if err != nil {
-				failed = append(failed, op)
-				if op.seq == cur {
-					_ = s.storeResult(err, nil)
-				}
-			}
+		return false
+	}
+	type renewal struct {
+		leaseRef
+		req budgetstore.Renew
+	}
+	renew := map[int]*renewal{}
+	for id, l := range s.leases {
+		r := renew[l.seq]
+		if r == nil {
+			r = &renewal{leaseRef: l, req: budgetstore.Renew{Process: s.member, ProcessTTL: processTTL, LeaseTTL: l.ttl}}
+			renew[l.seq] = r
 		}
-		s.mu.Lock()
-		s.pending = append(failed, s.pending...)
-		if len(s.pending) > maxPending {
-			s.pending = s.pending[len(s.pending)-maxPending:]
-		}
-		s.mu.Unlock()
-		select {
-		case <-kick: // it has just looked: a failure it found waits probeEvery
-		default:
+		r.req.Leases = append(r.req.Leases, id)
+		r.req.LeaseTTL = min(r.req.LeaseTTL, l.ttl)
+	}
+	cur := s.storeSeq
+	if renew[cur] == nil && s.shared != nil {
+		renew[cur] = &renewal{leaseRef: leaseRef{st: s.shared, key: s.sharedKey}, req: budgetstore.Renew{Process: s.member, ProcessTTL: processTTL}}
+	}
+	s.mu.Unlock()
+
+	up := map[int]bool{}
+	for w, r := range renew {
+		m, err := safely("shared store", func() (budgetstore.Members, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+			defer cancel()
+			return r.st.Renew(ctx, r.key, r.req)
+		})
+		up[w] = err == nil
+		if w == cur {
+			_ = s.storeResult(err, &m) // a logger that panics fails no call here
 		}
 	}
+	s.mu.Lock()
+	pending := s.pending
+	s.pending = nil
+	now := time.Now()
+	for _, op := range pending {
+		s.takenNowLocked(op.refund, now)
+		s.takenNowLocked(op.rel.Refund, now)
+	}
+	s.mu.Unlock()
+	var failed []pendingOp
+	for _, op := range pending {
+		now = time.Now()
+		if now.Sub(op.at) > pendingTTL {
+			continue
+		}
+		if ok, tried := up[op.seq]; tried && !ok {
+			failed = append(failed, op)
+			continue
+		}
+		err := s.send(op, now)
+		up[op.seq] = err == nil
+		if err != nil {
+			failed = append(failed, op)
+			if op.seq == cur {
+				_ = s.storeResult(err, nil)
+			}
+		}
+	}
+	s.mu.Lock()
+	s.pending = append(failed, s.pending...)
+	if len(s.pending) > maxPending {
+		s.pending = s.pending[len(s.pending)-maxPending:]
+	}
+	s.mu.Unlock()
+	select {
+	case <-kick: // it has just looked: a failure it found waits probeEvery
+	default:
+	}
+	return true
 }
 
 // send sends a kept release or refund. The refusal of a release counts
