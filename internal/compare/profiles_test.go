@@ -61,13 +61,18 @@ func TestProfilesSmoke(t *testing.T) {
 // TestCompareProfiles runs every contender against every server profile for
 // each of ProfileRuns and writes results/profiles.md. It runs only with
 // -update; BODO_RUNS=n runs everything n times, with seeds seed, seed+1, …,
-// and the tables show each cell's median and spread.
+// and the tables show each cell's median and spread; BODO_SKIP_PROFILES
+// (names, comma-separated) leaves profiles out.
 func TestCompareProfiles(t *testing.T) {
 	if !*update {
 		t.Skip("the profile comparison runs with -update (see run.sh)")
 	}
 	n := runsFromEnv(t)
 	profiles := sandbox.Profiles()
+	if v := os.Getenv("BODO_SKIP_PROFILES"); v != "" {
+		skip := strings.Split(v, ",")
+		profiles = slices.DeleteFunc(profiles, func(p sandbox.Profile) bool { return slices.Contains(skip, p.Name) })
+	}
 	type slot struct {
 		i   int // which of the n runs
 		run ProfileRun
