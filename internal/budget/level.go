@@ -377,15 +377,8 @@ func (l *level) refill(now time.Time) {
 		l.freedSeen = l.log.freed
 	}
 	if now.After(l.at) && l.refills() {
-		gained := 0.0
-		for l.at.Before(now) {
-			until := l.rateChange(l.at)
-			if until.IsZero() || until.After(now) {
-				until = now
-			}
-			gained += l.rate(l.at) * until.Sub(l.at).Seconds()
-			l.at = until
-		}
+		gained := l.refillUntil(l.at, now)
+		l.at = now
 		l.tokens = min(max(l.size(), l.tokens), l.tokens+gained)
 		l.partTokens = min(max(l.partOf*l.size(), l.partTokens), l.partTokens+l.partOf*gained)
 	}
