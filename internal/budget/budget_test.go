@@ -48,6 +48,14 @@ func writes(t testing.TB, s *State, n int, limit string) {
 	}
 }
 
+// statusCall is the client's own status request (GET /v1/rate_limit),
+// which passes the stale levels others take from.
+func statusCall() *Call {
+	c := call(ops.GetRateLimit, "")
+	c.Status, c.PastLevels = true, true
+	return c
+}
+
 // admitNow admits c at once or fails t.
 func admitNow(t testing.TB, s *State, c *Call) *Ticket {
 	t.Helper()
@@ -1154,20 +1162,15 @@ func TestStatusRequestKeepsToAFreshLevel(t *testing.T) {
 		s.levels[Write].tokens = 0 // the model believes write drained, and has not heard of it for long
 		s.mu.Unlock()
 		time.Sleep(StaleAfter)
-		status := func() *Call {
-			c := call(ops.GetRateLimit, "")
-			c.PastLevels = true
-			return c
-		}
-		if why := held(s, status()); why != "" {
+		if why := held(s, statusCall()); why != "" {
 			t.Errorf("a status request is held by %s, a level the server has not named for %v", why, StaleAfter)
 		}
 		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", `"key";r=0;t=120`))
-		if why := held(s, status()); why != Key {
+		if why := held(s, statusCall()); why != Key {
 			t.Errorf("a status request after the server named the key level empty is held by %q, want %q", why, Key)
 		}
 		s.ObserveStatus(nil, []LevelStatus{{Name: Key, Remaining: 5}})
-		if why := held(s, status()); why != "" {
+		if why := held(s, statusCall()); why != "" {
 			t.Errorf("a status request is held by %s after the server named the key level with room", why)
 		}
 	})
@@ -1185,21 +1188,16 @@ func TestAStatusPassesOnlyTheStaleLevelsOthersTakeFrom(t *testing.T) {
 		s := New()
 		learn(t, s)
 		time.Sleep(StaleAfter)
-		status := func() *Call {
-			c := call(ops.GetRateLimit, "")
-			c.Status, c.PastLevels = true, true
-			return c
-		}
 		s.Spend(Org, 0)
-		if why := held(s, status()); why != "" {
+		if why := held(s, statusCall()); why != "" {
 			t.Errorf("a status held by %q on the org's stale word, want it passing", why)
 		}
 		s.Spend(Key, 0)
-		if why := held(s, status()); why != Key {
+		if why := held(s, statusCall()); why != Key {
 			t.Errorf("a status held by %q with the key level drained, want %q", why, Key)
 		}
 		time.Sleep(time.Second / 5) // a point of the key's 5 a second
-		if why := held(s, status()); why != "" {
+		if why := held(s, statusCall()); why != "" {
 			t.Errorf("a status held by %q once a point refilled", why)
 		}
 	})
@@ -1288,17 +1286,12 @@ func TestARefusedStatusWaitsLongerForTheNext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
 		learn(t, s)
-		status := func() *Call {
-			c := call(ops.GetRateLimit, "")
-			c.Status, c.PastLevels = true, true
-			return c
-		}
 		refused := func() {
 			t.Helper()
 			if _, start := s.StatusFor(Key, time.Now()); !start {
 				t.Fatal("no status about the stale key")
 			}
-			admitNow(t, s, status()).Finish(refusal(http.StatusTooManyRequests, "RATE_LIMITED", Key, time.Second))
+			admitNow(t, s, statusCall()).Finish(refusal(http.StatusTooManyRequests, "RATE_LIMITED", Key, time.Second))
 			s.StatusDone(true)
 		}
 		refusedAfter := func(gap time.Duration) {
@@ -1321,7 +1314,7 @@ func TestARefusedStatusWaitsLongerForTheNext(t *testing.T) {
 		if _, start := s.StatusFor(Key, time.Now()); !start {
 			t.Fatal("a status that was not sent took the key's turn")
 		}
-		c := status()
+		c := statusCall()
 		admitNow(t, s, c).Finish(answer("", ""))
 		s.mu.Lock()
 		s.levels[Key].tokens = -1000 // the model believes the key drained: its log bound alone holds
