@@ -153,10 +153,14 @@
 //   - drains a burst's time, climbs fast to near the rate the limiter let
 //     through when it refused, and probes slowly above
 //     (TestWithoutAnyHintConvergeJustBelowTheLimiter);
+//   - steps up, and counts toward forgetting the limiter, only the time in
+//     which the pace held calls: calls slower than the pace show nothing
+//     of the limiter, and a burst after an idle spell still meets the pace
+//     (pace.skipIdle; TestAnIdlePaceKeepsItsHintlessLimiter);
 //   - takes the share it was refused at as a bound from above only once it
 //     counted requests, since the first refusal is of an unpaced burst
 //     (TestAHintlessShareStaysWithItsLimiter);
-//   - after hintlessFor without such a refusal, keeps the rate it was last
+//   - after hintlessFor of that time without such a refusal, keeps the rate it was last
 //     read at, or what passed if more, as most likely the limiter is the
 //     same (TestAHintlessLimiterIsReadAgainAfterAQuietSpell).
 //

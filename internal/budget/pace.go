@@ -28,7 +28,8 @@ const (
 // refused at, and by hintlessProbe above: it spends most of its time just
 // below such a limiter and probes it about once a minute, not every few
 // seconds. It keeps pacing calls (the key's capacity is no burst such a
-// limiter allows) until hintlessFor after the last such refusal.
+// limiter allows) until hintlessFor after the last such refusal, not
+// counting the time in which it held no call (skipIdle).
 const (
 	hintlessCut   = 0.8
 	hintlessStep  = 0.05
@@ -61,8 +62,9 @@ type pace struct {
 	refusedAt   float64       // the share a limiter that gave no hint last refused
 	requestRate float64       // while it counts requests, the requests a second its share is of: the rate given at the first such refusal
 	limit       float64       // the requests a second that limiter let through, as read at its last refusal while the pace counted requests; 0 before one
-	hintless    time.Time     // the last cut by a limiter that gave no hint: the pace holds calls, uncut too, until hintlessFor after it
+	hintless    time.Time     // the last cut by a limiter that gave no hint, moved on by the time the pace held no call since: it holds calls, uncut too, until hintlessFor after it
 	cuts        int           // cuts so far
+	boundAt     time.Time     // the last time it held a call, or a call spent its tokens
 	ceiling     float64       // a share it never exceeds (a shared store's fallback share); 0: none
 	spread      bool          // it holds calls uncut too: its level frees in steps (level.spreads)
 	minBurst    float64       // what it lets through at once at least
@@ -179,6 +181,7 @@ func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, p
 // adapt raises the share by one step per quiet interval since the last
 // change; it reports whether it rose.
 func (p *pace) adapt(now time.Time) bool {
+	p.skipIdle(now)
 	if p.share >= p.top(now) || p.changeAt.IsZero() {
 		return false
 	}
@@ -200,6 +203,24 @@ func (p *pace) adapt(now time.Time) bool {
 		p.share = min(p.top(now), p.share+step)
 	}
 	return true
+}
+
+// skipIdle moves the last change and the last hint-less refusal past the
+// time the pace has not bound since a burst's time after it last did,
+// while a limiter that gave no hint may be in front. Calls that the share
+// does not hold show nothing of such a limiter: that time neither steps
+// the share up nor counts toward forgetting the limiter (hintlessFor), as
+// a TCP sender that is application-limited does not grow its window (RFC
+// 7661).
+func (p *pace) skipIdle(now time.Time) {
+	from := later(p.changeAt, p.boundAt.Add(paceBurst))
+	if p.hintless.IsZero() || !from.Before(p.hintless.Add(hintlessFor)) {
+		return
+	}
+	if idle := now.Sub(from); idle > 0 {
+		p.changeAt = p.changeAt.Add(idle)
+		p.hintless = p.hintless.Add(idle)
+	}
 }
 
 // top is the share the pace climbs to: 1, or hintlessTop while a limiter
@@ -246,6 +267,7 @@ func (p *pace) wait(amount, rate float64, now time.Time) time.Duration {
 	if deficit <= 1e-9 {
 		return 0
 	}
+	p.boundAt = now
 	d := durationOf(deficit / (p.now() * rate))
 	if p.share < p.top(now) {
 		d = min(d, p.changeAt.Add(p.quiet).Sub(now))
@@ -257,6 +279,9 @@ func (p *pace) wait(amount, rate float64, now time.Time) time.Duration {
 func (p *pace) take(amount float64, now time.Time) {
 	if p.paces(now) {
 		p.tokens -= amount
+		if p.tokens <= 0 {
+			p.boundAt = now
+		}
 	}
 }
 

@@ -381,15 +381,12 @@ func TestWithoutAnyHintConvergeJustBelowTheLimiter(t *testing.T) {
 // requests (another kind, or the first hint-less refusal after such a
 // limiter was gone) starts from at most 1.
 func TestAHintlessShareStaysWithItsLimiter(t *testing.T) {
-	start := time.Unix(0, 0)
-	at := func(d time.Duration) time.Time { return start.Add(d) }
-	p := newPace()
-	p.cut(hintless, at(-time.Millisecond), 0, 1, 1, start)
-	p.adapt(at(5 * time.Minute))
+	p, at := cutByAHintlessLimiter()
+	paced(p, 1, at(0), at(5*time.Minute))
 	if p.share <= 1 || p.capOf(6) != 6 {
 		t.Fatalf("5 minutes after a hint-less refusal at 1 request a second the share is %v and the cap %d, want past 1 and 6", p.share, p.capOf(6))
 	}
-	p.adapt(at(hintlessFor))
+	paced(p, 1, at(5*time.Minute), at(hintlessFor+time.Minute))
 	atExpiry := p.share
 	p.adapt(at(40 * time.Minute))
 	if p.share != atExpiry {
@@ -413,21 +410,62 @@ func TestAHintlessShareStaysWithItsLimiter(t *testing.T) {
 // when that is more: a limiter that now lets 5 a second through has the
 // share near 4.5 a second within a minute.
 func TestAHintlessLimiterIsReadAgainAfterAQuietSpell(t *testing.T) {
-	start := time.Unix(0, 0)
-	at := func(d time.Duration) time.Time { return start.Add(d) }
-	p := newPace()
-	p.cut(hintless, at(-time.Millisecond), 0, 1, 1, start)
+	p, at := cutByAHintlessLimiter()
 	if p.limit != 0 {
 		t.Errorf("a first hint-less refusal read the limiter at %v requests a second, want no reading", p.limit)
 	}
+	paced(p, 1, at(0), at(time.Minute))
 	p.cut(hintless, at(time.Minute-time.Millisecond), 0, 1, 1, at(time.Minute))
 	if p.limit != 1 {
 		t.Fatalf("a hint-less refusal while 1 request a second passed read the limiter at %v, want 1", p.limit)
 	}
+	paced(p, 1, at(time.Minute), at(time.Minute+hintlessFor+time.Second))
 	p.cut(hintless, at(40*time.Minute-time.Millisecond), 0, 1, 5, at(40*time.Minute))
-	p.adapt(at(41 * time.Minute))
+	paced(p, 1, at(40*time.Minute), at(41*time.Minute))
 	if p.share < hintlessBelow*4 {
 		t.Errorf("a minute after a refusal with 5 requests a second passing the share is %v, want %v", p.share, hintlessBelow*4)
+	}
+}
+
+// cutByAHintlessLimiter returns a pace that a limiter that gave no hint
+// refused at its start, with 1 request a second passing, and the time from
+// that start.
+func cutByAHintlessLimiter() (*pace, func(time.Duration) time.Time) {
+	start := time.Unix(0, 0)
+	p := newPace()
+	p.cut(hintless, start.Add(-time.Millisecond), 0, 1, 1, start)
+	return &p, func(d time.Duration) time.Time { return start.Add(d) }
+}
+
+// paced has a caller always ready send 1-request calls through p at rate
+// from from until to, as p lets them go, looking every 10 ms.
+func paced(p *pace, rate float64, from, to time.Time) {
+	for now := from; now.Before(to); now = now.Add(10 * time.Millisecond) {
+		p.adapt(now)
+		if p.wait(1, rate, now) == 0 {
+			p.take(1, now)
+		}
+	}
+}
+
+// TestAnIdlePaceKeepsItsHintlessLimiter: time in which the calls go
+// slower than the pace would let them shows nothing of a limiter that gave
+// no hint: the share climbs only while the pace holds calls, and the
+// limiter is forgotten only after hintlessFor of that.
+func TestAnIdlePaceKeepsItsHintlessLimiter(t *testing.T) {
+	p, at := cutByAHintlessLimiter()
+	paced(p, 1, at(0), at(10*time.Second))
+	p.adapt(at(10*time.Second + paceBurst)) // a burst's time after the last call held still counts
+	share := p.share
+	p.adapt(at(hintlessFor + time.Hour))
+	if p.share != share || !p.counting(at(hintlessFor+time.Hour)) {
+		t.Errorf("after an idle hour the share went from %v to %v and the pace counts requests: %v; want it as it was, counting",
+			share, p.share, p.counting(at(hintlessFor+time.Hour)))
+	}
+	paced(p, 1, at(hintlessFor+time.Hour), at(2*hintlessFor+time.Hour))
+	if p.share <= share || p.counting(at(2*hintlessFor+time.Hour)) {
+		t.Errorf("after %v of calls held by the pace the share is %v (from %v) and the pace counts requests: %v; want it higher, and the limiter forgotten",
+			hintlessFor, p.share, share, p.counting(at(2*hintlessFor+time.Hour)))
 	}
 }
 
