@@ -439,6 +439,9 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 	rate, passed := s.levels[Key].rate(now), 0.0
 	if kind == hintless {
 		rate, passed = rate/max(s.meanCost, 1), s.passed.rate(now) // its pace counts requests (paceUnitLocked)
+		if now.Sub(s.passed.from) > meterWindow {
+			s.passed.from = now // empty then and now: what passed between is its rate
+		}
 	}
 	if s.pace.cut(kind, sent, wait, rate, passed, now) {
 		rel.cut(kind.cut())

@@ -153,6 +153,11 @@
 //   - drains a burst's time, climbs fast to near the rate the limiter let
 //     through when it refused, and probes slowly above
 //     (TestWithoutAnyHintConvergeJustBelowTheLimiter);
+//   - reads that rate from what passed between two of its bare 429s (the
+//     first within meterWindow and this one), each showing it empty, and
+//     takes it as it is, under the share it refused at: what passed before
+//     the first was its burst (meter.from;
+//     TestAHintlessLimiterIsReadFromWhenItWasEmpty);
 //   - steps up, and counts toward forgetting the limiter, only the time in
 //     which the pace held calls: calls slower than the pace show nothing
 //     of the limiter, and a burst after an idle spell still meets the pace

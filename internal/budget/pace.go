@@ -143,20 +143,20 @@ func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, p
 	switch {
 	case kind == hintless:
 		// The limiter is full now: it drains for a burst's time before
-		// anything goes. What it let through lately is its rate when the
-		// calls kept it busy, and less when they did not: while the pace
-		// counts requests, the share it refused at bounds that from
-		// above and, cut, from below, and the reading is kept (limit).
-		// Before, a burst was refused at no share of their rate: after a
-		// quiet spell the limiter's last reading stands, as most likely
-		// it is the same one, unless more passed; for a first one, what
+		// anything goes. While the pace counts requests, what passed
+		// since an earlier refusal, when the limiter was as empty as
+		// now, is its rate (meter.from), which the share it refused at
+		// bounds from above; the reading is kept (limit). Before, a
+		// burst was refused at no share of their rate: after a quiet
+		// spell the limiter's last reading stands, as most likely it is
+		// the same one, unless more passed; for a first one, what
 		// passed, above the cut share.
 		p.refusedAt = p.share
 		read := rate > 0
 		switch {
 		case !read:
 		case counting && passed > 0:
-			p.refusedAt = max(p.share, min(p.share/factor, passed/rate))
+			p.refusedAt = max(minPace, min(p.share/factor, passed/rate))
 			p.limit = p.refusedAt * rate
 		case !counting && p.limit > 0:
 			p.refusedAt = min(hintlessTop, max(p.limit, passed)/rate)

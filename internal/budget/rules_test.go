@@ -427,6 +427,44 @@ func TestAHintlessLimiterIsReadAgainAfterAQuietSpell(t *testing.T) {
 	}
 }
 
+// TestAHintlessLimiterIsReadFromWhenItWasEmpty: what passed before a
+// limiter's bare 429 was its burst, which the refusal shows spent; what it
+// lets through from then on is its rate. 6 calls pass at once, the 7th is
+// refused, then 5 calls pass, a second or more apart as the pace lets
+// them: the limiter reads those 5 over the time since its refusal, and one
+// more that it may have held then (less than a call, or it would have let
+// the refused one through), not the 10 that passed in all.
+func TestAHintlessLimiterIsReadFromWhenItWasEmpty(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", ""))
+		var burst []*Ticket
+		for range 6 {
+			burst = append(burst, admitNow(t, s, call(ops.GetMe, "")))
+		}
+		time.Sleep(20 * time.Millisecond)
+		for _, tk := range burst[:5] {
+			tk.Finish(answer("", ""))
+		}
+		burst[5].Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{}, Problem: &Problem{}})
+		refused := time.Now()
+		for range 5 {
+			time.Sleep(time.Second)
+			tk, _, err := s.Admit(context.Background(), call(ops.GetMe, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk.Finish(answer("", ""))
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		since := time.Since(refused)
+		if got, want := s.passed.rate(time.Now()), 6/since.Seconds(); math.Abs(got-want) > 1e-9 {
+			t.Errorf("%v after the limiter refused, with 5 calls passed since, it reads %.2f a second, want %.2f", since, got, want)
+		}
+	})
+}
+
 // cutByAHintlessLimiter returns a pace that a limiter that gave no hint
 // refused at its start, with 1 request a second passing, and the time from
 // that start.
