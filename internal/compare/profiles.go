@@ -66,12 +66,7 @@ func ProfilesReport(runs ...[]agents.ProfileResult) string {
 		}
 	}
 	if len(left) > 0 {
-		fmt.Fprintf(&b, "Left out of this run (BODO_SKIP_PROFILES): %s.", strings.Join(left, ", "))
-		if slices.Contains(left, "gateway") {
-			b.WriteString(" Behind the gateway profile's limiter, which the sandbox lets refuse at once, a contender " +
-				"that resends a 429 at once keeps the bubble's clock from moving, and its run does not end.")
-		}
-		b.WriteString("\n\n")
+		fmt.Fprintf(&b, "Left out of this run (BODO_SKIP_PROFILES): %s.\n\n", strings.Join(left, ", "))
 	}
 	if len(runs) > 1 {
 		fmt.Fprintf(&b, "Each cell is the median of %d runs (BODO_RUNS=%d; run i has the seed plus i), with the lowest and "+

@@ -9,9 +9,7 @@
 # BODO_RUNS=n in the environment, "compare" and "profiles" run everything n
 # times and the tables of compare.md and profiles.md show the median of
 # each cell and its spread (the lowest and the highest). BODO_SKIP_PROFILES=
-# name,name leaves those profiles out of profiles.md (gateway: behind its
-# limiter, which the sandbox lets refuse at once, a contender that resends a
-# 429 at once keeps the virtual clock from moving and its run never ends).
+# name,name leaves those profiles out of profiles.md.
 #
 # bash internal/compare/run.sh overhead measures the overhead alone (about
 # a minute), rewrites overhead.md and prints, for 1 and for 64 goroutines,

@@ -129,6 +129,21 @@ func TestGatewayProfile(t *testing.T) {
 	})
 }
 
+// TestTheGatewaysRefusalTakesTheLatency: the gateway is on the way to the
+// server, so its refusal takes as long as any answer. Answered at once, a
+// client that resends a 429 at once never let the bubble's clock move.
+func TestTheGatewaysRefusalTakesTheLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTester(t, New(WithGateway(Gateway{Rate: 1, Burst: 1}), WithLatency(30*time.Millisecond)))
+		c.do("GET", "/v1/me", nil).want(t, http.StatusOK)
+		start := time.Now()
+		c.do("GET", "/v1/me", nil).want(t, http.StatusTooManyRequests)
+		if took := time.Since(start); took != 30*time.Millisecond {
+			t.Errorf("the gateway's refusal took %v, want the latency, 30ms", took)
+		}
+	})
+}
+
 func TestGatewayScalesWithTheLimits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTester(t, New(WithGateway(Gateway{Rate: 1, Burst: 2}), WithLimitFactor(3)))

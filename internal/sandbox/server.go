@@ -498,6 +498,7 @@ type exchange struct {
 // against openapi.json (WithValidation).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.gate != nil && !s.gate.pass(time.Now(), true) {
+		time.Sleep(s.cfg.latency) // the gateway is on the way to the server
 		s.refuseAtGateway(w, r)
 		return
 	}
