@@ -69,7 +69,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 			s.refusals = append(s.refusals, now)
 		}
 		if a != nil && !(refused && (a.Problem == nil || a.Problem.Code == "")) {
-			s.passed.add(now) // a limiter in front let it through (rule 6)
+			s.passed.add(t.start) // a limiter in front let it through (rule 6)
 		}
 		if t.budgeted {
 			s.open = s.open.minus(sentCount{1, c.Cost})
@@ -105,7 +105,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 					if replay {
 						// A replay takes no turn of a level it is not counted on:
 						// its turn goes back (the next refill caps it at the burst).
-						l.pace.take(-back, now)
+						l.pace.take(-back, l.paceRate(now), now)
 					}
 					rel.refund(l, back, replay, now)
 				}
@@ -439,8 +439,8 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 	rate, passed := s.levels[Key].rate(now), 0.0
 	if kind == hintless {
 		rate, passed = rate/max(s.meanCost, 1), s.passed.rate(now) // its pace counts requests (paceUnitLocked)
-		if now.Sub(s.passed.from) > meterWindow {
-			s.passed.from = now // empty then and now: what passed between is its rate
+		if sent.Sub(s.passed.from) > meterWindow {
+			s.passed.from = sent // empty then and now: what was sent between and passed is its rate
 		}
 	}
 	if s.pace.cut(kind, sent, wait, rate, passed, now) {

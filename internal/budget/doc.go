@@ -153,15 +153,18 @@
 //   - drains a burst's time, climbs fast to near the rate the limiter let
 //     through when it refused, and probes slowly above
 //     (TestWithoutAnyHintConvergeJustBelowTheLimiter);
-//   - reads that rate from what passed between two of its bare 429s (the
-//     first within meterWindow and this one), each showing it empty, and
-//     takes it as it is, under the share it refused at: what passed before
-//     the first was its burst (meter.from;
-//     TestAHintlessLimiterIsReadFromWhenItWasEmpty);
+//   - reads that rate from the calls sent between two of its bare 429s
+//     (the first within meterWindow and this one) that passed, each 429
+//     showing it empty, plus the one it may have held then, and takes it as
+//     it is, under the share it refused at: what was sent before the first
+//     was its burst, also when answered after it (meter.from;
+//     TestAHintlessLimiterIsReadFromWhenItWasEmpty); with no 429 before it
+//     within meterWindow, what passed over the last meterWindow;
 //   - steps up, and counts toward forgetting the limiter, only the time in
-//     which the pace held calls: calls slower than the pace show nothing
-//     of the limiter, and a burst after an idle spell still meets the pace
-//     (pace.skipIdle; TestAnIdlePaceKeepsItsHintlessLimiter);
+//     which the pace held calls, at its gate or at the slots its cut share
+//     leaves: calls slower than the pace show nothing of the limiter, and a
+//     burst after an idle spell still meets the pace (pace.skipIdle;
+//     TestAnIdlePaceKeepsItsHintlessLimiter, TestACapHeldByTheShareBindsThePace);
 //   - takes the share it was refused at as a bound from above only once it
 //     counted requests, since the first refusal is of an unpaced burst
 //     (TestAHintlessShareStaysWithItsLimiter);

@@ -38,8 +38,12 @@ func (s *State) paceUnitLocked(c *Call, now time.Time) (amount, rate float64) {
 
 // adaptLocked raises the key's pace by a step per quiet interval since its
 // last change; raised, it wakes the calls that wait for the pace and the
-// slots.
+// slots. While calls wait for the pace, or for the slots its cut share
+// leaves, the pace binds (pace.skipIdle).
 func (s *State) adaptLocked(now time.Time) {
+	if limit := s.pace.capOf(s.parallel); s.paceGate.head() != nil || limit < s.parallel && s.slotGate.head() != nil {
+		s.pace.boundAt = now
+	}
 	if s.pace.adapt(now) {
 		s.slotGate.wakeHead()
 		s.paceGate.wakeHead()

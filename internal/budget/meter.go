@@ -5,8 +5,9 @@ import "time"
 // meterWindow is how far back a meter counts.
 const meterWindow = 30 * time.Second
 
-// meter counts events (accepted answers) over the last meterWindow, in a
-// ring of the latest len(at) of them, to tell their rate.
+// meter counts events (the calls a limiter in front let through, at when
+// they were sent) over the last meterWindow, in a ring of the latest
+// len(at) of them, to tell their rate.
 type meter struct {
 	at    [256]time.Time
 	next  int // where the next event goes
@@ -25,27 +26,28 @@ func (m *meter) add(now time.Time) {
 }
 
 // rate is the events a second over the last meterWindow, or over the time
-// since the first or since from when that is shorter (at least a second),
-// or over what the ring holds when it holds less than a window; 0 before
-// any event. Counted from from, it counts one more: the limiter may have
-// held less than a call then.
+// since the first, or since from when that is within the window, when
+// that is shorter (at least a second), or over what the ring holds when it
+// holds less than a window; 0 before any event. Counted from from, it
+// counts one more: the limiter may have held less than a call then.
 func (m *meter) rate(now time.Time) float64 {
 	if m.n == 0 {
 		return 0
 	}
-	span := min(meterWindow, max(now.Sub(later(m.first, m.from)), time.Second))
-	count := 0
-	for i := 1; i <= m.n; i++ {
-		at := m.at[(m.next-i+len(m.at))%len(m.at)]
-		if now.Sub(at) > span || !at.After(m.from) {
-			break
+	start, extra := m.first, 0
+	if !m.from.IsZero() && now.Sub(m.from) <= meterWindow {
+		start, extra = m.from, 1
+	}
+	span := min(meterWindow, max(now.Sub(start), time.Second))
+	count, oldest := 0, now
+	for _, at := range m.at[:m.n] {
+		if now.Sub(at) <= span && at.After(m.from) {
+			count++
+			oldest = sooner(oldest, at)
 		}
-		count++
 	}
 	if count == len(m.at) {
-		span = max(now.Sub(m.at[m.next]), time.Millisecond) // since the oldest
-	} else if now.Sub(m.from) <= span {
-		count++
+		return float64(count) / max(now.Sub(oldest), time.Millisecond).Seconds()
 	}
-	return float64(count) / span.Seconds()
+	return float64(count+extra) / span.Seconds()
 }

@@ -62,9 +62,10 @@ type pace struct {
 	refusedAt   float64       // the share a limiter that gave no hint last refused
 	requestRate float64       // while it counts requests, the requests a second its share is of: the rate given at the first such refusal
 	limit       float64       // the requests a second that limiter let through, as read at its last refusal while the pace counted requests; 0 before one
-	hintless    time.Time     // the last cut by a limiter that gave no hint, moved on by the time the pace held no call since: it holds calls, uncut too, until hintlessFor after it
+	hintless    time.Time     // the last cut by a limiter that gave no hint, moved on by the time the pace held no call since, from a burst's time after it last did: it holds calls, uncut too, until hintlessFor after it
 	cuts        int           // cuts so far
-	boundAt     time.Time     // the last time it held a call, or a call spent its tokens
+	boundAt     time.Time     // the last time it held a call, or a call came before it was full again
+	idleTo      time.Time     // skipIdle skipped the time until then
 	ceiling     float64       // a share it never exceeds (a shared store's fallback share); 0: none
 	spread      bool          // it holds calls uncut too: its level frees in steps (level.spreads)
 	minBurst    float64       // what it lets through at once at least
@@ -208,18 +209,20 @@ func (p *pace) adapt(now time.Time) bool {
 // skipIdle moves the last change and the last hint-less refusal past the
 // time the pace has not bound since a burst's time after it last did,
 // while a limiter that gave no hint may be in front. Calls that the share
-// does not hold show nothing of such a limiter: that time neither steps
-// the share up nor counts toward forgetting the limiter (hintlessFor), as
-// a TCP sender that is application-limited does not grow its window (RFC
-// 7661).
+// and its cap on calls in flight do not hold show nothing of such a
+// limiter: that time neither steps the share up (also from a cut of
+// another kind meanwhile) nor counts toward forgetting the limiter
+// (hintlessFor), as a TCP sender that is application-limited does not
+// grow its window (RFC 7661).
 func (p *pace) skipIdle(now time.Time) {
-	from := later(p.changeAt, p.boundAt.Add(paceBurst))
+	from := later(later(p.changeAt, p.boundAt.Add(paceBurst)), p.idleTo)
 	if p.hintless.IsZero() || !from.Before(p.hintless.Add(hintlessFor)) {
 		return
 	}
 	if idle := now.Sub(from); idle > 0 {
 		p.changeAt = p.changeAt.Add(idle)
 		p.hintless = p.hintless.Add(idle)
+		p.idleTo = now
 	}
 }
 
@@ -275,13 +278,14 @@ func (p *pace) wait(amount, rate float64, now time.Time) time.Duration {
 	return d
 }
 
-// take takes amount of an admitted call.
-func (p *pace) take(amount float64, now time.Time) {
+// take takes amount of an admitted call at rate; one that comes before
+// the pace is full again is held by it, as a call that waits is.
+func (p *pace) take(amount, rate float64, now time.Time) {
 	if p.paces(now) {
-		p.tokens -= amount
-		if p.tokens <= 0 {
+		if amount > 0 && rate > 0 && p.tokens < p.burst(rate)-1e-9 {
 			p.boundAt = now
 		}
+		p.tokens -= amount
 	}
 }
 

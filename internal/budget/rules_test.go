@@ -389,6 +389,9 @@ func TestAHintlessShareStaysWithItsLimiter(t *testing.T) {
 	paced(p, 1, at(5*time.Minute), at(hintlessFor+time.Minute))
 	atExpiry := p.share
 	p.adapt(at(40 * time.Minute))
+	if p.counting(at(40 * time.Minute)) {
+		t.Errorf("the pace still counts requests %v after the limiter last refused, with calls held all along", 40*time.Minute)
+	}
 	if p.share != atExpiry {
 		t.Errorf("the share climbed from %v to %v after the limiter's %v were over, want it to stay", atExpiry, p.share, hintlessFor)
 	}
@@ -429,11 +432,13 @@ func TestAHintlessLimiterIsReadAgainAfterAQuietSpell(t *testing.T) {
 
 // TestAHintlessLimiterIsReadFromWhenItWasEmpty: what passed before a
 // limiter's bare 429 was its burst, which the refusal shows spent; what it
-// lets through from then on is its rate. 6 calls pass at once, the 7th is
-// refused, then 5 calls pass, a second or more apart as the pace lets
-// them: the limiter reads those 5 over the time since its refusal, and one
-// more that it may have held then (less than a call, or it would have let
-// the refused one through), not the 10 that passed in all.
+// lets through from then on is its rate. After a first call, 6 go at once
+// and the limiter refuses one of them, whose 429 comes back before the
+// others' answers; then 5 calls pass, a second or more apart as the pace
+// lets them. The limiter reads those 5 over the time since the refused
+// call was sent, and one more that it may have held then (less than a
+// call, or it would have let the refused one through), not the 11 that
+// passed in all.
 func TestAHintlessLimiterIsReadFromWhenItWasEmpty(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
@@ -442,12 +447,13 @@ func TestAHintlessLimiterIsReadFromWhenItWasEmpty(t *testing.T) {
 		for range 6 {
 			burst = append(burst, admitNow(t, s, call(ops.GetMe, "")))
 		}
+		sent := time.Now()
 		time.Sleep(20 * time.Millisecond)
+		burst[5].Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{}, Problem: &Problem{}})
+		time.Sleep(5 * time.Millisecond)
 		for _, tk := range burst[:5] {
 			tk.Finish(answer("", ""))
 		}
-		burst[5].Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{}, Problem: &Problem{}})
-		refused := time.Now()
 		for range 5 {
 			time.Sleep(time.Second)
 			tk, _, err := s.Admit(context.Background(), call(ops.GetMe, ""))
@@ -458,9 +464,42 @@ func TestAHintlessLimiterIsReadFromWhenItWasEmpty(t *testing.T) {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		since := time.Since(refused)
+		since := time.Since(sent)
 		if got, want := s.passed.rate(time.Now()), 6/since.Seconds(); math.Abs(got-want) > 1e-9 {
-			t.Errorf("%v after the limiter refused, with 5 calls passed since, it reads %.2f a second, want %.2f", since, got, want)
+			t.Errorf("%v after the refused call was sent, with 5 calls sent and passed since, it reads %.2f a second, want %.2f", since, got, want)
+		}
+	})
+}
+
+// TestACapHeldByTheShareBindsThePace: calls held at the cap that a cut
+// share puts on the calls in flight show the limiter as much as calls the
+// pace holds: 8 callers of 8-second calls after a hint-less refusal, which
+// the cap of 4 holds, raise the share to the full cap within minutes.
+func TestACapHeldByTheShareBindsThePace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", ""))
+		admitNow(t, s, call(ops.GetMe, "")).Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{}, Problem: &Problem{}})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for {
+					tk, _, err := s.Admit(ctx, call(ops.GetMe, ""))
+					if err != nil {
+						return
+					}
+					time.Sleep(8 * time.Second)
+					tk.Finish(answer("", ""))
+				}
+			})
+		}
+		wg.Wait()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if capped := s.pace.capOf(s.parallel); capped != s.parallel {
+			t.Errorf("5 minutes of calls held at the cut cap left the cap at %d of %d", capped, s.parallel)
 		}
 	})
 }
@@ -481,7 +520,7 @@ func paced(p *pace, rate float64, from, to time.Time) {
 	for now := from; now.Before(to); now = now.Add(10 * time.Millisecond) {
 		p.adapt(now)
 		if p.wait(1, rate, now) == 0 {
-			p.take(1, now)
+			p.take(1, rate, now)
 		}
 	}
 }
@@ -500,7 +539,11 @@ func TestAnIdlePaceKeepsItsHintlessLimiter(t *testing.T) {
 		t.Errorf("after an idle hour the share went from %v to %v and the pace counts requests: %v; want it as it was, counting",
 			share, p.share, p.counting(at(hintlessFor+time.Hour)))
 	}
-	paced(p, 1, at(hintlessFor+time.Hour), at(2*hintlessFor+time.Hour))
+	paced(p, 1, at(hintlessFor+time.Hour), at(2*hintlessFor+time.Hour-30*time.Second))
+	if !p.counting(at(2*hintlessFor + time.Hour - 30*time.Second)) {
+		t.Errorf("the limiter was forgotten before %v of calls held by the pace", hintlessFor)
+	}
+	paced(p, 1, at(2*hintlessFor+time.Hour-30*time.Second), at(2*hintlessFor+time.Hour))
 	if p.share <= share || p.counting(at(2*hintlessFor+time.Hour)) {
 		t.Errorf("after %v of calls held by the pace the share is %v (from %v) and the pace counts requests: %v; want it higher, and the limiter forgotten",
 			hintlessFor, p.share, share, p.counting(at(2*hintlessFor+time.Hour)))
