@@ -227,8 +227,7 @@ func (p *pace) skipIdle(now time.Time) {
 }
 
 // top is the share the pace climbs to: 1, or hintlessTop while a limiter
-// that gave no hint may be in front (within hintlessFor of its last
-// refusal).
+// that gave no hint may be in front (counting).
 func (p *pace) top(now time.Time) float64 {
 	if p.counting(now) {
 		return hintlessTop
@@ -237,7 +236,8 @@ func (p *pace) top(now time.Time) float64 {
 }
 
 // counting reports whether the pace counts requests: a limiter that gave
-// no hint refused within hintlessFor.
+// no hint refused within hintlessFor of the time the pace held calls
+// (hintless, skipIdle).
 func (p *pace) counting(now time.Time) bool {
 	return !p.hintless.IsZero() && now.Sub(p.hintless) < hintlessFor
 }
