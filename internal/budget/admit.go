@@ -158,12 +158,13 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 		t.l.take(t.amount, now)
 		t.probe = t.l.sent(now)
 		t.l.inflight += t.amount
-		t.l.pace.take(t.l.need(t.amount), t.l.paceRate(now), now)
+		t.l.pace.take(t.l.need(t.amount), now)
 		t.l.usedAt = now
 	}
 	s.scopeSentLocked(c, now)
 	amount, rate := s.paceUnitLocked(c, now)
-	s.pace.take(amount, rate, now)
+	s.pace.arrived(rate, now)
+	s.pace.take(amount, now)
 	if s.meanCost == 0 {
 		s.meanCost = c.Cost
 	}

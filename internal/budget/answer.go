@@ -105,7 +105,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 					if replay {
 						// A replay takes no turn of a level it is not counted on:
 						// its turn goes back (the next refill caps it at the burst).
-						l.pace.take(-back, l.paceRate(now), now)
+						l.pace.take(-back, now)
 					}
 					rel.refund(l, back, replay, now)
 				}

@@ -278,14 +278,19 @@ func (p *pace) wait(amount, rate float64, now time.Time) time.Duration {
 	return d
 }
 
-// take takes amount of an admitted call at rate; one that comes before
-// the pace is full again is held by it, as a call that waits is.
-func (p *pace) take(amount, rate float64, now time.Time) {
+// take takes amount of an admitted call.
+func (p *pace) take(amount float64, now time.Time) {
 	if p.paces(now) {
-		if amount > 0 && rate > 0 && p.tokens < p.burst(rate)-1e-9 {
-			p.boundAt = now
-		}
 		p.tokens -= amount
+	}
+}
+
+// arrived notes a call admitted at now against the pace at rate: one that
+// comes before the pace is full again is held by it, as a call that waits
+// is (skipIdle).
+func (p *pace) arrived(rate float64, now time.Time) {
+	if p.paces(now) && rate > 0 && p.tokens < p.burst(rate)-1e-9 {
+		p.boundAt = now
 	}
 }
 

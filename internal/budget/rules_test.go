@@ -449,7 +449,7 @@ func TestAHintlessLimiterIsReadFromWhenItWasEmpty(t *testing.T) {
 		}
 		sent := time.Now()
 		time.Sleep(20 * time.Millisecond)
-		burst[5].Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{}, Problem: &Problem{}})
+		burst[5].Finish(refusal(http.StatusTooManyRequests, "", "", 0))
 		time.Sleep(5 * time.Millisecond)
 		for _, tk := range burst[:5] {
 			tk.Finish(answer("", ""))
@@ -479,7 +479,7 @@ func TestACapHeldByTheShareBindsThePace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
 		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", ""))
-		admitNow(t, s, call(ops.GetMe, "")).Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{}, Problem: &Problem{}})
+		admitNow(t, s, call(ops.GetMe, "")).Finish(refusal(http.StatusTooManyRequests, "", "", 0))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		var wg sync.WaitGroup
@@ -520,7 +520,8 @@ func paced(p *pace, rate float64, from, to time.Time) {
 	for now := from; now.Before(to); now = now.Add(10 * time.Millisecond) {
 		p.adapt(now)
 		if p.wait(1, rate, now) == 0 {
-			p.take(1, rate, now)
+			p.arrived(rate, now)
+			p.take(1, now)
 		}
 	}
 }
@@ -602,7 +603,7 @@ func behindHintlessLimiter(run time.Duration, next func(time.Duration) *Call) []
 				if pass() {
 					tk.Finish(answer("", ""))
 				} else {
-					tk.Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{}, Problem: &Problem{}})
+					tk.Finish(refusal(http.StatusTooManyRequests, "", "", 0))
 				}
 			}
 		})
