@@ -123,7 +123,7 @@ func (a *attempt) admitLocked(lease string, now time.Time) (*Ticket, Event, erro
 		s.waits++
 		s.waited += waited
 	}
-	c.ticket = Ticket{s: s, c: c, taken: c.takes, budgeted: c.Budgeted, lease: lease, ref: s.leases[lease], start: now}
+	c.ticket = Ticket{s: s, c: c, taken: c.takes, budgeted: c.Budgeted, lease: lease, ref: s.leases[lease], start: now, flight: c.flight && c.Budgeted}
 	s.lastUse = now
 	s.mu.Unlock()
 	a.stopSlow()
@@ -145,6 +145,11 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 	c.others = s.open.minus(s.sent).minus(sentCount{1, c.Cost})
 	if !s.learned && s.inflight == 1 {
 		s.slowStartAt = now
+	}
+	c.flight = s.flightOpen
+	if c.flight {
+		s.flight++
+		s.flightOpen = s.inflight < s.pace.capOf(s.parallel)
 	}
 	c.reported = nil
 	if !c.Status {

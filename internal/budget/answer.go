@@ -124,11 +124,15 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		}
 		s.guardGate.wakeHead()
 		if a != nil {
+			if !s.learned {
+				s.openFlightLocked(t.start, now)
+			}
 			s.observeLocked(c, a.Header, now, rel, !uncharged)
 			if a.Problem != nil {
 				s.refusedLocked(c, t.start, a.Status, a.Problem, now, rel)
 			}
 		}
+		s.landedLocked(t)
 		t.endReadingLocked() // the answer's waits are in: requests held at their last moment look again
 		overflow, logger := s.overflowDue, s.logger
 		s.overflowDue = false

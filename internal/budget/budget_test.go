@@ -1446,6 +1446,7 @@ func TestASlotStaysTakenWhileTheServerMayStillRunItsCall(t *testing.T) {
 		tk := admitNow(t, s, call(ops.GetMe, ""))
 		time.Sleep(time.Second)
 		tk.Finish(answer("", ""))
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", "")) // slow start's flight
 
 		var open []*Ticket
 		for range s.parallel {

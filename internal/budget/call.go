@@ -66,6 +66,7 @@ type Call struct {
 	runs         []levelRun // the runs its attempt counts in (scopeSentLocked)
 	runsBuf      [2]levelRun
 	scoped       bool // its attempt counts in its runs
+	flight       bool // its attempt went in slow start's flight (slowStartDueLocked)
 	ticket       Ticket
 }
 
@@ -145,6 +146,7 @@ type Ticket struct {
 	lease    string
 	ref      leaseRef // the store the lease is in
 	start    time.Time
+	flight   bool // it went in slow start's flight
 	once     sync.Once
 	reading  bool // its answer is a refusal being read (Reading)
 	ended    bool // Finish or Unanswered has run

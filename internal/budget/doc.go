@@ -145,7 +145,13 @@
 // # Rule 6: without any hint, converge just below the limiter
 //
 // A bare 429 (no code, no wait) comes from a limiter in front that says
-// nothing of its limit. The key's pace then
+// nothing of its limit. Before it can, slow start hears its first flight
+// in full: when the call let out alone is answered, the calls in flight
+// fill the cap once, and the calls after them wait until every one of the
+// flight is answered, at most twice the first call's round trip, so that
+// the refusals of a limiter that let part of the flight through have cut
+// the pace before any more go (slowStartDueLocked;
+// TestSlowStartsFlightIsHeardBeforeMoreGo). The key's pace then
 //
 //   - counts requests, at a rate fixed at the first such refusal: what the
 //     calls cost later does not change what the limiter lets through

@@ -9,21 +9,51 @@ import "time"
 // most, however many there are.
 const SlowStartHold = 30 * time.Second
 
-// slowStartDueLocked reports whether slow start holds calls because the
-// call let out alone has not been answered, and how long until it ends.
+// slowStartDueLocked reports whether slow start holds calls, and how long
+// until it ends: while the call let out alone has no answer; then while the
+// flight that went on that answer (the calls admitted until the calls in
+// flight filled the cap or one of them was answered) is not answered in
+// full, at most twice the first call's round trip, so that a limiter in
+// front that refused part of the flight is heard before more calls go.
 func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
-	if s.learned || s.inflight == 0 {
+	until := s.flightUntil
+	switch {
+	case !s.learned && s.inflight > 0:
+		until = s.slowStartAt.Add(SlowStartHold)
+	case !s.learned || s.flight == 0 || s.flightOpen:
 		return 0, false
 	}
-	d := s.slowStartAt.Add(SlowStartHold).Sub(now)
+	d := until.Sub(now)
 	return d, d > 0
+}
+
+// openFlightLocked lets slow start's flight go on the first answer, to a
+// call sent at start.
+func (s *State) openFlightLocked(start, now time.Time) {
+	s.flightOpen, s.flightUntil = true, now.Add(min(2*now.Sub(start), SlowStartHold))
+}
+
+// landedLocked notes that t, which may have gone in slow start's flight,
+// was answered or given up on.
+func (s *State) landedLocked(t *Ticket) {
+	if !t.flight {
+		return
+	}
+	s.flightOpen = false
+	if s.flight--; s.flight == 0 {
+		s.slotGate.wakeHead()
+	}
 }
 
 // slotLocked holds w while the calls in flight are at the adaptive cap, or
 // at the slots of the fallback share while that applies.
 func (s *State) slotLocked(w *waiter, share fallbackShare, now time.Time) (*gate, time.Duration, string) {
-	if _, held := s.slowStartDueLocked(now); !s.learned && !held && s.inflight > 0 {
+	d, held := s.slowStartDueLocked(now)
+	if !s.learned && !held && s.inflight > 0 {
 		s.learned = true // out SlowStartHold unanswered: it ends as an answer would
+	}
+	if s.learned && held {
+		return &s.slotGate, d, ReasonInFlight
 	}
 	limit := 1 // slow start: one call until an answer has shown the server's policies
 	if s.learned {

@@ -504,6 +504,59 @@ func TestACapHeldByTheShareBindsThePace(t *testing.T) {
 	})
 }
 
+// TestSlowStartsFlightIsHeardBeforeMoreGo: the flight that goes when slow
+// start's lone call is answered (after 30 ms) fills the cap; a call after
+// it waits until the flight is answered in full, so that the bare 429s of
+// a limiter in front that refused part of it have cut the pace before it
+// goes. A flight call that gets no answer holds the calls after it for
+// twice the first call's round trip at most.
+func TestSlowStartsFlightIsHeardBeforeMoreGo(t *testing.T) {
+	firstAnswer := func(s *State) {
+		tk := admitNow(t, s, call(ops.GetContact, ""))
+		time.Sleep(30 * time.Millisecond)
+		tk.Finish(answer("", ""))
+	}
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		firstAnswer(s)
+		var flight []*Ticket
+		for range s.parallel {
+			flight = append(flight, admitNow(t, s, call(ops.GetContact, "")))
+		}
+		time.Sleep(30 * time.Millisecond)
+		for _, tk := range flight[:4] {
+			tk.Finish(answer("", ""))
+		}
+		if why := held(s, call(ops.GetContact, "")); why != ReasonInFlight {
+			t.Errorf("a call after the flight, 4 of its 6 answered, is held by %q, want %q", why, ReasonInFlight)
+		}
+		for _, tk := range flight[4:] {
+			tk.Finish(refusal(http.StatusTooManyRequests, "", "", 0))
+		}
+		if why := held(s, call(ops.GetContact, "")); why != ReasonPace {
+			t.Errorf("a call after the flight, 2 of it refused by a limiter in front, is held by %q, want %q", why, ReasonPace)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		firstAnswer(s)
+		answered := time.Now()
+		admitNow(t, s, call(ops.GetContact, ""))
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+		if why := held(s, call(ops.GetContact, "")); why != ReasonInFlight {
+			t.Errorf("a call after the flight, 1 of its 2 answered, is held by %q, want %q", why, ReasonInFlight)
+		}
+		tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(answered); waited != 60*time.Millisecond {
+			t.Errorf("a flight call without an answer held the next %v after the first answer, want 60ms", waited)
+		}
+		tk.Finish(answer("", ""))
+	})
+}
+
 // cutByAHintlessLimiter returns a pace that a limiter that gave no hint
 // refused at its start, with 1 request a second passing, and the time from
 // that start.

@@ -55,6 +55,9 @@ type State struct {
 	overflowSaid, overflowDue   bool // an overflow was noted; it is still to be logged
 	levelsSweptAt               time.Time
 	slowStartAt                 time.Time     // when slow start let its call out alone (SlowStartHold)
+	flight                      int           // calls of slow start's flight not answered yet
+	flightOpen                  bool          // the flight takes calls: from slow start's first answer until it fills the cap or one of it is answered
+	flightUntil                 time.Time     // the flight holds the calls after it until then at most
 	statusAt                    time.Time     // when StatusFor last started a status request
 	sentAt                      time.Time     // when the last budgeted call other than a status was admitted
 	statusDone                  chan struct{} // closes when that request ends; nil when none is on its way
