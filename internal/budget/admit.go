@@ -38,6 +38,7 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			return a.fail(err)
 		}
 		g, d, why := s.holdLocked(c, now)
+		c.flight = g == nil && s.flightOpen // the store's round trip may outlast it
 		lease, refusal := "", false
 		if g == nil && s.sharedActiveLocked(now) {
 			var err error
@@ -146,11 +147,7 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 	if !s.learned && s.inflight == 1 {
 		s.slowStartAt = now
 	}
-	c.flight = s.flightOpen
-	if c.flight {
-		s.flight++
-		s.flightOpen = s.inflight < s.pace.capOf(s.parallel)
-	}
+	s.joinFlightLocked(c, now)
 	c.reported = nil
 	if !c.Status {
 		s.sentAt = now

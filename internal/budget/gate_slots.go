@@ -3,23 +3,27 @@ package budget
 import "time"
 
 // SlowStartHold is how long the call out alone in slow start (no answer
-// yet) holds the key's other calls: then slow start ends as an answer ends
-// it, and calls go up to the adaptive cap (at most the parallel quota), so
-// that calls that never get an answer hold the others for SlowStartHold at
-// most, however many there are.
+// yet) holds the key's other calls: then slow start ends, and calls go up
+// to the adaptive cap (at most the parallel quota), so that calls that
+// never get an answer hold the others for SlowStartHold at most, however
+// many there are.
 const SlowStartHold = 30 * time.Second
 
 // slowStartDueLocked reports whether slow start holds calls, and how long
-// until it ends: while the call let out alone has no answer; then while the
-// flight that went on that answer (the calls admitted until the calls in
-// flight filled the cap or one of them was answered) is not answered in
-// full, at most twice the first call's round trip, so that a limiter in
-// front that refused part of the flight is heard before more calls go.
+// at most until it ends: while the call let out alone has no answer, up to
+// SlowStartHold (then slow start ends without an answer); after that
+// answer, while the flight that went on it (the calls admitted until the
+// calls in flight filled the cap or one of them was answered or given up
+// on) has calls unanswered, up to twice the first call's round trip after
+// the flight's last call went, so that a limiter in front that refused
+// part of the flight is heard before more calls go.
 func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
 	until := s.flightUntil
 	switch {
 	case !s.learned && s.inflight > 0:
-		until = s.slowStartAt.Add(SlowStartHold)
+		if until = s.slowStartAt.Add(SlowStartHold); !until.After(now) {
+			s.learned = true
+		}
 	case !s.learned || s.flight == 0 || s.flightOpen:
 		return 0, false
 	}
@@ -30,7 +34,18 @@ func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
 // openFlightLocked lets slow start's flight go on the first answer, to a
 // call sent at start.
 func (s *State) openFlightLocked(start, now time.Time) {
-	s.flightOpen, s.flightUntil = true, now.Add(min(2*now.Sub(start), SlowStartHold))
+	s.flightOpen, s.flightHold = true, min(2*now.Sub(start), SlowStartHold)
+}
+
+// joinFlightLocked counts c, admitted now, into slow start's flight if it
+// passed the gates while the flight was open.
+func (s *State) joinFlightLocked(c *Call, now time.Time) {
+	if !c.flight {
+		return
+	}
+	s.flight++
+	s.flightUntil = now.Add(s.flightHold)
+	s.flightOpen = s.flightOpen && s.inflight < s.pace.capOf(s.parallel)
 }
 
 // landedLocked notes that t, which may have gone in slow start's flight,
@@ -48,12 +63,8 @@ func (s *State) landedLocked(t *Ticket) {
 // slotLocked holds w while the calls in flight are at the adaptive cap, or
 // at the slots of the fallback share while that applies.
 func (s *State) slotLocked(w *waiter, share fallbackShare, now time.Time) (*gate, time.Duration, string) {
-	d, held := s.slowStartDueLocked(now)
-	if !s.learned && !held && s.inflight > 0 {
-		s.learned = true // out SlowStartHold unanswered: it ends as an answer would
-	}
-	if s.learned && held {
-		return &s.slotGate, d, ReasonInFlight
+	if _, held := s.slowStartDueLocked(now); s.learned && held {
+		return &s.slotGate, forever, ReasonInFlight // the flight's answers end it (or the timer of hold.go)
 	}
 	limit := 1 // slow start: one call until an answer has shown the server's policies
 	if s.learned {

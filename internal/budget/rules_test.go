@@ -508,13 +508,39 @@ func TestACapHeldByTheShareBindsThePace(t *testing.T) {
 // start's lone call is answered (after 30 ms) fills the cap; a call after
 // it waits until the flight is answered in full, so that the bare 429s of
 // a limiter in front that refused part of it have cut the pace before it
-// goes. A flight call that gets no answer holds the calls after it for
-// twice the first call's round trip at most.
+// goes, also when the flight went 100 ms after that answer. A flight call
+// that gets no answer holds the calls after it for twice the first call's
+// round trip at most, and a call whose deadline the flight's answers meet
+// waits for them rather than fail at once.
 func TestSlowStartsFlightIsHeardBeforeMoreGo(t *testing.T) {
 	firstAnswer := func(s *State) {
 		tk := admitNow(t, s, call(ops.GetContact, ""))
 		time.Sleep(30 * time.Millisecond)
 		tk.Finish(answer("", ""))
+	}
+	for _, late := range []time.Duration{0, 100 * time.Millisecond} {
+		synctest.Test(t, func(t *testing.T) {
+			s := New()
+			firstAnswer(s)
+			time.Sleep(late)
+			var flight []*Ticket
+			for range s.parallel {
+				flight = append(flight, admitNow(t, s, call(ops.GetContact, "")))
+			}
+			time.Sleep(30 * time.Millisecond)
+			for _, tk := range flight[:4] {
+				tk.Finish(answer("", ""))
+			}
+			if why := held(s, call(ops.GetContact, "")); why != ReasonInFlight {
+				t.Errorf("a call after the flight sent %v after the first answer, 4 of its 6 answered, is held by %q, want %q", late, why, ReasonInFlight)
+			}
+			for _, tk := range flight[4:] {
+				tk.Finish(refusal(http.StatusTooManyRequests, "", "", 0))
+			}
+			if why := held(s, call(ops.GetContact, "")); why != ReasonPace {
+				t.Errorf("a call after the flight sent %v after the first answer, 2 of it refused by a limiter in front, is held by %q, want %q", late, why, ReasonPace)
+			}
+		})
 	}
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
@@ -523,19 +549,19 @@ func TestSlowStartsFlightIsHeardBeforeMoreGo(t *testing.T) {
 		for range s.parallel {
 			flight = append(flight, admitNow(t, s, call(ops.GetContact, "")))
 		}
-		time.Sleep(30 * time.Millisecond)
-		for _, tk := range flight[:4] {
-			tk.Finish(answer("", ""))
+		go func() {
+			time.Sleep(40 * time.Millisecond)
+			for _, tk := range flight {
+				tk.Finish(answer("", ""))
+			}
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		tk, _, err := s.Admit(ctx, call(ops.GetContact, ""))
+		if err != nil {
+			t.Fatalf("a call whose deadline the flight's answers meet: %v", err)
 		}
-		if why := held(s, call(ops.GetContact, "")); why != ReasonInFlight {
-			t.Errorf("a call after the flight, 4 of its 6 answered, is held by %q, want %q", why, ReasonInFlight)
-		}
-		for _, tk := range flight[4:] {
-			tk.Finish(refusal(http.StatusTooManyRequests, "", "", 0))
-		}
-		if why := held(s, call(ops.GetContact, "")); why != ReasonPace {
-			t.Errorf("a call after the flight, 2 of it refused by a limiter in front, is held by %q, want %q", why, ReasonPace)
-		}
+		tk.Finish(answer("", ""))
 	})
 	synctest.Test(t, func(t *testing.T) {
 		s := New()

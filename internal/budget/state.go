@@ -57,6 +57,7 @@ type State struct {
 	slowStartAt                 time.Time     // when slow start let its call out alone (SlowStartHold)
 	flight                      int           // calls of slow start's flight not answered yet
 	flightOpen                  bool          // the flight takes calls: from slow start's first answer until it fills the cap or one of it is answered
+	flightHold                  time.Duration // how long at most the flight holds the calls after it once its last call went
 	flightUntil                 time.Time     // the flight holds the calls after it until then at most
 	statusAt                    time.Time     // when StatusFor last started a status request
 	sentAt                      time.Time     // when the last budgeted call other than a status was admitted

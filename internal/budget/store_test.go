@@ -663,3 +663,56 @@ func TestTheKeeperAsksAFailedStoreOnceALook(t *testing.T) {
 		time.Sleep(time.Minute)
 	})
 }
+
+// TestSlowStartsFlightIsHeardThroughTheStore: with a shared store, a call
+// that asked the store while slow start's flight was open counts in the
+// flight when the store admits it after the flight closed, so the calls
+// after it wait for its answer too; and slow start that ended with its
+// call unanswered for SlowStartHold opens no flight when that answer comes.
+func TestSlowStartsFlightIsHeardThroughTheStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		s.UseStore(&slowStore{}, "k", nil)
+		first, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
+		time.Sleep(30 * time.Millisecond)
+		first.Finish(answer("", ""))
+		a, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
+		asked := make(chan *Ticket)
+		go func() {
+			tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+			if err != nil {
+				t.Error(err)
+			}
+			asked <- tk
+		}()
+		time.Sleep(time.Millisecond) // it asks the store
+		a.Finish(answer("", ""))     // the flight closes
+		b := <-asked
+		if why := held(s, call(ops.GetContact, "")); why != ReasonInFlight {
+			t.Errorf("a call after a flight whose last call the store admitted after it closed is held by %q, want %q", why, ReasonInFlight)
+		}
+		b.Finish(answer("", ""))
+		if why := held(s, call(ops.GetContact, "")); why != "" {
+			t.Errorf("a call after a flight answered in full is held by %q", why)
+		}
+		time.Sleep(time.Minute) // the keeper renews no lease and ends
+	})
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		s.UseStore(&slowStore{}, "k", nil)
+		first, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
+		time.Sleep(SlowStartHold + time.Second)
+		b, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first.Finish(answer("", ""))
+		c, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
+		c.Finish(answer("", ""))
+		if why := held(s, call(ops.GetContact, "")); why != "" {
+			t.Errorf("once slow start ended unanswered, a call after its late answer is held by %q", why)
+		}
+		b.Finish(answer("", ""))
+		time.Sleep(time.Minute)
+	})
+}
