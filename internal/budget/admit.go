@@ -38,7 +38,7 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			return a.fail(err)
 		}
 		g, d, why := s.holdLocked(c, now)
-		c.flight = g == nil && s.flightOpen // the store's round trip may outlast it
+		c.flight = g == nil && s.flightOpen // in the flight, also if it closes during the store's round trip
 		lease, refusal := "", false
 		if g == nil && s.sharedActiveLocked(now) {
 			var err error

@@ -146,13 +146,13 @@
 //
 // A bare 429 (no code, no wait) comes from a limiter in front that says
 // nothing of its limit. Before it can, slow start hears its first flight
-// in full: the calls admitted once the call let out alone is answered,
-// until they fill the cap or one of them is answered, go, and the calls
-// after them wait until every one of the flight is answered or given up
-// on, for at most twice the first call's round trip after the flight's
-// last call went (30 s at most), so that the refusals of a limiter that
-// let part of a flight as fast as that call through have cut the pace
-// before any more go (slowStartDueLocked;
+// in full. Once the call let out alone is answered, a flight goes: the
+// calls admitted until they fill the cap or one of them is answered. The
+// calls after it wait until every call of the flight is answered or given
+// up on, for at most twice the first call's round trip after the flight's
+// last call went (30 s at most). So the refusals of a limiter that let part
+// of the flight through have cut the pace before any more calls go, as
+// long as the flight is as fast as the first call (slowStartDueLocked;
 // TestSlowStartsFlightIsHeardBeforeMoreGo,
 // TestSlowStartsFlightIsHeardThroughTheStore). The key's pace then
 //
