@@ -38,7 +38,7 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			return a.fail(err)
 		}
 		g, d, why := s.holdLocked(c, now)
-		c.flight = g == nil && s.flightOpen // in the flight, also if it closes during the store's round trip
+		c.flight = g == nil && s.flightLeft > 0 // in the flight, also if it closes during the store's round trip
 		lease, refusal := "", false
 		if g == nil && s.sharedActiveLocked(now) {
 			var err error

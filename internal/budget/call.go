@@ -66,7 +66,7 @@ type Call struct {
 	runs         []levelRun // the runs its attempt counts in (scopeSentLocked)
 	runsBuf      [2]levelRun
 	scoped       bool // its attempt counts in its runs
-	flight       bool // its attempt passed the gates while slow start's flight was open (slowStartDueLocked)
+	flight       bool // its attempt passed the gates while slow start's flight took calls (slowStartDueLocked)
 	ticket       Ticket
 }
 

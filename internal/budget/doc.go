@@ -145,15 +145,15 @@
 // # Rule 6: without any hint, converge just below the limiter
 //
 // A bare 429 (no code, no wait) comes from a limiter in front that says
-// nothing of its limit. Before it can, slow start hears its first flight
-// in full. Once the call let out alone is answered, a flight goes: the
-// calls admitted until they fill the cap or one of them is answered. The
-// calls after it wait until every call of the flight is answered or given
-// up on, for at most twice the first call's round trip after the flight's
-// last call went (30 s at most). So the refusals of a limiter that let part
-// of the flight through have cut the pace before any more calls go, as
-// long as the flight is as fast as the first call (slowStartDueLocked;
-// TestSlowStartsFlightIsHeardBeforeMoreGo,
+// nothing of its limit. Before it can, slow start hears its first flight in
+// full. Once the call let out alone is answered, a flight goes: the first
+// calls admitted after that answer, as many as the cap on calls in flight.
+// The calls after it wait until every call of the flight is answered or
+// given up on, for at most twice the first call's round trip after the
+// flight's last call went (30 s at most). So the refusals of a limiter that
+// let part of the flight through have cut the pace before any more calls
+// go, as long as the flight is as fast as the first call
+// (slowStartDueLocked; TestSlowStartsFlightIsHeardBeforeMoreGo,
 // TestSlowStartsFlightIsHeardThroughTheStore). The key's pace then
 //
 //   - counts requests, at a rate fixed at the first such refusal: what the

@@ -12,11 +12,11 @@ const SlowStartHold = 30 * time.Second
 // slowStartDueLocked reports whether slow start holds calls, and how long
 // at most until it ends: while the call let out alone has no answer, up to
 // SlowStartHold (then slow start ends without an answer); after that
-// answer, while the flight that went on it (the calls admitted until the
-// calls in flight filled the cap or one of them was answered or given up
-// on) has calls unanswered, up to twice the first call's round trip after
-// the flight's last call went, so that a limiter in front that refused
-// part of the flight is heard before more calls go.
+// answer, once the flight that goes on it (the first calls admitted after
+// it, as many as the cap on calls in flight) is full, while the flight has
+// calls unanswered, up to twice the first call's round trip after its last
+// call went, so that a limiter in front that refused part of the flight is
+// heard before more calls go.
 func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
 	until := s.flightUntil
 	switch {
@@ -24,7 +24,7 @@ func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
 		if until = s.slowStartAt.Add(SlowStartHold); !until.After(now) {
 			s.learned = true
 		}
-	case !s.learned || s.flight == 0 || s.flightOpen:
+	case !s.learned || s.flight == 0 || s.flightLeft > 0:
 		return 0, false
 	}
 	d := until.Sub(now)
@@ -34,18 +34,18 @@ func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
 // openFlightLocked lets slow start's flight go on the first answer, to a
 // call sent at start.
 func (s *State) openFlightLocked(start, now time.Time) {
-	s.flightOpen, s.flightHold = true, min(2*now.Sub(start), SlowStartHold)
+	s.flightLeft, s.flightHold = s.pace.capOf(s.parallel), min(2*now.Sub(start), SlowStartHold)
 }
 
 // joinFlightLocked counts c, admitted now, into slow start's flight if it
-// passed the gates while the flight was open.
+// passed the gates while the flight took calls.
 func (s *State) joinFlightLocked(c *Call, now time.Time) {
 	if !c.flight {
 		return
 	}
 	s.flight++
 	s.flightUntil = now.Add(s.flightHold)
-	s.flightOpen = s.flightOpen && s.inflight < s.pace.capOf(s.parallel)
+	s.flightLeft = max(s.flightLeft-1, 0)
 }
 
 // landedLocked notes that t, which may have gone in slow start's flight,
@@ -54,7 +54,6 @@ func (s *State) landedLocked(t *Ticket) {
 	if !t.flight {
 		return
 	}
-	s.flightOpen = false
 	if s.flight--; s.flight == 0 {
 		s.slotGate.wakeHead()
 	}

@@ -505,13 +505,14 @@ func TestACapHeldByTheShareBindsThePace(t *testing.T) {
 }
 
 // TestSlowStartsFlightIsHeardBeforeMoreGo: the flight that goes when slow
-// start's lone call is answered (after 30 ms) fills the cap; a call after
-// it waits until the flight is answered in full, so that the bare 429s of
-// a limiter in front that refused part of it have cut the pace before it
-// goes, also when the flight went 100 ms after that answer. A flight call
-// that gets no answer holds the calls after it for twice the first call's
-// round trip at most, and a call whose deadline the flight's answers meet
-// waits for them rather than fail at once.
+// start's lone call is answered (after 30 ms) is as many calls as the cap;
+// a call after it waits until the flight is answered in full, so that the
+// bare 429s of a limiter in front that refused part of it have cut the
+// pace before it goes, also when the flight went 100 ms after that answer.
+// A flight call that gets no answer holds the calls after it for twice the
+// first call's round trip at most after the flight's last call went, and a
+// call whose deadline the flight's answers meet waits for them rather than
+// fail at once.
 func TestSlowStartsFlightIsHeardBeforeMoreGo(t *testing.T) {
 	firstAnswer := func(s *State) {
 		tk := admitNow(t, s, call(ops.GetContact, ""))
@@ -566,18 +567,25 @@ func TestSlowStartsFlightIsHeardBeforeMoreGo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
 		firstAnswer(s)
-		answered := time.Now()
-		admitNow(t, s, call(ops.GetContact, ""))
+		admitNow(t, s, call(ops.GetContact, "")) // never answered
+		for range s.parallel - 2 {
+			admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+		}
+		time.Sleep(10 * time.Millisecond)
+		if why := held(s, call(ops.GetContact, "")); why != "" {
+			t.Errorf("the flight's last call is held by %q", why)
+		}
 		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+		last := time.Now()
 		if why := held(s, call(ops.GetContact, "")); why != ReasonInFlight {
-			t.Errorf("a call after the flight, 1 of its 2 answered, is held by %q, want %q", why, ReasonInFlight)
+			t.Errorf("a call after the flight, 5 of its 6 answered, is held by %q, want %q", why, ReasonInFlight)
 		}
 		tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if waited := time.Since(answered); waited != 60*time.Millisecond {
-			t.Errorf("a flight call without an answer held the next %v after the first answer, want 60ms", waited)
+		if waited := time.Since(last); waited != 60*time.Millisecond {
+			t.Errorf("a flight call without an answer held the next %v after the flight's last call, want 60ms", waited)
 		}
 		tk.Finish(answer("", ""))
 	})

@@ -56,7 +56,7 @@ type State struct {
 	levelsSweptAt               time.Time
 	slowStartAt                 time.Time     // when slow start let its call out alone (SlowStartHold)
 	flight                      int           // calls of slow start's flight not answered yet
-	flightOpen                  bool          // the flight takes calls: from slow start's first answer until it fills the cap or one of it is answered
+	flightLeft                  int           // the calls slow start's flight still takes: the cap at its first answer, less those it took
 	flightHold                  time.Duration // how long at most the flight holds the calls after it once its last call went
 	flightUntil                 time.Time     // the flight holds the calls after it until then at most
 	statusAt                    time.Time     // when StatusFor last started a status request

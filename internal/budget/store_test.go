@@ -664,10 +664,10 @@ func TestTheKeeperAsksAFailedStoreOnceALook(t *testing.T) {
 	})
 }
 
-// TestSlowStartsFlightIsHeardThroughTheStore: with a shared store, a call
-// that asked the store while slow start's flight was open counts in the
-// flight when the store admits it after the flight closed, so the calls
-// after it wait for its answer too; and slow start that ended with its
+// TestSlowStartsFlightIsHeardThroughTheStore: with a shared store, calls
+// that asked the store while slow start's flight took calls count in the
+// flight also when the store admits them after it filled, so the calls
+// after it wait for their answers too; and slow start that ended with its
 // call unanswered for SlowStartHold opens no flight when that answer comes.
 func TestSlowStartsFlightIsHeardThroughTheStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -676,20 +676,27 @@ func TestSlowStartsFlightIsHeardThroughTheStore(t *testing.T) {
 		first, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
 		time.Sleep(30 * time.Millisecond)
 		first.Finish(answer("", ""))
-		a, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
-		asked := make(chan *Ticket)
-		go func() {
-			tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
-			if err != nil {
-				t.Error(err)
-			}
-			asked <- tk
-		}()
-		time.Sleep(time.Millisecond) // it asks the store
-		a.Finish(answer("", ""))     // the flight closes
-		b := <-asked
+		var flight []*Ticket
+		for range s.parallel - 1 {
+			tk, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
+			flight = append(flight, tk)
+		}
+		asked := make(chan *Ticket, 2)
+		for range 2 { // both ask the store while the flight takes one more
+			go func() {
+				tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+				if err != nil {
+					t.Error(err)
+				}
+				asked <- tk
+			}()
+		}
+		a, b := <-asked, <-asked
+		for _, tk := range append(flight, a) {
+			tk.Finish(answer("", ""))
+		}
 		if why := held(s, call(ops.GetContact, "")); why != ReasonInFlight {
-			t.Errorf("a call after a flight whose last call the store admitted after it closed is held by %q, want %q", why, ReasonInFlight)
+			t.Errorf("a call after a flight whose last call the store admitted after it filled is held by %q, want %q", why, ReasonInFlight)
 		}
 		b.Finish(answer("", ""))
 		if why := held(s, call(ops.GetContact, "")); why != "" {
