@@ -3,6 +3,7 @@ package budget
 import (
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -25,7 +26,10 @@ func TestParsePolicyHeader(t *testing.T) {
 		{"odd spacing", []string{`"a";q=1;w=2 ,   "b";q=3`}, []policyHeader{{"a", 1, 2, "requests"}, {"b", 3, 0, "requests"}}},
 		{"a bad member is skipped", []string{`"a";q=-1, "b";q=1.5, "c";q="9", "d";w=5, ("e");q=1, 7;q=1, "f";q=2;qu=points, "g";q=4`},
 			[]policyHeader{{"g", 4, 0, "requests"}}},
+		{"a bad window skips the member", []string{`"a";q=1;w=-5, "b";q=1;w=1.5, "c";q=1;w=?1, "d";q=2;w=60`},
+			[]policyHeader{{"d", 2, 60, "requests"}}},
 		{"no valid list", []string{`"key";q=300;w=60, ,`}, nil},
+		{"a field longer than MaxFieldBytes", []string{`"key";q=300;w=60,` + strings.Repeat(" ", MaxFieldBytes)}, nil},
 		{"garbage", []string{`{}}`}, nil},
 		{"empty", nil, nil},
 	}
@@ -53,6 +57,16 @@ func TestParseLimitHeader(t *testing.T) {
 		{"bad members skipped", `"a";r=-1, "b";t=3, "c";r=1;t=-2, "d";r=2.0, "e";r=5;t=1`, []limitHeader{{"e", 5, 1, ""}}},
 		{"a pk that is no byte sequence", `"p";r=1;t=2;pk="x", "q";r=1`, []limitHeader{{"q", 1, -1, ""}}},
 		{"not a list", `"key";r=`, nil},
+		{"no r", `"key";t=3`, []limitHeader{}},
+		{"three members", `"key";r=1;t=2, "org";r=3, "write";r=0;t=9`, []limitHeader{{"key", 1, 2, ""}, {"org", 3, -1, ""}, {"write", 0, 9, ""}}},
+		{"a parameter name of two letters", `"key";rr=1, "org";r=2`, []limitHeader{{"org", 2, -1, ""}}},
+		{"a parameter without a value", `"key";r, "org";r=2`, []limitHeader{{"org", 2, -1, ""}}},
+		{"two members without a comma", `"key";r=1 "org";r=2`, nil},
+		{"two members joined by another character", `"key";r=1x"org";r=2`, nil},
+		{"a string without its opening quote", `ab";r=1`, nil},
+		{"a parameter without =", `"key";rx5`, []limitHeader{}},
+		{"a member that is no string", `key;r=1, "org";r=2`, []limitHeader{{"key", 1, -1, ""}, {"org", 2, -1, ""}}},
+		{"a field longer than MaxFieldBytes", `"key";r=1` + strings.Repeat(" ", MaxFieldBytes), nil},
 	}
 	for _, tc := range cases {
 		if got := parseLimitHeader(http.Header{"Ratelimit": {tc.line}}); !reflect.DeepEqual(got, tc.want) {
@@ -65,4 +79,15 @@ func TestParseLimitHeader(t *testing.T) {
 func parseLimitHeader(h http.Header) []limitHeader {
 	var buf [2]limitHeader
 	return parseLimitInto(h, buf[:0])
+}
+
+// TestParseLimitCommonShapeAllocatesNothing: a RateLimit line of the common
+// shape (parseLimitFast) is read into the caller's slice without an
+// allocation, as every answer carries one.
+func TestParseLimitCommonShapeAllocatesNothing(t *testing.T) {
+	h := http.Header{"Ratelimit": {`"key";r=12;t=41, "org";r=300;t=60`}}
+	var buf [2]limitHeader
+	if n := testing.AllocsPerRun(100, func() { parseLimitInto(h, buf[:0]) }); n != 0 {
+		t.Fatalf("%v allocations a parse", n)
+	}
 }
