@@ -1,0 +1,109 @@
+package budget
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/bodo-app/bodo-go/budgetstore"
+)
+
+// TestFallsKeptAreBounded: a level keeps at most maxDrops of the falls the
+// others took, however many come within a window, and the largest stays.
+func TestFallsKeptAreBounded(t *testing.T) {
+	var d drops
+	start := time.Now()
+	for i := range 10 * maxDrops {
+		at := start.Add(time.Duration(i) * time.Millisecond)
+		d.add(float64(1000-i), at, at.Add(-time.Minute))
+	}
+	if len(d) > maxDrops {
+		t.Errorf("%d falls kept, want at most %d", len(d), maxDrops)
+	}
+	if got := d.max(start.Add(-time.Second)); got != 1000 {
+		t.Errorf("the largest fall kept is %v, want 1000", got)
+	}
+}
+
+// TestATakeLogKeepsOnlyWhatIsInItsWindow: a log whose oldest takes leave
+// as new ones come, never all at once, holds about what its window does,
+// not every take it ever had.
+func TestATakeLogKeepsOnlyWhatIsInItsWindow(t *testing.T) {
+	var g takeLog
+	start := time.Now()
+	for i := range 100_000 {
+		at := start.Add(time.Duration(i) * time.Second)
+		g.add(at, at, 1)
+		g.prune(at.Add(-10 * time.Second))
+	}
+	if live := len(g.entries) - g.head; live != 10 {
+		t.Fatalf("%d takes in a window of 10, want 10", live)
+	}
+	if n := len(g.entries); n > 200 {
+		t.Errorf("the log holds %d entries for 10 takes in its window", n)
+	}
+}
+
+// blockingStore is a downStore whose first Release waits until its
+// release is closed, telling sending when it began.
+type blockingStore struct {
+	downStore
+	sending, release chan struct{}
+	once             bool
+}
+
+func (b *blockingStore) Release(ctx context.Context, key string, r budgetstore.Release) error {
+	b.mu.Lock()
+	first := !b.once
+	b.once = true
+	b.mu.Unlock()
+	if first {
+		close(b.sending)
+		<-b.release
+	}
+	return b.downStore.Release(ctx, key, r)
+}
+
+// TestWhatTheStoreMissedIsBounded: while the store is down, at most
+// maxPending of the releases and refunds it missed are kept, the newest,
+// also when more come while the keeper sends the ones before (to a store
+// no longer in use, which it does not renew).
+func TestWhatTheStoreMissedIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &blockingStore{downStore: downStore{down: true, refunded: map[string]float64{}},
+			sending: make(chan struct{}), release: make(chan struct{})}
+		s := New()
+		s.UseStore(st, "k", nil)
+		keep := func(n int, at time.Time) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for range n {
+				s.keepLocked(pendingOp{leaseRef: leaseRef{st: st, seq: s.storeSeq - 1, key: "k"}, at: at})
+			}
+		}
+		pending := func() (n int, newest time.Time) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for _, op := range s.pending {
+				newest = later(newest, op.at)
+			}
+			return len(s.pending), newest
+		}
+		keep(2*maxPending, time.Now())
+		if n, _ := pending(); n != maxPending {
+			t.Errorf("%d kept of %d missed, want %d", n, 2*maxPending, maxPending)
+		}
+		<-st.sending // the keeper has taken them out and sends the first
+		time.Sleep(time.Millisecond)
+		during := time.Now()
+		keep(maxPending/2, during)
+		close(st.release)
+		synctest.Wait()
+		if n, newest := pending(); n != maxPending || !newest.Equal(during) {
+			t.Errorf("after a failed send with %d more missed meanwhile: %d kept, the newest from %v, want %d from %v",
+				maxPending/2, n, newest, maxPending, during)
+		}
+		time.Sleep(pendingTTL + time.Minute) // the keeper gives up on them, and ends
+	})
+}
