@@ -49,13 +49,10 @@ func (s *State) joinFlightLocked(c *Call, now time.Time) {
 }
 
 // landedLocked notes that t, which may have gone in slow start's flight,
-// was answered or given up on.
+// was answered or given up on (the end of every call wakes the slots).
 func (s *State) landedLocked(t *Ticket) {
-	if !t.flight {
-		return
-	}
-	if s.flight--; s.flight == 0 {
-		s.slotGate.wakeHead()
+	if t.flight {
+		s.flight--
 	}
 }
 
