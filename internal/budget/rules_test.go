@@ -104,6 +104,30 @@ func TestABucketRefillsThroughAWordWithinARefusalsWait(t *testing.T) {
 	})
 }
 
+// TestARefusalsWaitEndsWithTheRefusedCallsNeed: the key level, the
+// contract's bucket (5 points a second), refuses a batch of 99 points with
+// the wait the bucket needs, 20 s. When the wait ends the bucket holds the
+// batch, not the batch and the refill of the wait besides: the batch goes
+// then, and a second batch waits for its own refill, about 20 s more.
+func TestARefusalsWaitEndsWithTheRefusedCallsNeed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=100;t=100`))
+		batch := func() *Call {
+			return &Call{Op: "batch", Cost: 99, Demand: []Demand{{Key, 99}, {Principal, 99}, {Org, 99}}, Target: "POST /v1/batch", Budgeted: true}
+		}
+		admitNow(t, s, batch()).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "key", 20*time.Second))
+		first, waited := admitAt(t, s, batch())
+		if waited < 20*time.Second || waited > 21*time.Second {
+			t.Errorf("the batch's retry went %v after the refusal, want at the wait's end, 20 s", waited)
+		}
+		first.Finish(answer("", ""))
+		if _, waited := admitAt(t, s, batch()); waited < 18*time.Second {
+			t.Errorf("a second batch went %v after the first, want after the refill of its 99 points, about 20 s", waited)
+		}
+	})
+}
+
 // TestAWordWithinARefusalsWaitTellsTheStoreItsOwe: the owe a word within a
 // refusal's wait keeps goes to the shared store with the word, so that the
 // other processes do not refill the rest of the wait either.
