@@ -1,0 +1,3 @@
+module example.com/sign
+
+go 1.26
