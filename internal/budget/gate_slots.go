@@ -49,7 +49,8 @@ func (s *State) joinFlightLocked(c *Call, now time.Time) {
 }
 
 // landedLocked notes that t, which may have gone in slow start's flight,
-// was answered or given up on (the end of every call wakes the slots).
+// was answered or given up on (the end of a budgeted call, as each of the
+// flight is, wakes the slots).
 func (s *State) landedLocked(t *Ticket) {
 	if t.flight {
 		s.flight--
