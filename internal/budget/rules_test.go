@@ -844,6 +844,26 @@ func TestASlidingLogUntilFullIsNoBucket(t *testing.T) {
 	})
 }
 
+// TestAFallTooSmallToTellIsNoBucket: a sliding log at its last writes
+// answers r=2, and half a second later, to two writes answered at once,
+// r=1 and r=0, its t the window each time. A bucket of 60 refilling one a
+// second would say the same to the whole second, and falls of a write
+// cannot tell them apart (minShapeFall): the write level does not refill
+// continuously.
+func TestAFallTooSmallToTellIsNoBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=2;t=60`))
+		time.Sleep(time.Second / 2)
+		a, b := admitNow(t, s, call(ops.CreateContact, "")), admitNow(t, s, call(ops.CreateContact, ""))
+		a.Finish(answer("", `"write";r=1;t=60`))
+		b.Finish(answer("", `"write";r=0;t=60`))
+		if l := s.levels[Write]; l.bucket || l.refills() {
+			t.Errorf("the write level after falls of a write: bucket %v, want none", l.bucket)
+		}
+	})
+}
+
 // TestABucketTakenOverSecondsShowsIt: writes three a second on a bucket of
 // 60 refilling one a second; between two answers seconds apart the moment
 // moves by the fall of r plus the refill meanwhile, and the write level
