@@ -2,11 +2,14 @@ package budget
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/bodo-app/bodo-go/budgetstore"
+	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
 // TestFallsKeptAreBounded: a level keeps at most maxDrops of the falls the
@@ -105,5 +108,44 @@ func TestWhatTheStoreMissedIsBounded(t *testing.T) {
 				maxPending/2, n, newest, maxPending, during)
 		}
 		time.Sleep(pendingTTL + time.Minute) // the keeper gives up on them, and ends
+	})
+}
+
+// TestEvidenceIsKeptOfAtMostMaxKinds: a learned policy keeps what answers
+// showed of at most maxKinds kinds of call, however many kinds of call
+// the key makes.
+func TestEvidenceIsKeptOfAtMostMaxKinds(t *testing.T) {
+	l := &level{quota: 100, share: 1}
+	for i := range 4 * maxKinds {
+		l.witness(fmt.Sprint("kind ", i), 50, 0)
+	}
+	if len(l.evidence) != maxKinds {
+		t.Errorf("evidence of %d kinds, want %d", len(l.evidence), maxKinds)
+	}
+}
+
+// TestAFullKeyDropsIdlePoliciesToLearnANewOne: a key that learned
+// MaxLearnedPolicies policies, none used or named for LevelIdleTTL since
+// (every call sent counts as a use: a policy not yet tied may bind it),
+// drops them when an answer names a new one, although the last sweep for
+// idle levels (levelSweepEvery) came before they were idle.
+func TestAFullKeyDropsIdlePoliciesToLearnANewOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		var many []string
+		for i := range MaxLearnedPolicies {
+			many = append(many, fmt.Sprintf(`"p%d";q=100;w=60`, i))
+		}
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(strings.Join(many, ", "), ""))
+		late, sweep := admitNow(t, s, call(ops.GetMe, "")), admitNow(t, s, call(ops.GetMe, ""))
+		time.Sleep(LevelIdleTTL - 30*time.Second)
+		sweep.Finish(answer("", "")) // none is idle yet
+		time.Sleep(40 * time.Second)
+		late.Finish(answer(`"new";q=5;w=60`, ""))
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.levels["new"] == nil {
+			t.Errorf("a new policy is not learned with %d idle ones at the cap", s.learnedPolicies)
+		}
 	})
 }
