@@ -149,3 +149,24 @@ func TestAFullKeyDropsIdlePoliciesToLearnANewOne(t *testing.T) {
 		}
 	})
 }
+
+// TestAFirstWaiterWakesAtMostMaxSizesBehindIt: waiters of many sizes
+// behind the first of a level are woken to try to pass it at most
+// maxSizes at a time, so that one answer costs a bounded number of looks.
+func TestAFirstWaiterWakesAtMostMaxSizesBehindIt(t *testing.T) {
+	g := &gate{level: &level{}}
+	var ws []*waiter
+	for i := range 4 * maxSizes {
+		w := &waiter{seq: uint64(i + 1), need: float64(i + 1), wake: make(chan struct{}, 1)}
+		w.enter(g)
+		ws = append(ws, w)
+	}
+	g.wakeBehind()
+	woken := 0
+	for _, w := range ws {
+		woken += len(w.wake)
+	}
+	if woken != maxSizes {
+		t.Errorf("%d of the %d sizes behind the first woken, want %d", woken, len(ws)-1, maxSizes)
+	}
+}
