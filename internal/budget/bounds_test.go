@@ -170,3 +170,17 @@ func TestAFirstWaiterWakesAtMostMaxSizesBehindIt(t *testing.T) {
 		t.Errorf("%d of the %d sizes behind the first woken, want %d", woken, len(ws)-1, maxSizes)
 	}
 }
+
+// TestAFullMeterReadsTheRateOffWhatItHolds: a meter holds the latest
+// len(at) events; when more came within its window, their rate is that of
+// the ones it holds, not of the ones it holds spread over the window.
+func TestAFullMeterReadsTheRateOffWhatItHolds(t *testing.T) {
+	var m meter
+	start := time.Now()
+	for i := range 1000 {
+		m.add(start.Add(time.Duration(i) * 10 * time.Millisecond)) // 100 a second
+	}
+	if r := m.rate(start.Add(10 * time.Second)); r < 95 || r > 105 {
+		t.Errorf("%d events in 10 s read as %.1f a second, want 100", 1000, r)
+	}
+}
