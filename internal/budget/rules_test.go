@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -740,6 +741,23 @@ func TestTheDocumentedLimitsAreThePrior(t *testing.T) {
 		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=150;w=60`, `"key";r=149;t=1`))
 		if l := key(); l.Remaining != 149 || l.Quota != 150 {
 			t.Errorf("after the server's first word the key level holds %v of quota %d, want 149 of 150", l.Remaining, l.Quota)
+		}
+	})
+	// The contract's bucket holds 600 points, twice its quota a minute: a
+	// batch of 400 fits it and goes at once. Once a word ends the prior, the
+	// key level of the documented quota may still be that bucket: a batch
+	// of 400 waits for it, and is not refused as one that never fits.
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		batch := func() *Call {
+			return &Call{Op: "batch", Cost: 400, Demand: []Demand{{Key, 400}, {Principal, 400}, {Org, 400}}, Target: "POST /v1/batch", Budgeted: true}
+		}
+		admitNow(t, s, batch()).Finish(answer("", `"key";r=0;t=60`))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		var never *NeverFitsError
+		if _, _, err := s.Admit(ctx, batch()); errors.As(err, &never) {
+			t.Errorf("a batch of 400 on the documented key level after the prior ended: %v", err)
 		}
 	})
 	// Drained at once, the contract's bucket says r=0;t=120 and frees 5
