@@ -1640,3 +1640,31 @@ func TestAHeldCallDoesNotSpinOnAStatusThatFailsAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestSettleGivesBackWhatNoWordCounted: a list reserves its limit of
+// egress; Settle gives back the records it did not return. Where its
+// answer named egress, the server's word counted only the records sent,
+// and what it left stands: only the key's log gives the rest back.
+func TestSettleGivesBackWhatNoWordCounted(t *testing.T) {
+	for _, named := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			s := New()
+			list := call(ops.ListContacts, "limit=100")
+			a := answer("", "")
+			if named {
+				a = answer("", `"egress";r=9000;t=3600`)
+			}
+			admitNow(t, s, list).Finish(a)
+			l := s.levels[Egress]
+			before, logged := l.tokens, l.log.sum
+			s.Settle(list, Egress, 90)
+			want := before + 90
+			if named {
+				want = before
+			}
+			if l.tokens != want || l.log.sum != logged-90 {
+				t.Errorf("named %v: egress holds %v after settling 90 of 100, want %v; its log %v, want %v", named, l.tokens, want, l.log.sum, logged-90)
+			}
+		})
+	}
+}
