@@ -723,3 +723,34 @@ func TestSlowStartsFlightIsHeardThroughTheStore(t *testing.T) {
 		time.Sleep(time.Minute)
 	})
 }
+
+// TestAProcessCutOffFromTheStoreKeepsToItsShareOfTheGuard: one of four
+// processes that lost the store holds its calls at its share of the
+// lockout guard's refusals (25 of 4: 6), not at the key's 25, so that the
+// four together stay under the lockout; held, a call looks again when the
+// store is tried again, not only when the oldest refusal leaves the
+// guard's window.
+func TestAProcessCutOffFromTheStoreKeepsToItsShareOfTheGuard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &downStore{refunded: map[string]float64{}}
+		s := keyAfter(t, st, `"key";r=500;t=10`)
+		st.setDown(true)
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", ""))
+		s.mu.Lock()
+		for range shareOf(RefusalLimit, 4, 0) {
+			s.refusals = append(s.refusals, time.Now())
+		}
+		s.mu.Unlock()
+		c := call(ops.GetMe, "")
+		s.mu.Lock()
+		c.w.seq, c.w.c = s.seq+1, c
+		_, d, why := s.holdLocked(c, time.Now())
+		s.mu.Unlock()
+		if why != ReasonGuard || d >= RefusalWindow/2 {
+			t.Errorf("with %d refusals in the guard's window, cut off from the store: held %v by %q, want %q until the store is tried again",
+				shareOf(RefusalLimit, 4, 0), d, why, ReasonGuard)
+		}
+		st.setDown(false)
+		time.Sleep(RefusalWindow + time.Minute)
+	})
+}
