@@ -127,3 +127,26 @@ func TestARefusalBoundsTheKeysPart(t *testing.T) {
 		a.mu.Unlock()
 	})
 }
+
+// TestAKeyWithoutAnOrgSplitsNothingOfIt: keys whose identity names a
+// principal and no org split no level with each other for the org they
+// may not share, nor for their distinct principals; an identity of
+// neither changes nothing.
+func TestAKeyWithoutAnOrgSplitsNothingOfIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const host = "no-org.identity.test"
+		x, y, z := For(host, "x"), For(host, "y"), For(host, "z")
+		x.SetIdentity("prn_x", "")
+		y.SetIdentity("prn_y", "")
+		z.SetIdentity("", "")
+		for _, s := range []*State{x, y, z} {
+			if p, o := splitOf(s, Principal), splitOf(s, Org); p != 1 || o != 1 {
+				t.Errorf("parts of a key without an org: principal %v, org %v, want 1 and 1", p, o)
+			}
+		}
+		x.SetIdentity("prn_x", "org_1") // x leaves the group it had, of no org
+		if p, o := splitOf(y, Principal), splitOf(y, Org); p != 1 || o != 1 {
+			t.Errorf("after x named its org, y's parts: principal %v, org %v, want 1 and 1", p, o)
+		}
+	})
+}
