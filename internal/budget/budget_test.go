@@ -72,11 +72,17 @@ func admitNow(t testing.TB, s *State, c *Call) *Ticket {
 // held reports why c would be held now, "" when it would go; c stands
 // where a call that arrives now would.
 func held(s *State, c *Call) string {
+	_, why := holdOf(s, c)
+	return why
+}
+
+// holdOf is held with how long at least c would wait.
+func holdOf(s *State, c *Call) (time.Duration, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.w.seq, c.w.c = s.seq+1, c
-	_, _, why := s.holdLocked(c, time.Now())
-	return why
+	_, d, why := s.holdLocked(c, time.Now())
+	return d, why
 }
 
 // TestDemandOfEveryClass checks the cost accounting of every class against

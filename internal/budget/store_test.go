@@ -741,12 +741,7 @@ func TestAProcessCutOffFromTheStoreKeepsToItsShareOfTheGuard(t *testing.T) {
 			s.refusals = append(s.refusals, time.Now())
 		}
 		s.mu.Unlock()
-		c := call(ops.GetMe, "")
-		s.mu.Lock()
-		c.w.seq, c.w.c = s.seq+1, c
-		_, d, why := s.holdLocked(c, time.Now())
-		s.mu.Unlock()
-		if why != ReasonGuard || d >= RefusalWindow/2 {
+		if d, why := holdOf(s, call(ops.GetMe, "")); why != ReasonGuard || d >= RefusalWindow/2 {
 			t.Errorf("with %d refusals in the guard's window, cut off from the store: held %v by %q, want %q until the store is tried again",
 				shareOf(RefusalLimit, 4, 0), d, why, ReasonGuard)
 		}
