@@ -426,6 +426,7 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 				owe -= l.refillUntil(now, now.Add(wait))
 			}
 			l.cap(owe)
+			l.promised = l.need(amount)
 			l.unconfirmed = 0
 			l.seenAt = now
 			rel.owe(l, owe, wait, now)

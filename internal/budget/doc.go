@@ -68,6 +68,15 @@
 //     TestAWordWithinARefusalsWaitKeepsItsOwe,
 //     TestAWordWithinARefusalsWaitTellsTheStoreItsOwe,
 //     TestABucketRefillsThroughAWordWithinARefusalsWait).
+//   - A refusal's wait is the server's word too: when it ends, the level
+//     holds the refused call's need, not that and the wait's refill
+//     (TestARefusalsWaitEndsWithTheRefusedCallsNeed). So does a level
+//     others take from, which between answers frees for this key only what
+//     it took a window before (level.promised;
+//     TestARefusalsWaitEndsWithTheRefusedCallsNeedOnALogOthersTakeFrom).
+//     What such a level keeps back for the others holds then as before, so
+//     the refused call goes at the latest when that lapses
+//     (TestARefusalsRetryGoesOnceTheReserveLapses).
 //
 // # Rule 2: outcomes beat hints
 //

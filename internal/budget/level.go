@@ -119,6 +119,7 @@ type level struct {
 	gain        netRefill // the refill the marks showed (learnGain)
 
 	holdUntil time.Time     // a refusal's wait: no call that takes from the level goes before
+	promised  float64       // the refused call's need, which the level holds once holdUntil passes, until a call takes from it or a word after it comes
 	statusAt  time.Time     // when the last status request about the level left
 	statusGap time.Duration // no status about it before statusAt+statusGap (statusRefusedLocked)
 	pace      pace          // AIMD of the refusals that named the level
@@ -358,8 +359,9 @@ func (l *level) grossRate() float64 {
 }
 
 // refill brings the tokens up to now: by the refill of a level that
-// refills continuously, and at the moment the server named by what the
-// refill since the word has not brought of one unit (momentUnit).
+// refills continuously, once a refusal's wait has passed to at least the
+// refused call's need (promised), and at the moment the server named by
+// what the refill since the word has not brought of one unit (momentUnit).
 func (l *level) refill(now time.Time) {
 	start := l.tokens
 	defer func() { l.unconfirmed += l.tokens - start }()
@@ -381,6 +383,10 @@ func (l *level) refill(now time.Time) {
 		l.at = now
 		l.tokens = min(max(l.size(), l.tokens), l.tokens+gained)
 		l.partTokens = min(max(l.partOf*l.size(), l.partTokens), l.partTokens+l.partOf*gained)
+	}
+	if l.promised > 0 && !now.Before(l.holdUntil) {
+		l.tokens = max(l.tokens, l.promised)
+		l.partTokens = max(l.partTokens, l.promised)
 	}
 	l.momentGained += l.tokens - start
 	if !l.moment.IsZero() && !now.Before(l.moment) {
@@ -437,6 +443,7 @@ func (l *level) take(amount float64, now time.Time) {
 	l.syncPart()
 	l.tokens -= amount
 	l.partTokens -= amount
+	l.promised = 0
 }
 
 func (l *level) give(amount float64) {
@@ -482,6 +489,9 @@ func (l *level) observe(remaining, shown, chargedSince float64, reset int64, old
 		l.tokens = lower
 	}
 	l.unconfirmed = 0
+	if !now.Before(l.holdUntil) {
+		l.promised = 0 // a word after the wait says what is left
+	}
 	if l.refills() && l.outagePart < 1 {
 		// The word is on the whole level, whose part of the refill each
 		// process that lost the store counts already, and some of what

@@ -129,6 +129,71 @@ func TestARefusalsWaitEndsWithTheRefusedCallsNeed(t *testing.T) {
 	})
 }
 
+// TestARefusalsWaitEndsWithTheRefusedCallsNeedOnALogOthersTakeFrom: a
+// sliding log that others take from frees for this key only what it took
+// a window before. A refusal that asks for 300 ms says the refused call
+// fits then: when the wait ends the level holds its need, not only once
+// this key's own takes leave the window, until a word after the wait says
+// what is left.
+func TestARefusalsWaitEndsWithTheRefusedCallsNeedOnALogOthersTakeFrom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(40))
+		time.Sleep(30 * time.Second)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(10))
+		slow := admitNow(t, s, call(ops.GetContact, ""))
+		time.Sleep(10 * time.Second) // no fall: the words are further apart than maxDropGap
+		admitNow(t, s, call(ops.ListContacts, "q=a")).Finish(orgRefusal(2, 300*time.Millisecond))
+		org := s.levels[Org]
+		time.Sleep(300 * time.Millisecond)
+		org.refill(time.Now())
+		if d := org.wait(7, time.Now()); d != 0 {
+			t.Errorf("the org holds the retry of the 7-point search %v after the refusal's wait, want none", d)
+		}
+		slow.Finish(orgAnswer(1))
+		org.refill(time.Now())
+		if d := org.wait(7, time.Now()); d == 0 {
+			t.Error("after the wait, a word that the org has 1 left lets the 7-point search go")
+		}
+	})
+}
+
+// TestARefusalsRetryGoesOnceTheReserveLapses: what such a level keeps back
+// for the others holds after a refusal's wait too. After a refusal that
+// showed them take 39 at once, and answers that showed the level gaining
+// nothing beyond this key's own takes, the retry goes when the reserve
+// lapses, 7.5 s after the refusal, not 30 s later when this key's first
+// take leaves the window; the point the wait promised goes once.
+func TestARefusalsRetryGoesOnceTheReserveLapses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		get := func() *Call { return call(ops.GetContact, "") }
+		admitNow(t, s, get()).Finish(orgAnswer(40))
+		time.Sleep(30 * time.Second)
+		admitNow(t, s, get()).Finish(orgAnswer(39))
+		admitNow(t, s, get()).Finish(orgRefusal(0, 300*time.Millisecond))
+		if r := s.levels[Org].reserve(time.Now()); r != 39 {
+			t.Fatalf("kept back after the refusal: %v, want the 39 the others took", r)
+		}
+		if _, waited := admitAt(t, s, get()); waited != 7500*time.Millisecond+1 {
+			t.Errorf("the retry went %v after the refusal, want once the reserve lapses, 7.5 s", waited)
+		}
+		org := s.levels[Org]
+		if org.refill(time.Now()); org.believed(time.Now()) > 0 {
+			t.Errorf("the org holds %v once the retry took the point the wait promised, want none", org.believed(time.Now()))
+		}
+	})
+}
+
+// orgRefusal is a RATE_LIMITED naming the org, r left, with a wait.
+func orgRefusal(r float64, wait time.Duration) Answer {
+	a := refusal(http.StatusTooManyRequests, codeRateLimited, Org, wait)
+	a.Header.Set("RateLimit", fmt.Sprintf(`"org";r=%g;t=60`, r))
+	return a
+}
+
 // TestAWordWithinARefusalsWaitTellsTheStoreItsOwe: the owe a word within a
 // refusal's wait keeps goes to the shared store with the word, so that the
 // other processes do not refill the rest of the wait either.
