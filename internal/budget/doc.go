@@ -261,7 +261,11 @@
 //     replay, which the server counted on no write, gives its turn back
 //     (TestAReplayTakesNoTurnOfASpreadLevel).
 //   - A level others take from that the server named within its window is
-//     spread too, at what this key has of it per window.
+//     spread too, at what this key has of it per window (what it took
+//     within the window and what is left), a tenth of that at once: what
+//     frees for this key is what it took a window before, so a burst would
+//     come back as a burst, with nothing between
+//     (TestALevelOthersTakeFromIsSpreadAtWhatThisKeyHasOfIt).
 //   - Of such a level, what the others took at once between two of its
 //     answers is kept back for their next take, which a call sent on the
 //     last r would meet (level.reserve;

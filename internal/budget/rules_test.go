@@ -875,6 +875,39 @@ func TestTheDocumentedLimitsAreThePrior(t *testing.T) {
 	})
 }
 
+// TestALevelOthersTakeFromIsSpreadAtWhatThisKeyHasOfIt: this key took 31
+// of an org that others keep full (its answers 30 s apart showed it
+// gaining nothing beyond this key's own takes) and has 29 left. A second
+// before the 30 it took first leave the window, it spreads what it has,
+// 60 a window: a tenth of that at once, then a point a second. Spread at
+// what would last until those 30 leave, 29 a second, nearly all of it
+// would go at once, and a window later come back as one burst.
+func TestALevelOthersTakeFromIsSpreadAtWhatThisKeyHasOfIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		get := func() *Call { return call(ops.GetContact, "") }
+		for range 29 {
+			admitNow(t, s, get()).Finish(answer("", ""))
+		}
+		admitNow(t, s, get()).Finish(orgAnswer(30))
+		time.Sleep(31 * time.Second)
+		admitNow(t, s, get()).Finish(orgAnswer(29))
+		time.Sleep(28 * time.Second)
+		went := 0
+		for held(s, get()) == "" && went < 29 {
+			admitNow(t, s, get()).Finish(answer("", ""))
+			went++
+		}
+		if went > 7 {
+			t.Errorf("%d of the 29 points left went at once, want a tenth of the 60 this key has of the org a window", went)
+		}
+		if _, waited := admitAt(t, s, get()); waited < 500*time.Millisecond || waited > 1500*time.Millisecond {
+			t.Errorf("the next point went %v later, want about a second, at 60 a window", waited)
+		}
+	})
+}
+
 // TestALevelThatFreesInStepsIsSpread: a write level whose t after a write
 // is a window's (a sliding log: full again when the newest write leaves it)
 // spreads its writes at its quota's rate after a burst of a tenth of it, so
