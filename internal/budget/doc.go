@@ -90,7 +90,9 @@
 //     do. Unless t implies a refill slower than the quota's, the level
 //     gives back what this key's own takes free a window later, plus the
 //     refill its answers show beyond that (level.frees, level.learnGain;
-//     TestASharedLevelFreesWhatTheAnswersShow).
+//     TestASharedLevelFreesWhatTheAnswersShow). A call that finds it empty
+//     goes when this key's oldest take leaves the window
+//     (TestACallWaitsForThisKeysTakeToLeaveALevelOthersTakeFrom).
 //   - Until that refill is measured, over half a window, answers that show
 //     the level freeing nothing beyond this key's own takes for a second or
 //     more give it no refill until one shows it moving, or until it goes

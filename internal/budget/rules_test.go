@@ -1194,6 +1194,26 @@ func TestASharedLevelFreesWhatTheAnswersShow(t *testing.T) {
 	})
 }
 
+// TestACallWaitsForThisKeysTakeToLeaveALevelOthersTakeFrom: of an org that
+// others keep full, whose answers 31 s apart showed it gaining nothing
+// beyond this key's own takes, what frees for this key is what it took a
+// window before. A call that finds nothing left goes when this key's first
+// take leaves the window, 29 s on, not once the measure of no refill has
+// expired a window after it was taken.
+func TestACallWaitsForThisKeysTakeToLeaveALevelOthersTakeFrom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		get := func() *Call { return call(ops.GetContact, "") }
+		admitNow(t, s, get()).Finish(orgAnswer(10))
+		time.Sleep(31 * time.Second)
+		admitNow(t, s, get()).Finish(orgAnswer(0))
+		if _, waited := admitAt(t, s, get()); waited != 29*time.Second {
+			t.Errorf("a call that found the org empty went %v later, want 29 s, when the first take left the window", waited)
+		}
+	})
+}
+
 // TestASharedLevelWhoseAnswersShowNoRefillGetsNone (rules 1 and 2 before
 // the first measure of a level others take from, which spans half a
 // window): an org whose answers show it freeing nothing but this key's own
