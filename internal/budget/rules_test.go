@@ -167,12 +167,8 @@ func TestARefusalsWaitEndsWithTheRefusedCallsNeedOnALogOthersTakeFrom(t *testing
 // take leaves the window; the point the wait promised goes once.
 func TestARefusalsRetryGoesOnceTheReserveLapses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := orgRead(t, 40, 30*time.Second, 39)
 		get := func() *Call { return call(ops.GetContact, "") }
-		admitNow(t, s, get()).Finish(orgAnswer(40))
-		time.Sleep(30 * time.Second)
-		admitNow(t, s, get()).Finish(orgAnswer(39))
 		admitNow(t, s, get()).Finish(orgRefusal(0, 300*time.Millisecond))
 		if r := s.levels[Org].reserve(time.Now()); r != 39 {
 			t.Fatalf("kept back after the refusal: %v, want the 39 the others took", r)
@@ -185,6 +181,17 @@ func TestARefusalsRetryGoesOnceTheReserveLapses(t *testing.T) {
 			t.Errorf("the org holds %v once the retry took the point the wait promised, want none", org.believed(time.Now()))
 		}
 	})
+}
+
+// orgRead is a new state whose reads got answers naming the org, first
+// with r left, then, span later, with last left.
+func orgRead(t *testing.T, r float64, span time.Duration, last float64) *State {
+	s := New()
+	learn(t, s)
+	admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(r))
+	time.Sleep(span)
+	admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(last))
+	return s
 }
 
 // orgRefusal is a RATE_LIMITED naming the org, r left, with a wait.
@@ -1202,13 +1209,8 @@ func TestASharedLevelFreesWhatTheAnswersShow(t *testing.T) {
 // expired a window after it was taken.
 func TestACallWaitsForThisKeysTakeToLeaveALevelOthersTakeFrom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
-		get := func() *Call { return call(ops.GetContact, "") }
-		admitNow(t, s, get()).Finish(orgAnswer(10))
-		time.Sleep(31 * time.Second)
-		admitNow(t, s, get()).Finish(orgAnswer(0))
-		if _, waited := admitAt(t, s, get()); waited != 29*time.Second {
+		s := orgRead(t, 10, 31*time.Second, 0)
+		if _, waited := admitAt(t, s, call(ops.GetContact, "")); waited != 29*time.Second {
 			t.Errorf("a call that found the org empty went %v later, want 29 s, when the first take left the window", waited)
 		}
 	})
