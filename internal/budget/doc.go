@@ -142,7 +142,10 @@
 // (OVERLOADED, parallel, a lockout, a refusal naming no level) holds every
 // call or cuts the key's pace and its in-flight cap. The pace steps back up
 // in steps of the server's own wait (refusedLocked, pace.go;
-// TestARefusalSlowsWhatItSpeaksOf).
+// TestARefusalSlowsWhatItSpeaksOf). The wait's end is the moment the
+// server named for the refused call (rule 1): the first call after it
+// passes the level's cut pace, and the cut paces what follows
+// (level.keepsPromise; TestARefusedCallsRetryPassesItsLevelsPace).
 //
 // # Rule 5: no request leaves after an answer that asks to wait
 //

@@ -4,7 +4,8 @@ import "time"
 
 // levelsLocked holds c at the first level it takes from that holds it: a
 // refusal's wait on the level, the level's tokens, or the level's pace
-// (its spread when it frees in steps); also behind the calls that wait for
+// (its spread when it frees in steps; not the first call once a refusal's
+// wait has ended, keepsPromise); also behind the calls that wait for
 // the level already, unless it may pass the first (level.backfills). A
 // PastLevels call passes the levels others take from whose word is
 // StaleAfter old; of a level of this key alone the model counts every take,
@@ -22,7 +23,7 @@ func (s *State) levelsLocked(c *Call, now time.Time) (*gate, time.Duration, stri
 			d = l.wait(l.need(t.amount), now)
 		}
 		why := l.name
-		if d == 0 {
+		if d == 0 && !l.keepsPromise(now) {
 			if l.pace.adapt(now) {
 				l.gate.wakeHead()
 			}

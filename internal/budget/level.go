@@ -384,7 +384,7 @@ func (l *level) refill(now time.Time) {
 		l.tokens = min(max(l.size(), l.tokens), l.tokens+gained)
 		l.partTokens = min(max(l.partOf*l.size(), l.partTokens), l.partTokens+l.partOf*gained)
 	}
-	if l.promised > 0 && !now.Before(l.holdUntil) {
+	if l.keepsPromise(now) {
 		l.tokens = max(l.tokens, l.promised)
 		l.partTokens = max(l.partTokens, l.promised)
 	}
@@ -409,6 +409,12 @@ func (l *level) momentUnit(now time.Time) float64 {
 		return 0
 	}
 	return max(0, 1-l.momentGained)
+}
+
+// keepsPromise reports whether a refusal's wait has ended and no call has
+// taken from the level since: the refused call's need is there (promised).
+func (l *level) keepsPromise(now time.Time) bool {
+	return l.promised > 0 && !now.Before(l.holdUntil)
 }
 
 // syncPart starts the key's part of the level anew from what the model

@@ -401,6 +401,29 @@ func TestARefusalSlowsWhatItSpeaksOf(t *testing.T) {
 	})
 }
 
+// TestARefusedCallsRetryPassesItsLevelsPace: a key that took 3 points of
+// an org that others keep full, and has 10 left, is spread at 13 a minute.
+// The org refuses its 7-point search with a wait of 300 ms and cuts its
+// pace. The server named that moment for the search: its retry goes when
+// the wait ends, not 40 s later, when the cut pace would have its turn.
+// The next search waits for the pace.
+func TestARefusedCallsRetryPassesItsLevelsPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := orgRead(t, 40, 30*time.Second, 10)
+		time.Sleep(20 * time.Second)
+		search := func() *Call { return call(ops.ListContacts, "q=a") }
+		admitNow(t, s, search()).Finish(orgRefusal(3, 300*time.Millisecond))
+		retry, waited := admitAt(t, s, search())
+		if waited != 300*time.Millisecond {
+			t.Errorf("the retry went %v after the refusal, want at the wait's end, 300 ms", waited)
+		}
+		retry.Finish(orgAnswer(10))
+		if _, waited = admitAt(t, s, search()); waited < 10*time.Second {
+			t.Errorf("the next search went %v after the retry, want once the org's cut pace has its turn, 10 s or more", waited)
+		}
+	})
+}
+
 // TestWithoutAnyHintConvergeJustBelowTheLimiter: 8 callers of 1-point
 // calls, which the key level would let through at 5 a second, behind a
 // leaky bucket of 1 request a second holding 5 that refuses with a bare
