@@ -44,7 +44,7 @@ type config struct {
 	runs     int
 	parallel int
 	only     []string
-	keep     string // a directory for each run's raw stats and server log; "" keeps none
+	keep     string // a directory for each run's raw stats, server log and agents' report; "" keeps none
 }
 
 func run(args []string, out io.Writer) error {
@@ -59,7 +59,7 @@ func run(args []string, out io.Writer) error {
 	fs.IntVar(&c.parallel, "parallel", 4, "runs at once (each has a server of its own)")
 	fs.StringVar(&only, "only", "", "comma-separated variation names; empty: all")
 	watch := fs.Duration("watch-org", 0, "instead of the table: start foreign-90's server and print the org's remaining every 40 ms of real time for this long, from the body and the RateLimit header of GET /v1/rate_limit")
-	fs.StringVar(&c.keep, "keep", "", "directory to write each run's raw /__stats JSON (NAME-SEED.json) and the server's -v log (NAME-SEED.log) to")
+	fs.StringVar(&c.keep, "keep", "", "directory to write each run's raw /__stats JSON (NAME-SEED.json), the server's -v log (NAME-SEED.log) and, of a single process's agents, their report and the end of their log but refusals (NAME-SEED.agents.txt) to")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -229,6 +229,12 @@ func runAgents(ctx context.Context, c config, v variation, seed uint64, env []st
 	if err != nil {
 		return 0, fmt.Errorf("agents: %w\n%s%s", err, out, waits)
 	}
+	if c.keep != "" {
+		report := fmt.Appendf(out, "%s", waits)
+		if err := os.WriteFile(filepath.Join(c.keep, fmt.Sprintf("%s-%d.agents.txt", v.name, seed)), report, 0o644); err != nil {
+			return 0, err
+		}
+	}
 	m := failedLine.FindSubmatch(out)
 	if m == nil {
 		return 0, fmt.Errorf("agents printed no errors line:\n%s", out)
