@@ -91,14 +91,11 @@ func TestABucketRefillsThroughAWordWithinARefusalsWait(t *testing.T) {
 		s := New()
 		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=100;t=100`))
 		a := admitNow(t, s, call(ops.GetMe, ""))
-		batch := func() *Call {
-			return &Call{Op: "batch", Cost: 99, Demand: []Demand{{Key, 99}, {Principal, 99}, {Org, 99}}, Target: "POST /v1/batch", Budgeted: true}
-		}
-		admitNow(t, s, batch()).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "key", 20*time.Second))
+		refuseBatch(t, s)
 		start := time.Now()
 		time.Sleep(2 * time.Second)
 		a.Finish(answer("", `"key";r=9;t=119`))
-		admitAt(t, s, batch())
+		admitAt(t, s, batchOf(99))
 		if el := time.Since(start); el > 22*time.Second {
 			t.Errorf("the batch's retry went %v after the refusal, the bucket holds 99 at the server's wait's end, 20 s", el)
 		}
@@ -114,19 +111,28 @@ func TestARefusalsWaitEndsWithTheRefusedCallsNeed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
 		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=100;t=100`))
-		batch := func() *Call {
-			return &Call{Op: "batch", Cost: 99, Demand: []Demand{{Key, 99}, {Principal, 99}, {Org, 99}}, Target: "POST /v1/batch", Budgeted: true}
-		}
-		admitNow(t, s, batch()).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "key", 20*time.Second))
-		first, waited := admitAt(t, s, batch())
+		refuseBatch(t, s)
+		first, waited := admitAt(t, s, batchOf(99))
 		if waited < 20*time.Second || waited > 21*time.Second {
 			t.Errorf("the batch's retry went %v after the refusal, want at the wait's end, 20 s", waited)
 		}
 		first.Finish(answer("", ""))
-		if _, waited := admitAt(t, s, batch()); waited < 18*time.Second {
+		if _, waited := admitAt(t, s, batchOf(99)); waited < 18*time.Second {
 			t.Errorf("a second batch went %v after the first, want after the refill of its 99 points, about 20 s", waited)
 		}
 	})
+}
+
+// batchOf is a batch of n points.
+func batchOf(n float64) *Call {
+	return &Call{Op: "batch", Cost: n, Demand: []Demand{{Key, n}, {Principal, n}, {Org, n}}, Target: "POST /v1/batch", Budgeted: true}
+}
+
+// refuseBatch admits a batch of 99 points and has the key level refuse it with the
+// wait its contract's bucket needs for it, 20 s.
+func refuseBatch(t *testing.T, s *State) {
+	t.Helper()
+	admitNow(t, s, batchOf(99)).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "key", 20*time.Second))
 }
 
 // TestARefusalsWaitEndsWithTheRefusedCallsNeedOnALogOthersTakeFrom: a
@@ -137,11 +143,7 @@ func TestARefusalsWaitEndsWithTheRefusedCallsNeed(t *testing.T) {
 // what is left.
 func TestARefusalsWaitEndsWithTheRefusedCallsNeedOnALogOthersTakeFrom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(40))
-		time.Sleep(30 * time.Second)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(orgAnswer(10))
+		s := orgRead(t, 40, 30*time.Second, 10)
 		slow := admitNow(t, s, call(ops.GetContact, ""))
 		time.Sleep(10 * time.Second) // no fall: the words are further apart than maxDropGap
 		admitNow(t, s, call(ops.ListContacts, "q=a")).Finish(orgRefusal(2, 300*time.Millisecond))
@@ -844,14 +846,11 @@ func TestTheDocumentedLimitsAreThePrior(t *testing.T) {
 	// of 400 waits for it, and is not refused as one that never fits.
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
-		batch := func() *Call {
-			return &Call{Op: "batch", Cost: 400, Demand: []Demand{{Key, 400}, {Principal, 400}, {Org, 400}}, Target: "POST /v1/batch", Budgeted: true}
-		}
-		admitNow(t, s, batch()).Finish(answer("", `"key";r=0;t=60`))
+		admitNow(t, s, batchOf(400)).Finish(answer("", `"key";r=0;t=60`))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		var never *NeverFitsError
-		if _, _, err := s.Admit(ctx, batch()); errors.As(err, &never) {
+		if _, _, err := s.Admit(ctx, batchOf(400)); errors.As(err, &never) {
 			t.Errorf("a batch of 400 on the documented key level after the prior ended: %v", err)
 		}
 	})
