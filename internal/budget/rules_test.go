@@ -904,13 +904,13 @@ func TestTheDocumentedLimitsAreThePrior(t *testing.T) {
 	})
 }
 
-// TestALevelOthersTakeFromIsSpreadAtWhatThisKeyHasOfIt: this key took 31
+// TestALevelOthersTakeFromIsSpreadAtWhatThisKeyHasOfIt: this key took 32
 // of an org that others keep full (its answers 30 s apart showed it
 // gaining nothing beyond this key's own takes) and has 29 left. A second
-// before the 30 it took first leave the window, it spreads what it has,
-// 60 a window: a tenth of that at once, then a point a second. Spread at
-// what would last until those 30 leave, 29 a second, nearly all of it
-// would go at once, and a window later come back as one burst.
+// before the 31 it took first leave the window, it spreads what it has,
+// 61 a window: a tenth of that at once, then about a point a second.
+// Spread at what would last until those 31 leave, 29 a second, nearly all
+// of it would go at once, and a window later come back as one burst.
 func TestALevelOthersTakeFromIsSpreadAtWhatThisKeyHasOfIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
@@ -929,10 +929,10 @@ func TestALevelOthersTakeFromIsSpreadAtWhatThisKeyHasOfIt(t *testing.T) {
 			went++
 		}
 		if went > 7 {
-			t.Errorf("%d of the 29 points left went at once, want a tenth of the 60 this key has of the org a window", went)
+			t.Errorf("%d of the 29 points left went at once, want a tenth of the 61 this key has of the org a window", went)
 		}
 		if _, waited := admitAt(t, s, get()); waited < 500*time.Millisecond || waited > 1500*time.Millisecond {
-			t.Errorf("the next point went %v later, want about a second, at 60 a window", waited)
+			t.Errorf("the next point went %v later, want about a second, at 61 a window", waited)
 		}
 	})
 }
