@@ -124,7 +124,7 @@ func (a *attempt) admitLocked(lease string, now time.Time) (*Ticket, Event, erro
 		s.waits++
 		s.waited += waited
 	}
-	c.ticket = Ticket{s: s, c: c, taken: c.takes, budgeted: c.Budgeted, lease: lease, ref: s.leases[lease], start: now, flight: c.flight && c.Budgeted}
+	c.ticket = Ticket{s: s, c: c, taken: c.takes, lease: lease, ref: s.leases[lease], start: now, flight: c.flight && c.Budgeted}
 	s.lastUse = now
 	s.mu.Unlock()
 	a.stopSlow()
@@ -155,8 +155,7 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 	takes := s.takesLocked(c)
 	for i := range takes {
 		t := &takes[i]
-		t.mark, t.charged = t.l.admitted, t.l.charged
-		t.l.admitted += t.amount
+		t.mark, t.charged = t.l.charged+t.l.inflight, t.l.charged
 		t.l.take(t.amount, now)
 		t.probe = t.l.sent(now)
 		t.l.inflight += t.amount

@@ -57,7 +57,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		now := time.Now()
 		unknown := sent && !cancelled
 		linger := time.Duration(0)
-		if a == nil && sent && t.budgeted {
+		if a == nil && sent && c.Budgeted {
 			linger = s.lingerLocked(t, now)
 		}
 		rel := s.releaseFor(t, linger)
@@ -71,7 +71,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		if a != nil && !(refused && (a.Problem == nil || a.Problem.Code == "")) {
 			s.passed.add(t.start) // a limiter in front let it through (rule 6)
 		}
-		if t.budgeted {
+		if c.Budgeted {
 			s.open = s.open.minus(sentCount{1, c.Cost})
 			if linger > 0 {
 				time.AfterFunc(linger, s.freeSlot)
@@ -101,7 +101,6 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 				}
 				if back > 0 {
 					l.give(back)
-					l.admitted -= back
 					if replay {
 						// A replay takes no turn of a level it is not counted on:
 						// its turn goes back (the next refill caps it at the burst).
@@ -171,7 +170,6 @@ func (s *State) replayedLocked(t *Ticket, now time.Time) {
 	for _, tk := range t.taken {
 		if l := tk.l; l.unit == "points" {
 			l.take(replayPoints, now)
-			l.admitted += replayPoints
 			l.charged += replayPoints
 			l.log.add(now, t.start, replayPoints)
 		}
@@ -237,8 +235,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		switch {
 		case l.known:
 		case r.partition != "":
-			if !l.ops[c.kind()] {
-				l.tie(c.kind()) // a partition is the target's own
+			if l.tie(c.kind()) { // a partition is the target's own
 				s.version++
 			}
 		case l.witness(c.kind(), remaining, s.othersLocked(l, c)):
@@ -473,8 +470,7 @@ func (s *State) refusingLevelLocked(c *Call, policy string, now time.Time) *leve
 	}
 	l.usedAt = now
 	if !l.known {
-		if !l.ops[c.kind()] {
-			l.tie(c.kind())
+		if l.tie(c.kind()) {
 			s.version++
 		}
 		if l.evidence == nil {

@@ -74,7 +74,7 @@ type Call struct {
 type take struct {
 	l       *level
 	amount  float64
-	mark    float64 // the level's admitted count before this take
+	mark    float64 // what the level's attempts had taken before this one (charged and in flight)
 	charged float64 // what had been charged to the level when it was taken
 	probe   bool    // the call the level's others wait for (level.sent)
 }
@@ -139,15 +139,14 @@ type SlowWait struct {
 
 // Ticket is an admitted attempt; end it with Finish or Unanswered.
 type Ticket struct {
-	s        *State
-	c        *Call
-	taken    []take
-	budgeted bool
-	lease    string
-	ref      leaseRef // the store the lease is in
-	start    time.Time
-	flight   bool // it went in slow start's flight
-	once     sync.Once
-	reading  bool // its answer is a refusal being read (Reading)
-	ended    bool // Finish or Unanswered has run
+	s       *State
+	c       *Call
+	taken   []take
+	lease   string
+	ref     leaseRef // the store the lease is in
+	start   time.Time
+	flight  bool // it went in slow start's flight
+	once    sync.Once
+	reading bool // its answer is a refusal being read (Reading)
+	ended   bool // Finish or Unanswered has run
 }

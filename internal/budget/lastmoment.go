@@ -82,7 +82,7 @@ func (t *Ticket) Bound(ctx context.Context) time.Duration {
 		s.mu.Lock()
 	}
 	until := s.lockedUntil
-	if t.budgeted {
+	if t.c.Budgeted {
 		until = later(until, s.heldUntil)
 		for _, tk := range t.taken {
 			until = later(until, tk.l.holdUntil)

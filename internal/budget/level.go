@@ -148,7 +148,6 @@ type level struct {
 
 	log      takeLog
 	inflight float64 // taken by attempts still in flight
-	admitted float64 // taken by every attempt so far, less what refusals gave back
 	charged  float64 // taken by attempts that ended and kept it (not given back, as a refusal gives its take back), so far
 
 	// Scope of a learned policy: the operations the server tied it to

@@ -76,7 +76,7 @@ func (l *level) learnGain(remaining, pending float64, now time.Time) {
 		return
 	}
 	l.log.prune(now.Add(-l.window))
-	mark := remaining + l.admitted - pending - l.log.freed
+	mark := remaining + l.charged + l.inflight - pending - l.log.freed
 	// A drop of the mark beyond what the server may not have counted at
 	// either answer is what others took between them, at once when the
 	// answers came within maxDropGap: the fall since an older answer is

@@ -47,9 +47,8 @@ func (l *level) witness(kind string, r, others float64) bool {
 	}
 	l.evidence[kind] = e
 	switch {
-	case e >= tieAfter && !l.ops[kind]:
-		l.tie(kind)
-		return true
+	case e >= tieAfter:
+		return l.tie(kind)
 	case e <= -tieAfter && l.ops[kind]:
 		delete(l.ops, kind)
 		return true
@@ -91,11 +90,14 @@ func (s *State) othersFrom(c *Call) sentCount {
 	return s.open.minus(s.sent)
 }
 
-func (l *level) tie(kind string) {
+// tie ties l to kind; it reports whether l was not tied to it yet.
+func (l *level) tie(kind string) bool {
 	if l.ops == nil {
 		l.ops = map[string]bool{}
 	}
+	tied := l.ops[kind]
 	l.ops[kind] = true
+	return !tied
 }
 
 // applies reports whether a call of kind (see Call.kind) to target takes
