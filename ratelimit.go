@@ -280,8 +280,13 @@ type BudgetLevel struct {
 	// Capacity is what the level holds when full: the contract's size
 	// until the server shows another (the key level's 600 points).
 	Capacity  int
-	Remaining float64       // what the model lets calls take now (may be negative after a refusal)
-	FullIn    time.Duration // until the level is full again, as the model tells
+	Remaining float64 // what the model lets calls take now (may be negative after a refusal)
+	// FullIn is how long until the level is full again: for a level
+	// other keys may take from too (principal, org, a policy the client
+	// learned), the t of the server's last word on it while that lies
+	// ahead, since what they take the client cannot tell; else as the
+	// level's refill and this key's takes tell.
+	FullIn time.Duration
 	// ReportedRemaining and ReportedReset are r and t of the last
 	// RateLimit field (or GET /v1/rate_limit answer) that named the level,
 	// at ReportedAt; a zero ReportedAt means none has yet.

@@ -562,12 +562,56 @@ func TestAnOlderWordAnsweredLastTiesNothing(t *testing.T) {
 
 // scopeOf is the Scope of s's level name.
 func scopeOf(s *State, name string) string {
-	for _, l := range s.Snapshot().Levels {
-		if l.Name == name {
-			return l.Scope
-		}
+	if l, ok := levelOf(s, name); ok {
+		return l.Scope
 	}
 	return "missing"
+}
+
+// levelOf is the snapshot of s's level name.
+func levelOf(s *State, name string) (LevelSnapshot, bool) {
+	for _, l := range s.Snapshot().Levels {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return LevelSnapshot{}, false
+}
+
+// TestFullInIsWhenTheLevelHoldsItsSizeAgain: Budget's FullIn of a level
+// of this key alone is when its refill (the key's bucket) or its log (the
+// write level) brings it back to its size; of a level others take from,
+// the moment the server's last word named, which no refill the model
+// measures cuts short; 0 for a full level.
+func TestFullInIsWhenTheLevelHoldsItsSizeAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		fullIn := func(name string) time.Duration {
+			l, _ := levelOf(s, name)
+			return l.FullIn
+		}
+		for _, name := range []string{Key, Write, Org} {
+			if d := fullIn(name); d != 0 {
+				t.Errorf("%s is full before any call, FullIn %v", name, d)
+			}
+		}
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=100;t=100`))
+		if d := fullIn(Key); d != 100*time.Second {
+			t.Errorf("the key bucket holds 100 of 600 at 5 points/s: FullIn %v, want 1m40s", d)
+		}
+		for range 5 {
+			admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=55;t=60`))
+		}
+		time.Sleep(30 * time.Second)
+		if d := fullIn(Write); d != 30*time.Second {
+			t.Errorf("30 s after 5 writes the write level's log frees them in 30 s: FullIn %v", d)
+		}
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", `"org";r=20;t=40`))
+		time.Sleep(time.Second)
+		if d := fullIn(Org); d != 39*time.Second {
+			t.Errorf("a second after the org's t=40: FullIn %v, want 39s", d)
+		}
+	})
 }
 
 // TestAKindPastAnUnknownQuotaGoesAlone: a kind of call that sent, in one
