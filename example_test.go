@@ -122,6 +122,26 @@ func ExampleClient_RateLimit() {
 	// Output: key: quota 300 points per 1m0s, capacity 600
 }
 
+func ExampleClient_Budget() {
+	client, stop := exampleClient()
+	defer stop()
+
+	if _, err := client.Contacts.Create(context.Background(), bodo.ContactCreate{Name: "Ada Lovelace"}); err != nil {
+		log.Fatal(err)
+	}
+	b := client.Budget()
+	for _, l := range b.Levels {
+		if l.Name == "key" || l.Name == "write" {
+			fmt.Printf("%s: %.0f of %d %s left, full in %v\n", l.Name, l.Remaining, l.Capacity, l.Unit, l.FullIn.Round(time.Second))
+		}
+	}
+	fmt.Println("in flight:", b.InFlight, "waiting:", b.Waiting)
+	// Output:
+	// key: 595 of 600 points left, full in 1s
+	// write: 59 of 60 requests left, full in 1s
+	// in flight: 0 waiting: 0
+}
+
 func ExampleError() {
 	client, stop := exampleClient()
 	defer stop()
