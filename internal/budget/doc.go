@@ -4,7 +4,9 @@
 // A call (call.go) is admitted with State.Admit (admit.go, hold.go), which
 // waits until every gate lets it go (holdLocked, gates.go); its attempt is
 // settled with the answer through Ticket.Finish or Ticket.Unanswered
-// (answer.go). The gates, in the order a call meets them, each in its file:
+// (answer.go; the RateLimit fields in observe.go, a refusal in
+// refused.go). The gates, in the order a call meets them, each in its
+// file:
 //
 //   - the lockout, which holds every call of the key, and the server's
 //     waits, which hold every budgeted one (gate_pause.go);
@@ -19,7 +21,11 @@
 //     takelog.go);
 //   - the key's pace (gate_pace.go, pace.go);
 //   - the slots in flight (gate_slots.go);
-//   - with a shared store, the store (gate_store.go, store.go).
+//   - with a shared store, the store (gate_store.go; store.go, with an
+//     attempt's request in store_acquire.go, its release in
+//     store_release.go, the keeper of leases and what the store missed in
+//     store_keeper.go, and the process's share while the store is down in
+//     store_share.go).
 //
 // Calls queue per gate, in arrival order among the calls that wait for the
 // same thing (queue.go). A key's State (state.go) is shared by the clients

@@ -1,0 +1,165 @@
+package budget
+
+import (
+	"net/http"
+	"time"
+)
+
+// Codes of the problems the budget learns from.
+const (
+	codeRateLimited    = "RATE_LIMITED"
+	codeOverloaded     = "OVERLOADED"
+	codeQuotaExhausted = "QUOTA_EXHAUSTED"
+)
+
+// maxHold is the longest wait the budget takes from one answer: a reset
+// further away is held this long, and the first call after asks again.
+const maxHold = 24 * time.Hour
+
+// refusedLocked learns from a refusal of c's attempt admitted at sent. Its
+// wait binds every call it concerns: a lockout, an OVERLOADED, a parallel
+// refusal or a refusal that names no level holds every call of the key,
+// for at most MaxLockout or MaxServerWait; one that is not the API's own
+// holds no other call; a refusal on a level holds the calls that take from
+// that level, and the level owes what the call lacked until then. A
+// refusal slows what it speaks of (AIMD, pace.go): one naming a level cuts
+// that level's pace, any other the key's pace and in-flight cap; a
+// RATE_LIMITED (or unknown 429) halves them, an OVERLOADED (or unknown
+// 503) cuts them less. QUOTA_EXHAUSTED blocks its policy until it resets:
+// for a policy the client has no model of, the refused operation only.
+func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, now time.Time, rel *release) {
+	if p.Code == codeQuotaExhausted {
+		s.blockLocked(c, p, now, rel)
+		return
+	}
+	if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
+		return
+	}
+	overload := p.Code == codeOverloaded || p.Code != codeRateLimited && status == http.StatusServiceUnavailable
+	kind := rateLimited
+	switch {
+	case overload:
+		kind = overloaded
+	case p.Code == "" && !p.Hinted:
+		kind = hintless
+	}
+	wait := min(p.RetryAfter, MaxServerWait)
+	if !p.Hinted {
+		wait = 0
+	}
+	var l *level // the level the refusal names
+	switch {
+	case p.Code == "":
+		// Not the API's own answer: its wait binds only the call that got
+		// it (see MaxServerWait).
+	case p.Policy == Lockout:
+		if p.Hinted {
+			s.lockedUntil = later(s.lockedUntil, now.Add(min(wait, MaxLockout)))
+			rel.pause(s.lockedUntil)
+		}
+	case !overload && p.Policy != "" && p.Policy != Parallel:
+		l = s.refusingLevelLocked(c, p.Policy, now)
+		if l != nil && c.Status && l == s.statusLevel {
+			l.statusRefusedLocked()
+		}
+		if l != nil && p.Hinted {
+			l.refill(now)
+			l.holdUntil = later(l.holdUntil, now.Add(wait))
+			amount := 1.0
+			for _, t := range s.takesLocked(c) {
+				if t.l == l {
+					amount = t.amount
+				}
+			}
+			if l.prior && wait.Seconds() > priorWaitSlack*amount/l.grossRate()+0.05 {
+				l.endPrior() // a longer wait than the contract's bucket asks of any call
+			}
+			// The level holds the call's need when the wait ends: one
+			// that refills owes the rest of the wait's refill too.
+			owe := l.need(amount)
+			if l.refills() {
+				owe -= l.refillUntil(now, now.Add(wait))
+			}
+			l.cap(owe)
+			l.promised = l.need(amount)
+			l.unconfirmed = 0
+			l.seenAt = now
+			rel.owe(l, owe, wait, now)
+		}
+	default:
+		if p.Hinted {
+			s.heldUntil = later(s.heldUntil, now.Add(wait))
+			rel.pause(s.heldUntil)
+		}
+	}
+	if l != nil {
+		l.pace.cut(kind, sent, wait, l.rate(now), 0, now)
+		return
+	}
+	rate, passed := s.levels[Key].rate(now), 0.0
+	if kind == hintless {
+		rate, passed = rate/max(s.meanCost, 1), s.passed.rate(now) // its pace counts requests (paceUnitLocked)
+		if sent.Sub(s.passed.from) > meterWindow {
+			s.passed.from = sent // empty then and now: what was sent between and passed is its rate
+		}
+	}
+	if s.pace.cut(kind, sent, wait, rate, passed, now) {
+		rel.cut(kind.cut())
+	}
+}
+
+// priorWaitSlack is how much longer than the contract's bucket needs to
+// refill a whole call a refusal's wait may be before it ends the prior:
+// that bucket never asks a call to wait longer, but the wait is rounded.
+const priorWaitSlack = 1.25
+
+// refusingLevelLocked returns the level a RATE_LIMITED named, made when
+// the policy was never announced (it then holds the refused kind of call);
+// nil past MaxLearnedPolicies. A learned policy a refusal names is tied to
+// the refused kind of call at once.
+func (s *State) refusingLevelLocked(c *Call, policy string, now time.Time) *level {
+	l := s.levels[policy]
+	if l == nil {
+		if !s.roomLocked(false, now) {
+			return nil
+		}
+		l = newLevel(policy)
+		s.addLevelLocked(policy, l, now)
+	}
+	l.usedAt = now
+	if !l.known {
+		if l.tie(c.kind()) {
+			s.version++
+		}
+		if l.evidence == nil {
+			l.evidence = map[string]int{}
+		}
+		l.evidence[c.kind()] = 2 * tieAfter
+	}
+	return l
+}
+
+// blockLocked records an exhausted quota until its resetsAt (or, without
+// one, its Retry-After).
+func (s *State) blockLocked(c *Call, p *Problem, now time.Time, rel *release) {
+	until := p.ResetsAt
+	if until.IsZero() && p.Hinted {
+		until = now.Add(p.RetryAfter)
+	}
+	if until.IsZero() {
+		return
+	}
+	until = sooner(until, now.Add(maxHold))
+	b := block{until: until, name: p.Policy}
+	policy := p.Policy
+	if l := s.levels[policy]; l == nil || !l.known && !l.ops[c.kind()] {
+		b.op = c.Op // a policy without a model of its scope: the operation it refused
+		policy = policy + "\x00" + c.Op
+	}
+	if cur, ok := s.blocks[policy]; !ok || until.After(cur.until) {
+		s.blocks[policy] = b
+	}
+	if b.op == "" {
+		rel.block(policy, until)
+	}
+}
