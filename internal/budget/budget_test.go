@@ -582,7 +582,8 @@ func levelOf(s *State, name string) (LevelSnapshot, bool) {
 // of this key alone is when its refill (the key's bucket) or its log (the
 // write level) brings it back to its size; of a level others take from,
 // the moment the server's last word named, which no refill the model
-// measures cuts short; 0 for a full level.
+// measures cuts short, unless it lies past the level's window; 0 for a
+// full level.
 func TestFullInIsWhenTheLevelHoldsItsSizeAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
@@ -610,6 +611,10 @@ func TestFullInIsWhenTheLevelHoldsItsSizeAgain(t *testing.T) {
 		time.Sleep(time.Second)
 		if d := fullIn(Org); d != 39*time.Second {
 			t.Errorf("a second after the org's t=40: FullIn %v, want 39s", d)
+		}
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", `"org";r=20;t=4000`))
+		if d := fullIn(Org); d > time.Minute {
+			t.Errorf("after the org's t=4000, past its 60 s window: FullIn %v", d)
 		}
 	})
 }

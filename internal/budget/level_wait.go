@@ -139,11 +139,11 @@ func (l *level) backfills(first *waiter, amount float64, now time.Time) bool {
 
 // fullIn is how long until the level is full again: for a level others
 // take from, while the moment the server's last word named (t) lies
-// ahead, until then, since what the others take the model cannot tell;
-// else as long as a call of the level's size would wait. 0 when it never
-// is.
+// ahead, until then, since what the others take the model cannot tell (a
+// t past the level's window is absurd, and ignored); else as long as a
+// call of the level's size would wait. 0 when it never is.
 func (l *level) fullIn(now time.Time) time.Duration {
-	if full := l.reported.at.Add(l.reported.reset); l.shared && now.Before(full) {
+	if full := l.reported.at.Add(l.reported.reset); l.shared && l.reported.reset <= l.window && now.Before(full) {
 		return full.Sub(now)
 	}
 	d := l.wait(l.size(), now)
