@@ -22,16 +22,6 @@ const (
 // time.Duration overflows: ten years, longer than any quota resets.
 const maxWindowSeconds = 10 * 366 * 24 * 3600
 
-// ObservedRateTTL is how long a refill rate read off a RateLimit header of a
-// level others share (principal, org, a learned policy) overrides its quota's
-// rate: what the other keys take shows as a slower refill.
-const ObservedRateTTL = 10 * time.Second
-
-// minObservedReset is the shortest t a refill rate is read off: with t in
-// whole seconds rounded up, the rate read off t >= 5 is at least 80 % of
-// the true one.
-const minObservedReset = 5
-
 const forever = time.Duration(math.MaxInt64)
 
 // durationOf is seconds as a Duration, rounded up; forever when too long.
@@ -242,12 +232,6 @@ func (l *level) need(amount float64) float64 {
 	return min(amount, l.size())
 }
 
-// refills reports whether the server's word is brought forward by a
-// continuous refill. A pooled level does unless it showed that it frees in
-// steps: the other processes take from it as well, so this process's log
-// does not bound it, and the store refills it for all of them.
-func (l *level) refills() bool { return l.bucket || l.shared || l.pooled && !l.steps }
-
 // part is this process's part of the server's word on the level: this
 // key's part among the keys of the process (split), and while the shared
 // store is down, of a level that refills, the process's part (outagePart).
@@ -256,164 +240,6 @@ func (l *level) part() float64 {
 		return l.split * l.outagePart
 	}
 	return l.split
-}
-
-// rate is the level's refill per second: the rate the server showed
-// while it is recent (observedUntil), else its grossRate; for a level
-// that frees what this key took, at most the refill its answers showed
-// beyond that (learnGain). Before they showed one, the hint stands: a
-// bucket this key alone drains looks like a log others keep full.
-func (l *level) rate(now time.Time) float64 {
-	r := l.grossRate()
-	if now.Before(l.observedUntil) {
-		r = l.observedRate
-	}
-	if l.frees(now) {
-		if now.Before(l.gain.until) {
-			r = min(r, l.gain.rate)
-		}
-		if now.Before(l.noRefillUntil()) {
-			r = 0
-		}
-	}
-	return r
-}
-
-// noRefillUntil is, before the first measure of the net refill, when the
-// answers that showed the level freeing nothing beyond this key's own
-// takes for minGainSpan or more (a log the others keep full, or a window
-// only this key takes from) stop binding; zero when they showed it moving
-// or no such answers came. Until then the quota's refill is a hint they
-// contradict (rule 2): the level frees at the moment the server named and
-// as this key's own takes leave (rule 1). They bind as the reserve does,
-// until an eighth of the window without an answer (reserveLapse): then
-// the quota's refill stands, and the call it lets go asks again.
-func (l *level) noRefillUntil() time.Time {
-	if !l.gain.until.IsZero() || !l.gain.flat || l.markAt.Sub(l.gain.at) < minGainSpan {
-		return time.Time{}
-	}
-	return l.reserveLapse()
-}
-
-// frees reports whether the level is one others take from that frees for
-// this key what it took a window before. A t that says when it would be
-// full if no one took more says nothing of what the others take; one that
-// implies a refill slower than the quota's counts it (a bucket they
-// drain), and then binds as before. Only a level of the API frees so: its
-// log holds every take of this key, where a learned level's misses those
-// before it was learned. A level keys of this process split does not
-// either: its part of the word is brought forward at its part of the
-// refill (partLeft).
-func (l *level) frees(now time.Time) bool {
-	return l.shared && l.known && l.part() == 1 && l.window > 0 && !(now.Before(l.observedUntil) && l.observedRate < l.grossRate())
-}
-
-// rateChange is the first moment after at when rate changes by itself (a
-// measure expires); zero when none does.
-func (l *level) rateChange(at time.Time) time.Time {
-	next := time.Time{}
-	for _, t := range [...]time.Time{l.observedUntil, l.gain.until, l.noRefillUntil()} {
-		if t.After(at) && (next.IsZero() || t.Before(next)) {
-			next = t
-		}
-	}
-	return next
-}
-
-// keepOwe keeps a refusal's owe through a word on the level that came
-// within the refusal's wait, remaining left: unless the level showed it
-// refills continuously (a bucket, which does refill meanwhile), when the
-// wait ends it holds a unit more than the word, not the refill of the
-// whole wait. It returns the cap it set, and false when it set none.
-func (l *level) keepOwe(remaining float64, now time.Time) (float64, bool) {
-	if !now.Before(l.holdUntil) || !l.refills() || l.bucket {
-		return 0, false
-	}
-	owe := remaining + 1 - l.refillUntil(now, l.holdUntil)
-	l.cap(owe)
-	return owe, true
-}
-
-// refillUntil is what the refill adds from now until end, as its rate
-// changes by itself.
-func (l *level) refillUntil(now, end time.Time) float64 {
-	gained := 0.0
-	for at := now; at.Before(end); {
-		next := l.rateChange(at)
-		if next.IsZero() || next.After(end) {
-			next = end
-		}
-		gained += l.rate(at) * next.Sub(at).Seconds()
-		at = next
-	}
-	return gained
-}
-
-// grossRate is the refill the quota grants, before what others take.
-func (l *level) grossRate() float64 {
-	if l.window <= 0 {
-		return 0
-	}
-	return l.quota * l.share / l.window.Seconds()
-}
-
-// refill brings the tokens up to now: by the refill of a level that
-// refills continuously, once a refusal's wait has passed to at least the
-// refused call's need (promised), and at the moment the server named by
-// what the refill since the word has not brought of one unit (momentUnit).
-func (l *level) refill(now time.Time) {
-	start := l.tokens
-	defer func() { l.unconfirmed += l.tokens - start }()
-	if l.at.IsZero() {
-		l.at = now
-	}
-	if l.shared && l.window > 0 {
-		l.log.prune(now.Add(-l.window))
-		if l.frees(now) && !now.Before(l.holdUntil) {
-			// (While a refusal holds it, the others take what frees:
-			// the refusal said so, and what is left then the next
-			// answer says.)
-			l.tokens = min(max(l.size(), l.tokens), l.tokens+l.log.freed-l.freedSeen)
-		}
-		l.freedSeen = l.log.freed
-	}
-	if now.After(l.at) && l.refills() {
-		gained := l.refillUntil(l.at, now)
-		l.at = now
-		l.tokens = min(max(l.size(), l.tokens), l.tokens+gained)
-		l.partTokens = min(max(l.partOf*l.size(), l.partTokens), l.partTokens+l.partOf*gained)
-	}
-	if l.keepsPromise(now) {
-		l.tokens = max(l.tokens, l.promised)
-		l.partTokens = max(l.partTokens, l.promised)
-	}
-	l.momentGained += l.tokens - start
-	if !l.moment.IsZero() && !now.Before(l.moment) {
-		if unit := l.momentUnit(now); unit > 0 {
-			l.tokens = min(l.tokens+unit, max(l.size(), l.tokens))
-			l.partTokens = min(l.partTokens+l.partOf*unit, max(l.partOf*l.size(), l.partTokens))
-		}
-		l.moment = time.Time{}
-	}
-	l.at = later(l.at, now)
-	l.syncPart()
-}
-
-// momentUnit is what the level gains at its moment: one unit, less what
-// its refill brought since the word named the moment. For a level that
-// frees what this key took, nothing once something of the key's left the
-// window since: that was what the moment named.
-func (l *level) momentUnit(now time.Time) float64 {
-	if l.frees(now) && l.log.freed != l.momentFreed {
-		return 0
-	}
-	return max(0, 1-l.momentGained)
-}
-
-// keepsPromise reports whether a refusal's wait has ended and no call has
-// taken from the level since: the refused call's need is there (promised).
-func (l *level) keepsPromise(now time.Time) bool {
-	return l.promised > 0 && !now.Before(l.holdUntil)
 }
 
 // syncPart starts the key's part of the level anew from what the model
@@ -454,70 +280,6 @@ func (l *level) take(amount float64, now time.Time) {
 func (l *level) give(amount float64) {
 	l.tokens += amount
 	l.partTokens += amount
-}
-
-// observe takes the server's word on the level: remaining was left when it
-// answered, and shown is the most it showed the level to hold (remaining,
-// or a capacity). The attempts in flight it cannot have counted; what
-// was charged after the answered call was admitted (chargedSince) it may or may
-// not have (answers to calls sent at once arrive in any order). The
-// model's own count, which took every admitted call off the last word,
-// decides between the two readings: it is kept when it lies between them,
-// so that calls the server counted before this answer are not taken
-// twice. Outside them it is wrong (others took from the level, or the
-// model is behind), and the careful reading holds. The answer to a call
-// that took nothing from the level (older: a server that names the
-// narrowest of all levels) says nothing of which calls it counted: its
-// word may be older than the model's and only lowers it. A word that the
-// contract's bucket would say (addsUp) leaves the prior standing.
-func (l *level) observe(remaining, shown, chargedSince float64, reset int64, older bool, now time.Time) {
-	l.refill(now)
-	if l.shared && l.window > 0 {
-		// A take of this key's admitted a window before now may have left
-		// the server's window before it counted this answer: r counts
-		// what it freed, which is then freed once, not again later.
-		before, cut := l.log.freed, now.Add(-l.window)
-		l.log.free(func(e logEntry) bool { return !e.sent.After(cut) })
-		l.freedSeen += l.log.freed - before
-	}
-	if !l.addsUp(remaining, reset) {
-		l.endPrior()
-	}
-	l.seenMax = max(l.seenMax, shown)
-	if l.quota > 0 && shown > l.quota*l.share+0.5 {
-		l.bucket = true // it holds more than its quota: a bucket that refills as it goes
-	}
-	switch upper, lower := remaining-l.inflight, remaining-l.inflight-chargedSince; {
-	case older:
-		l.tokens = min(l.tokens, upper)
-	case l.tokens < lower || l.tokens > upper:
-		l.tokens = lower
-	}
-	l.unconfirmed = 0
-	if !now.Before(l.holdUntil) {
-		l.promised = 0 // a word after the wait says what is left
-	}
-	if l.refills() && l.outagePart < 1 {
-		// The word is on the whole level, whose part of the refill each
-		// process that lost the store counts already, and some of what
-		// it says is left is the parts the others have not taken yet:
-		// it lowers this process's part to its part of that, never
-		// raises it.
-		l.cap(l.tokens)
-	} else {
-		l.rebasePart()
-	}
-	l.seenAt, l.usedAt, l.at = now, now, now
-	if foreign := l.logAvailable(now) - remaining; foreign > 0 {
-		// Others take from it too (another process on the key, or a
-		// level counted more widely than thought): what they took
-		// counts as taken now, so the log bound never says more than
-		// the server just did. Read as if every attempt sent had been
-		// counted already, so that none is taken for another's: entries
-		// taken for others stay a whole window, and on a level that does
-		// not refill they would hold calls the server accepts.
-		l.log.add(now, now, foreign)
-	}
 }
 
 // logAvailable is the quota less what this key took within the last window

@@ -186,3 +186,81 @@ func (l *level) addsUp(remaining float64, t int64) bool {
 // minDepthApart is how far apart two words must be that show the
 // documented bucket (learnDepth): t is whole seconds.
 const minDepthApart = 2 * time.Second
+
+// keepOwe keeps a refusal's owe through a word on the level that came
+// within the refusal's wait, remaining left: unless the level showed it
+// refills continuously (a bucket, which does refill meanwhile), when the
+// wait ends it holds a unit more than the word, not the refill of the
+// whole wait. It returns the cap it set, and false when it set none.
+func (l *level) keepOwe(remaining float64, now time.Time) (float64, bool) {
+	if !now.Before(l.holdUntil) || !l.refills() || l.bucket {
+		return 0, false
+	}
+	owe := remaining + 1 - l.refillUntil(now, l.holdUntil)
+	l.cap(owe)
+	return owe, true
+}
+
+// observe takes the server's word on the level: remaining was left when it
+// answered, and shown is the most it showed the level to hold (remaining,
+// or a capacity). The attempts in flight it cannot have counted; what
+// was charged after the answered call was admitted (chargedSince) it may or may
+// not have (answers to calls sent at once arrive in any order). The
+// model's own count, which took every admitted call off the last word,
+// decides between the two readings: it is kept when it lies between them,
+// so that calls the server counted before this answer are not taken
+// twice. Outside them it is wrong (others took from the level, or the
+// model is behind), and the careful reading holds. The answer to a call
+// that took nothing from the level (older: a server that names the
+// narrowest of all levels) says nothing of which calls it counted: its
+// word may be older than the model's and only lowers it. A word that the
+// contract's bucket would say (addsUp) leaves the prior standing.
+func (l *level) observe(remaining, shown, chargedSince float64, reset int64, older bool, now time.Time) {
+	l.refill(now)
+	if l.shared && l.window > 0 {
+		// A take of this key's admitted a window before now may have left
+		// the server's window before it counted this answer: r counts
+		// what it freed, which is then freed once, not again later.
+		before, cut := l.log.freed, now.Add(-l.window)
+		l.log.free(func(e logEntry) bool { return !e.sent.After(cut) })
+		l.freedSeen += l.log.freed - before
+	}
+	if !l.addsUp(remaining, reset) {
+		l.endPrior()
+	}
+	l.seenMax = max(l.seenMax, shown)
+	if l.quota > 0 && shown > l.quota*l.share+0.5 {
+		l.bucket = true // it holds more than its quota: a bucket that refills as it goes
+	}
+	switch upper, lower := remaining-l.inflight, remaining-l.inflight-chargedSince; {
+	case older:
+		l.tokens = min(l.tokens, upper)
+	case l.tokens < lower || l.tokens > upper:
+		l.tokens = lower
+	}
+	l.unconfirmed = 0
+	if !now.Before(l.holdUntil) {
+		l.promised = 0 // a word after the wait says what is left
+	}
+	if l.refills() && l.outagePart < 1 {
+		// The word is on the whole level, whose part of the refill each
+		// process that lost the store counts already, and some of what
+		// it says is left is the parts the others have not taken yet:
+		// it lowers this process's part to its part of that, never
+		// raises it.
+		l.cap(l.tokens)
+	} else {
+		l.rebasePart()
+	}
+	l.seenAt, l.usedAt, l.at = now, now, now
+	if foreign := l.logAvailable(now) - remaining; foreign > 0 {
+		// Others take from it too (another process on the key, or a
+		// level counted more widely than thought): what they took
+		// counts as taken now, so the log bound never says more than
+		// the server just did. Read as if every attempt sent had been
+		// counted already, so that none is taken for another's: entries
+		// taken for others stay a whole window, and on a level that does
+		// not refill they would hold calls the server accepts.
+		l.log.add(now, now, foreign)
+	}
+}

@@ -1,0 +1,163 @@
+package budget
+
+import "time"
+
+// ObservedRateTTL is how long a refill rate read off a RateLimit header of a
+// level others share (principal, org, a learned policy) overrides its quota's
+// rate: what the other keys take shows as a slower refill.
+const ObservedRateTTL = 10 * time.Second
+
+// minObservedReset is the shortest t a refill rate is read off: with t in
+// whole seconds rounded up, the rate read off t >= 5 is at least 80 % of
+// the true one.
+const minObservedReset = 5
+
+// refills reports whether the server's word is brought forward by a
+// continuous refill. A pooled level does unless it showed that it frees in
+// steps: the other processes take from it as well, so this process's log
+// does not bound it, and the store refills it for all of them.
+func (l *level) refills() bool { return l.bucket || l.shared || l.pooled && !l.steps }
+
+// rate is the level's refill per second: the rate the server showed
+// while it is recent (observedUntil), else its grossRate; for a level
+// that frees what this key took, at most the refill its answers showed
+// beyond that (learnGain). Before they showed one, the hint stands: a
+// bucket this key alone drains looks like a log others keep full.
+func (l *level) rate(now time.Time) float64 {
+	r := l.grossRate()
+	if now.Before(l.observedUntil) {
+		r = l.observedRate
+	}
+	if l.frees(now) {
+		if now.Before(l.gain.until) {
+			r = min(r, l.gain.rate)
+		}
+		if now.Before(l.noRefillUntil()) {
+			r = 0
+		}
+	}
+	return r
+}
+
+// noRefillUntil is, before the first measure of the net refill, when the
+// answers that showed the level freeing nothing beyond this key's own
+// takes for minGainSpan or more (a log the others keep full, or a window
+// only this key takes from) stop binding; zero when they showed it moving
+// or no such answers came. Until then the quota's refill is a hint they
+// contradict (rule 2): the level frees at the moment the server named and
+// as this key's own takes leave (rule 1). They bind as the reserve does,
+// until an eighth of the window without an answer (reserveLapse): then
+// the quota's refill stands, and the call it lets go asks again.
+func (l *level) noRefillUntil() time.Time {
+	if !l.gain.until.IsZero() || !l.gain.flat || l.markAt.Sub(l.gain.at) < minGainSpan {
+		return time.Time{}
+	}
+	return l.reserveLapse()
+}
+
+// frees reports whether the level is one others take from that frees for
+// this key what it took a window before. A t that says when it would be
+// full if no one took more says nothing of what the others take; one that
+// implies a refill slower than the quota's counts it (a bucket they
+// drain), and then binds as before. Only a level of the API frees so: its
+// log holds every take of this key, where a learned level's misses those
+// before it was learned. A level keys of this process split does not
+// either: its part of the word is brought forward at its part of the
+// refill (partLeft).
+func (l *level) frees(now time.Time) bool {
+	return l.shared && l.known && l.part() == 1 && l.window > 0 && !(now.Before(l.observedUntil) && l.observedRate < l.grossRate())
+}
+
+// rateChange is the first moment after at when rate changes by itself (a
+// measure expires); zero when none does.
+func (l *level) rateChange(at time.Time) time.Time {
+	next := time.Time{}
+	for _, t := range [...]time.Time{l.observedUntil, l.gain.until, l.noRefillUntil()} {
+		if t.After(at) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	return next
+}
+
+// refillUntil is what the refill adds from now until end, as its rate
+// changes by itself.
+func (l *level) refillUntil(now, end time.Time) float64 {
+	gained := 0.0
+	for at := now; at.Before(end); {
+		next := l.rateChange(at)
+		if next.IsZero() || next.After(end) {
+			next = end
+		}
+		gained += l.rate(at) * next.Sub(at).Seconds()
+		at = next
+	}
+	return gained
+}
+
+// grossRate is the refill the quota grants, before what others take.
+func (l *level) grossRate() float64 {
+	if l.window <= 0 {
+		return 0
+	}
+	return l.quota * l.share / l.window.Seconds()
+}
+
+// refill brings the tokens up to now: by the refill of a level that
+// refills continuously, once a refusal's wait has passed to at least the
+// refused call's need (promised), and at the moment the server named by
+// what the refill since the word has not brought of one unit (momentUnit).
+func (l *level) refill(now time.Time) {
+	start := l.tokens
+	defer func() { l.unconfirmed += l.tokens - start }()
+	if l.at.IsZero() {
+		l.at = now
+	}
+	if l.shared && l.window > 0 {
+		l.log.prune(now.Add(-l.window))
+		if l.frees(now) && !now.Before(l.holdUntil) {
+			// (While a refusal holds it, the others take what frees:
+			// the refusal said so, and what is left then the next
+			// answer says.)
+			l.tokens = min(max(l.size(), l.tokens), l.tokens+l.log.freed-l.freedSeen)
+		}
+		l.freedSeen = l.log.freed
+	}
+	if now.After(l.at) && l.refills() {
+		gained := l.refillUntil(l.at, now)
+		l.at = now
+		l.tokens = min(max(l.size(), l.tokens), l.tokens+gained)
+		l.partTokens = min(max(l.partOf*l.size(), l.partTokens), l.partTokens+l.partOf*gained)
+	}
+	if l.keepsPromise(now) {
+		l.tokens = max(l.tokens, l.promised)
+		l.partTokens = max(l.partTokens, l.promised)
+	}
+	l.momentGained += l.tokens - start
+	if !l.moment.IsZero() && !now.Before(l.moment) {
+		if unit := l.momentUnit(now); unit > 0 {
+			l.tokens = min(l.tokens+unit, max(l.size(), l.tokens))
+			l.partTokens = min(l.partTokens+l.partOf*unit, max(l.partOf*l.size(), l.partTokens))
+		}
+		l.moment = time.Time{}
+	}
+	l.at = later(l.at, now)
+	l.syncPart()
+}
+
+// momentUnit is what the level gains at its moment: one unit, less what
+// its refill brought since the word named the moment. For a level that
+// frees what this key took, nothing once something of the key's left the
+// window since: that was what the moment named.
+func (l *level) momentUnit(now time.Time) float64 {
+	if l.frees(now) && l.log.freed != l.momentFreed {
+		return 0
+	}
+	return max(0, 1-l.momentGained)
+}
+
+// keepsPromise reports whether a refusal's wait has ended and no call has
+// taken from the level since: the refused call's need is there (promised).
+func (l *level) keepsPromise(now time.Time) bool {
+	return l.promised > 0 && !now.Before(l.holdUntil)
+}
