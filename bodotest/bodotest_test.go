@@ -118,37 +118,41 @@ func TestWithoutLimitsInRealTime(t *testing.T) {
 }
 
 func TestWithLimitFactor(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		srv := bodotest.NewServer(bodotest.WithLimitFactor(2))
-		defer srv.Close()
-		// The write level holds 120 and refills two a second.
-		raw := newClient(t, srv, bodo.WithoutBudget(), bodo.WithMaxRetries(0))
-		for i := range 121 {
-			_, err := raw.Contacts.Create(t.Context(), bodo.ContactCreate{Name: "Ada"})
-			var apiErr *bodo.Error
-			switch {
-			case i < 120 && err != nil:
-				t.Fatalf("create %d: %v", i+1, err)
-			case i == 120 && (!errors.As(err, &apiErr) || apiErr.Policy != "write" || apiErr.RetryAfter != 500*time.Millisecond):
-				t.Fatalf("create 121: %v", err)
+	t.Run("the factor scales every level", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := bodotest.NewServer(bodotest.WithLimitFactor(2))
+			defer srv.Close()
+			// The write level holds 120 and refills two a second.
+			raw := newClient(t, srv, bodo.WithoutBudget(), bodo.WithMaxRetries(0))
+			for i := range 121 {
+				_, err := raw.Contacts.Create(t.Context(), bodo.ContactCreate{Name: "Ada"})
+				var apiErr *bodo.Error
+				switch {
+				case i < 120 && err != nil:
+					t.Fatalf("create %d: %v", i+1, err)
+				case i == 120 && (!errors.As(err, &apiErr) || apiErr.Policy != "write" || apiErr.RetryAfter != 500*time.Millisecond):
+					t.Fatalf("create 121: %v", err)
+				}
 			}
-		}
-		time.Sleep(time.Minute)
-		// With the budget, 300 creates take at least the 90 s the server
-		// asks for (120 at once, then two a second), and less than the 4
-		// minutes of the documented limits.
-		if took := importContacts(t, newClient(t, srv), 300); took < 90*time.Second || took > 150*time.Second {
-			t.Errorf("300 creates took %v", took)
-		}
+			time.Sleep(time.Minute)
+			// With the budget, 300 creates take at least the 90 s the server
+			// asks for (120 at once, then two a second), and less than the 4
+			// minutes of the documented limits.
+			if took := importContacts(t, newClient(t, srv), 300); took < 90*time.Second || took > 150*time.Second {
+				t.Errorf("300 creates took %v", took)
+			}
+		})
 	})
-	synctest.Test(t, func(t *testing.T) {
-		// The last of WithLimitFactor and WithoutLimits counts, and the
-		// factor applies to the profile whatever the order.
-		srv := bodotest.NewServer(bodotest.WithoutLimits(), bodotest.WithLimitFactor(3), bodotest.WithProfile(bodotest.SmallPlan))
-		defer srv.Close()
-		if q := quota(t, newClient(t, srv), "key"); q != 450 {
-			t.Errorf("key quota %d, want 3 × 150", q)
-		}
+	t.Run("the last of WithLimitFactor and WithoutLimits counts", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// The last of WithLimitFactor and WithoutLimits counts, and the
+			// factor applies to the profile whatever the order.
+			srv := bodotest.NewServer(bodotest.WithoutLimits(), bodotest.WithLimitFactor(3), bodotest.WithProfile(bodotest.SmallPlan))
+			defer srv.Close()
+			if q := quota(t, newClient(t, srv), "key"); q != 450 {
+				t.Errorf("key quota %d, want 3 × 150", q)
+			}
+		})
 	})
 }
 

@@ -636,76 +636,82 @@ func TestACapHeldByTheShareBindsThePace(t *testing.T) {
 // call whose deadline the flight's answers meet waits for them rather than
 // fail at once.
 func TestSlowStartsFlightIsHeardBeforeMoreGo(t *testing.T) {
-	firstAnswer := func(s *State) {
+	firstAnswer := func(t *testing.T, s *State) {
 		tk := admitNow(t, s, call(ops.GetContact, ""))
 		time.Sleep(30 * time.Millisecond)
 		tk.Finish(answer("", ""))
 	}
 	for _, late := range []time.Duration{0, 100 * time.Millisecond} {
+		t.Run(fmt.Sprintf("flight sent %v after the first answer", late), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := New()
+				firstAnswer(t, s)
+				time.Sleep(late)
+				var flight []*Ticket
+				for range s.parallel {
+					flight = append(flight, admitNow(t, s, call(ops.GetContact, "")))
+				}
+				time.Sleep(30 * time.Millisecond)
+				for _, tk := range flight[:4] {
+					tk.Finish(answer("", ""))
+				}
+				if why := held(s, call(ops.GetContact, "")); why != ReasonInFlight {
+					t.Errorf("a call after the flight sent %v after the first answer, 4 of its 6 answered, is held by %q, want %q", late, why, ReasonInFlight)
+				}
+				for _, tk := range flight[4:] {
+					tk.Finish(refusal(http.StatusTooManyRequests, "", "", 0))
+				}
+				if why := held(s, call(ops.GetContact, "")); why != ReasonPace {
+					t.Errorf("a call after the flight sent %v after the first answer, 2 of it refused by a limiter in front, is held by %q, want %q", late, why, ReasonPace)
+				}
+			})
+		})
+	}
+	t.Run("a deadline the flight's answers meet", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := New()
-			firstAnswer(s)
-			time.Sleep(late)
+			firstAnswer(t, s)
 			var flight []*Ticket
 			for range s.parallel {
 				flight = append(flight, admitNow(t, s, call(ops.GetContact, "")))
 			}
-			time.Sleep(30 * time.Millisecond)
-			for _, tk := range flight[:4] {
-				tk.Finish(answer("", ""))
+			go func() {
+				time.Sleep(40 * time.Millisecond)
+				for _, tk := range flight {
+					tk.Finish(answer("", ""))
+				}
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			tk, _, err := s.Admit(ctx, call(ops.GetContact, ""))
+			if err != nil {
+				t.Fatalf("a call whose deadline the flight's answers meet: %v", err)
 			}
-			if why := held(s, call(ops.GetContact, "")); why != ReasonInFlight {
-				t.Errorf("a call after the flight sent %v after the first answer, 4 of its 6 answered, is held by %q, want %q", late, why, ReasonInFlight)
-			}
-			for _, tk := range flight[4:] {
-				tk.Finish(refusal(http.StatusTooManyRequests, "", "", 0))
-			}
-			if why := held(s, call(ops.GetContact, "")); why != ReasonPace {
-				t.Errorf("a call after the flight sent %v after the first answer, 2 of it refused by a limiter in front, is held by %q, want %q", late, why, ReasonPace)
-			}
+			tk.Finish(answer("", ""))
 		})
-	}
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		firstAnswer(s)
-		var flight []*Ticket
-		for range s.parallel {
-			flight = append(flight, admitNow(t, s, call(ops.GetContact, "")))
-		}
-		go func() {
-			time.Sleep(40 * time.Millisecond)
-			for _, tk := range flight {
-				tk.Finish(answer("", ""))
-			}
-		}()
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		defer cancel()
-		tk, _, err := s.Admit(ctx, call(ops.GetContact, ""))
-		if err != nil {
-			t.Fatalf("a call whose deadline the flight's answers meet: %v", err)
-		}
-		tk.Finish(answer("", ""))
 	})
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		firstAnswer(s)
-		admitNow(t, s, call(ops.GetContact, "")) // never answered
-		for range s.parallel - 2 {
+	t.Run("a flight call without an answer", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := New()
+			firstAnswer(t, s)
+			admitNow(t, s, call(ops.GetContact, "")) // never answered
+			for range s.parallel - 2 {
+				admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+			}
+			time.Sleep(10 * time.Millisecond)
+			if why := held(s, call(ops.GetContact, "")); why != "" {
+				t.Errorf("the flight's last call is held by %q", why)
+			}
 			admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
-		}
-		time.Sleep(10 * time.Millisecond)
-		if why := held(s, call(ops.GetContact, "")); why != "" {
-			t.Errorf("the flight's last call is held by %q", why)
-		}
-		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
-		if why := held(s, call(ops.GetContact, "")); why != ReasonInFlight {
-			t.Errorf("a call after the flight, 5 of its 6 answered, is held by %q, want %q", why, ReasonInFlight)
-		}
-		tk, waited := admitAt(t, s, call(ops.GetContact, ""))
-		if waited != 60*time.Millisecond {
-			t.Errorf("a flight call without an answer held the next %v after the flight's last call, want 60ms", waited)
-		}
-		tk.Finish(answer("", ""))
+			if why := held(s, call(ops.GetContact, "")); why != ReasonInFlight {
+				t.Errorf("a call after the flight, 5 of its 6 answered, is held by %q, want %q", why, ReasonInFlight)
+			}
+			tk, waited := admitAt(t, s, call(ops.GetContact, ""))
+			if waited != 60*time.Millisecond {
+				t.Errorf("a flight call without an answer held the next %v after the flight's last call, want 60ms", waited)
+			}
+			tk.Finish(answer("", ""))
+		})
 	})
 }
 
@@ -821,57 +827,61 @@ func behindHintlessLimiter(run time.Duration, next func(time.Duration) *Call) []
 // the contract's bucket of 600 points, and Snapshot says so; the server's
 // first word on it (a plan of 150 points a minute) decides.
 func TestTheDocumentedLimitsAreThePrior(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		key := func() LevelSnapshot {
-			for _, l := range s.Snapshot().Levels {
-				if l.Name == Key {
-					return l
+	t.Run("before any answer", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := New()
+			key := func() LevelSnapshot {
+				l, ok := levelOf(s, Key)
+				if !ok {
+					t.Fatal("no key level")
 				}
+				return l
 			}
-			t.Fatal("no key level")
-			return LevelSnapshot{}
-		}
-		if l := key(); l.Remaining != 600 || l.Capacity != 600 {
-			t.Errorf("before any answer the key level holds %v of %d, want 600 of 600", l.Remaining, l.Capacity)
-		}
-		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=150;w=60`, `"key";r=149;t=1`))
-		if l := key(); l.Remaining != 149 || l.Quota != 150 {
-			t.Errorf("after the server's first word the key level holds %v of quota %d, want 149 of 150", l.Remaining, l.Quota)
-		}
+			if l := key(); l.Remaining != 600 || l.Capacity != 600 {
+				t.Errorf("before any answer the key level holds %v of %d, want 600 of 600", l.Remaining, l.Capacity)
+			}
+			admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=150;w=60`, `"key";r=149;t=1`))
+			if l := key(); l.Remaining != 149 || l.Quota != 150 {
+				t.Errorf("after the server's first word the key level holds %v of quota %d, want 149 of 150", l.Remaining, l.Quota)
+			}
+		})
 	})
 	// The contract's bucket holds 600 points, twice its quota a minute: a
 	// batch of 400 fits it and goes at once. Once a word ends the prior, the
 	// key level of the documented quota may still be that bucket: a batch
 	// of 400 waits for it, and is not refused as one that never fits.
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		admitNow(t, s, batchOf(400)).Finish(answer("", `"key";r=0;t=60`))
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		var never *NeverFitsError
-		if _, _, err := s.Admit(ctx, batchOf(400)); errors.As(err, &never) {
-			t.Errorf("a batch of 400 on the documented key level after the prior ended: %v", err)
-		}
+	t.Run("a batch the bucket holds after the prior ends", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := New()
+			admitNow(t, s, batchOf(400)).Finish(answer("", `"key";r=0;t=60`))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			var never *NeverFitsError
+			if _, _, err := s.Admit(ctx, batchOf(400)); errors.As(err, &never) {
+				t.Errorf("a batch of 400 on the documented key level after the prior ended: %v", err)
+			}
+		})
 	})
 	// Drained at once, the contract's bucket says r=0;t=120 and frees 5
 	// points a second: the prior stands on that word. One it would not
 	// say (a sliding log's t=60) ends it.
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		tk := admitNow(t, s, call(ops.GetMe, ""))
-		s.Spend(Key, 0)
-		tk.Finish(answer("", `"key";r=0;t=120`))
-		if why := held(s, call(ops.GetMe, "")); why != Key {
-			t.Fatalf("a call right after r=0 is held by %q, want %q", why, Key)
-		}
-		time.Sleep(time.Second)
-		tk = admitNow(t, s, call(ops.GetMe, ""))
-		tk.Finish(answer("", `"key";r=0;t=60`))
-		time.Sleep(time.Second)
-		if why := held(s, call(ops.GetMe, "")); why != Key {
-			t.Errorf("a second after a sliding log's r=0;t=60 a call is held by %q, want %q: the prior ends there, and the key level refills no more as the contract's bucket", why, Key)
-		}
+	t.Run("a drained bucket's word", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := New()
+			tk := admitNow(t, s, call(ops.GetMe, ""))
+			s.Spend(Key, 0)
+			tk.Finish(answer("", `"key";r=0;t=120`))
+			if why := held(s, call(ops.GetMe, "")); why != Key {
+				t.Fatalf("a call right after r=0 is held by %q, want %q", why, Key)
+			}
+			time.Sleep(time.Second)
+			tk = admitNow(t, s, call(ops.GetMe, ""))
+			tk.Finish(answer("", `"key";r=0;t=60`))
+			time.Sleep(time.Second)
+			if why := held(s, call(ops.GetMe, "")); why != Key {
+				t.Errorf("a second after a sliding log's r=0;t=60 a call is held by %q, want %q: the prior ends there, and the key level refills no more as the contract's bucket", why, Key)
+			}
+		})
 	})
 	// A refusal on the key level, which the contract's bucket would have let
 	// through, ends the prior; so does a status that reports another plan,
@@ -884,23 +894,27 @@ func TestTheDocumentedLimitsAreThePrior(t *testing.T) {
 		time.Sleep(time.Second)
 		return s
 	}
-	synctest.Test(t, func(t *testing.T) {
-		s := drained(t)
-		admitNow(t, s, call(ops.GetMe, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Key, time.Second))
-		time.Sleep(time.Second)
-		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", ""))
-		time.Sleep(time.Second)
-		if why := held(s, call(ops.GetMe, "")); why != Key {
-			t.Errorf("after a refusal on the drained key level and the call its wait let through, a call a second later is held by %q, want %q", why, Key)
-		}
+	t.Run("a refusal on the drained level", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := drained(t)
+			admitNow(t, s, call(ops.GetMe, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Key, time.Second))
+			time.Sleep(time.Second)
+			admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", ""))
+			time.Sleep(time.Second)
+			if why := held(s, call(ops.GetMe, "")); why != Key {
+				t.Errorf("after a refusal on the drained key level and the call its wait let through, a call a second later is held by %q, want %q", why, Key)
+			}
+		})
 	})
-	synctest.Test(t, func(t *testing.T) {
-		s := drained(t)
-		s.ObserveStatus(nil, []LevelStatus{{Name: Key, Remaining: 0, Reset: 120 * time.Second, Capacity: 300, Quota: 150, Window: time.Minute}})
-		time.Sleep(time.Second)
-		if why := held(s, call(ops.GetMe, "")); why != Key {
-			t.Errorf("a second after a status of a plan of 150 a minute a call is held by %q, want %q", why, Key)
-		}
+	t.Run("a status of another plan", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := drained(t)
+			s.ObserveStatus(nil, []LevelStatus{{Name: Key, Remaining: 0, Reset: 120 * time.Second, Capacity: 300, Quota: 150, Window: time.Minute}})
+			time.Sleep(time.Second)
+			if why := held(s, call(ops.GetMe, "")); why != Key {
+				t.Errorf("a second after a status of a plan of 150 a minute a call is held by %q, want %q", why, Key)
+			}
+		})
 	})
 }
 

@@ -670,57 +670,61 @@ func TestTheKeeperAsksAFailedStoreOnceALook(t *testing.T) {
 // after it wait for their answers too; and slow start that ended with its
 // call unanswered for SlowStartHold opens no flight when that answer comes.
 func TestSlowStartsFlightIsHeardThroughTheStore(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		s.UseStore(&slowStore{}, "k", nil)
-		first, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
-		time.Sleep(30 * time.Millisecond)
-		first.Finish(answer("", ""))
-		var flight []*Ticket
-		for range s.parallel - 1 {
-			tk, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
-			flight = append(flight, tk)
-		}
-		asked := make(chan *Ticket, 2)
-		for range 2 { // both ask the store while the flight takes one more
-			go func() {
-				tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
-				if err != nil {
-					t.Error(err)
-				}
-				asked <- tk
-			}()
-		}
-		a, b := <-asked, <-asked
-		for _, tk := range append(flight, a) {
-			tk.Finish(answer("", ""))
-		}
-		if why := held(s, call(ops.GetContact, "")); why != ReasonInFlight {
-			t.Errorf("a call after a flight whose last call the store admitted after it filled is held by %q, want %q", why, ReasonInFlight)
-		}
-		b.Finish(answer("", ""))
-		if why := held(s, call(ops.GetContact, "")); why != "" {
-			t.Errorf("a call after a flight answered in full is held by %q", why)
-		}
-		time.Sleep(time.Minute) // the keeper renews no lease and ends
+	t.Run("a flight the store admits after it filled", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := New()
+			s.UseStore(&slowStore{}, "k", nil)
+			first, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
+			time.Sleep(30 * time.Millisecond)
+			first.Finish(answer("", ""))
+			var flight []*Ticket
+			for range s.parallel - 1 {
+				tk, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
+				flight = append(flight, tk)
+			}
+			asked := make(chan *Ticket, 2)
+			for range 2 { // both ask the store while the flight takes one more
+				go func() {
+					tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+					if err != nil {
+						t.Error(err)
+					}
+					asked <- tk
+				}()
+			}
+			a, b := <-asked, <-asked
+			for _, tk := range append(flight, a) {
+				tk.Finish(answer("", ""))
+			}
+			if why := held(s, call(ops.GetContact, "")); why != ReasonInFlight {
+				t.Errorf("a call after a flight whose last call the store admitted after it filled is held by %q, want %q", why, ReasonInFlight)
+			}
+			b.Finish(answer("", ""))
+			if why := held(s, call(ops.GetContact, "")); why != "" {
+				t.Errorf("a call after a flight answered in full is held by %q", why)
+			}
+			time.Sleep(time.Minute) // the keeper renews no lease and ends
+		})
 	})
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		s.UseStore(&slowStore{}, "k", nil)
-		first, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
-		time.Sleep(SlowStartHold + time.Second)
-		b, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		first.Finish(answer("", ""))
-		c, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
-		c.Finish(answer("", ""))
-		if why := held(s, call(ops.GetContact, "")); why != "" {
-			t.Errorf("once slow start ended unanswered, a call after its late answer is held by %q", why)
-		}
-		b.Finish(answer("", ""))
-		time.Sleep(time.Minute)
+	t.Run("slow start ended unanswered", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := New()
+			s.UseStore(&slowStore{}, "k", nil)
+			first, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
+			time.Sleep(SlowStartHold + time.Second)
+			b, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			first.Finish(answer("", ""))
+			c, _, _ := s.Admit(context.Background(), call(ops.GetContact, ""))
+			c.Finish(answer("", ""))
+			if why := held(s, call(ops.GetContact, "")); why != "" {
+				t.Errorf("once slow start ended unanswered, a call after its late answer is held by %q", why)
+			}
+			b.Finish(answer("", ""))
+			time.Sleep(time.Minute)
+		})
 	})
 }
 
