@@ -79,6 +79,11 @@ func run(args []string, out io.Writer) error {
 	if c.bin == "" {
 		return errors.New("-bin: the directory of the built agents programs (scripts/staging.sh builds them)")
 	}
+	if c.keep != "" {
+		if err := os.MkdirAll(c.keep, 0o755); err != nil {
+			return fmt.Errorf("-keep: %w", err)
+		}
+	}
 	if only != "" {
 		c.only = strings.Split(only, ",")
 	}
