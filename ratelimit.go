@@ -268,9 +268,10 @@ type Budget struct {
 // parallel, principal, org, delete, delete-day, egress, then the server's
 // own policies); Name, Unit, Quota, Window and Capacity mean what they mean
 // in RateLimitPolicy. Remaining and FullIn are the model's: what it lets
-// calls take now, counting the calls sent since the server last spoke.
-// The Reported fields are the server's last word on the level, as it said
-// it; before the server has named a level, the model is the contract's.
+// calls take now, counting the calls sent since the server last spoke, and
+// when the level is full again (see FullIn). The Reported fields are the
+// server's last word on the level, as it said it; before the server has
+// named a level, the model is the contract's.
 type BudgetLevel struct {
 	Name   string
 	Unit   string  // points, requests, records or concurrent-requests
@@ -281,11 +282,12 @@ type BudgetLevel struct {
 	// until the server shows another (the key level's 600 points).
 	Capacity  int
 	Remaining float64 // what the model lets calls take now (may be negative after a refusal)
-	// FullIn is how long until the level is full again: for a level
-	// other keys may take from too (principal, org, a policy the client
-	// learned), the t of the server's last word on it while that lies
-	// ahead, since what they take the client cannot tell; else as the
-	// level's refill and this key's takes tell.
+	// FullIn is how long until the level is full again and no refusal's
+	// wait holds it, as the level's refill and this key's takes tell; for
+	// a level other keys may take from too (principal, org, a policy the
+	// client learned), not before the t of the server's last word on it
+	// (unless that t is longer than the window), since what they take the
+	// client cannot tell. 0 when the level is full, or never will be.
 	FullIn time.Duration
 	// ReportedRemaining and ReportedReset are r and t of the last
 	// RateLimit field (or GET /v1/rate_limit answer) that named the level,

@@ -580,10 +580,10 @@ func levelOf(s *State, name string) (LevelSnapshot, bool) {
 
 // TestFullInIsWhenTheLevelHoldsItsSizeAgain: Budget's FullIn of a level
 // of this key alone is when its refill (the key's bucket) or its log (the
-// write level) brings it back to its size; of a level others take from,
-// the moment the server's last word named, which no refill the model
-// measures cuts short, unless it lies past the level's window; 0 for a
-// full level.
+// write level) brings it back to its size, and not before a refusal's wait
+// ends; of a level others take from, at least the moment the server's last
+// word named, which no refill the model measures cuts short, unless it
+// lies past the level's window; 0 for a full level, whatever t says.
 func TestFullInIsWhenTheLevelHoldsItsSizeAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
@@ -612,9 +612,22 @@ func TestFullInIsWhenTheLevelHoldsItsSizeAgain(t *testing.T) {
 		if d := fullIn(Org); d != 39*time.Second {
 			t.Errorf("a second after the org's t=40: FullIn %v, want 39s", d)
 		}
+		time.Sleep(38 * time.Second)
+		org, _ := levelOf(s, Org)
+		if org.FullIn < 10*time.Second {
+			t.Errorf("a second before the org's t=40 ends, holding %.0f of %d: FullIn %v, less than the model's wait for the rest", org.Remaining, org.Capacity, org.FullIn)
+		}
 		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", `"org";r=20;t=4000`))
 		if d := fullIn(Org); d > time.Minute {
 			t.Errorf("after the org's t=4000, past its 60 s window: FullIn %v", d)
+		}
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", `"org";r=1500;t=30`))
+		if d := fullIn(Org); d != 0 {
+			t.Errorf("the org holds its 1500 again, with t=30: FullIn %v, want 0", d)
+		}
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Write, 50*time.Second))
+		if d := fullIn(Write); d < 50*time.Second {
+			t.Errorf("a refusal on the write level asked for 50 s: FullIn %v", d)
 		}
 	})
 }

@@ -204,7 +204,8 @@
 // # Rule 7: one model, local or shared
 //
 // With a shared store, what one process hears binds all (store.go,
-// gate_store.go; redisbudget's TestOneModelLocalOrShared):
+// gate_store.go, store_share.go, store_keeper.go; redisbudget's
+// TestOneModelLocalOrShared):
 //
 //   - The store keeps the levels as the process models them (refilled
 //     continuously or only by their moments and answers; a level of this

@@ -137,18 +137,26 @@ func (l *level) backfills(first *waiter, amount float64, now time.Time) bool {
 	return d != forever && !now.Add(d).After(first.promised.Add(first.slack))
 }
 
-// fullIn is how long until the level is full again: for a level others
-// take from, while the moment the server's last word named (t) lies
-// ahead, until then, since what the others take the model cannot tell (a
-// t past the level's window is absurd, and ignored); else as long as a
-// call of the level's size would wait. 0 when it never is.
+// fullIn is how long until the level is full again and no refusal's wait
+// holds it: as long as a call of the level's size would wait, and for a
+// level others take from at least until the moment the server's last word
+// named (t), since what the others take the model cannot tell and a wait
+// cut short where the model looks again is not when the level is full. A
+// t past the level's window is absurd, and ignored. 0 when it never is.
 func (l *level) fullIn(now time.Time) time.Duration {
-	if full := l.reported.at.Add(l.reported.reset); l.shared && l.reported.reset <= l.window && now.Before(full) {
-		return full.Sub(now)
+	hold := max(l.holdUntil.Sub(now), 0)
+	if l.available(now) >= l.size()-1e-9 {
+		return hold
 	}
 	d := l.wait(l.size(), now)
 	if d == forever {
+		d = 0
+	}
+	if full := l.reported.at.Add(l.reported.reset); l.shared && l.reported.reset <= l.window && now.Before(full) {
+		d = max(d, full.Sub(now))
+	}
+	if d == 0 {
 		return 0
 	}
-	return d
+	return max(d, hold)
 }
