@@ -47,6 +47,10 @@ type ProfileResult struct {
 	MaxFlight      int
 	GaveUp         int
 	Errors         map[string]int // failed calls by kind
+	// OrgTaken is what both keys took of the org in each minute of the
+	// run, against a greedy foreign load (sandbox.Server.OrgTakenByWindow);
+	// nil otherwise.
+	OrgTaken []float64
 	// TargetGoodput and TargetRefused are the profile's own targets
 	// (sandbox.Profile); zero means the issue's.
 	TargetGoodput, TargetRefused float64
@@ -143,8 +147,9 @@ func RunProfile(p sandbox.Profile, client string, newAPI NewAPI, n int, d time.D
 	st := srv.Stats(sandbox.TestKey)
 	counts := stats.Snapshot()
 	allowance := p.AllowanceAt(d, float64(st.PointsAccepted)/float64(max(st.Accepted, 1)))
+	var orgTaken []float64
 	if p.Greedy {
-		allowance = p.AllowanceLeft(d, srv.ForeignTaken())
+		allowance, orgTaken = p.AllowanceLeft(d, srv.ForeignTaken()), srv.OrgTakenByWindow()
 	}
 	r := ProfileResult{
 		Profile: p.Name, Client: client, Agents: n, Duration: d,
@@ -154,9 +159,11 @@ func RunProfile(p sandbox.Profile, client string, newAPI NewAPI, n int, d time.D
 		Lockouts: st.Lockouts, Early: st.EarlyRequests, EarlyBy: maps.Clone(st.EarlyByPolicy), FirstEarly: st.FirstEarly,
 		MaxFlight: st.MaxInFlight, GaveUp: counts.GaveUp, Errors: counts.Errors,
 		TargetGoodput: p.TargetGoodput, TargetRefused: p.TargetRefused,
+		OrgTaken: orgTaken,
 	}
 	r.StallsAt = <-stalls
 	r.Stalls = len(r.StallsAt)
+
 	time.Sleep(time.Minute) // the sandbox finishes what callers gave up on
 	return r, nil
 }

@@ -3,6 +3,7 @@ package agents
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -136,4 +137,47 @@ func refusalBound(r ProfileResult) int {
 		return r.Requests / 200
 	}
 	return max(3, r.Requests/50)
+}
+
+// TestOrgUnusedByMinute runs 8 agents for an hour against BODO_PROFILE
+// (foreign-90-late unless set), a profile whose other key takes from the
+// org greedily, and prints what of the org no key took in each minute:
+// where the org binds, that is what the run's goodput misses. It checks
+// that, where the org binds, the minutes add up to the allowance less the
+// points accepted. It runs only with BODO_ORG_UNUSED=1.
+func TestOrgUnusedByMinute(t *testing.T) {
+	if os.Getenv("BODO_ORG_UNUSED") == "" {
+		t.Skip("set BODO_ORG_UNUSED=1 to measure what of the org a greedy foreign-load profile leaves unused")
+	}
+	name := os.Getenv("BODO_PROFILE")
+	if name == "" {
+		name = "foreign-90-late"
+	}
+	p, ok := sandbox.ProfileByName(name)
+	if !ok || !p.Greedy {
+		t.Fatalf("BODO_PROFILE=%q: want a profile with a greedy foreign load", name)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		r, err := RunProfile(p, "bodo-go", SDKClient(bodo.WithLogger(slog.New(slog.DiscardHandler))), 8, time.Hour, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.OrgTaken) != 60 {
+			t.Fatalf("%d minutes of the org's takes, want 60", len(r.OrgTaken))
+		}
+		quota := float64(p.Limits.OrgQuota)
+		var b strings.Builder
+		unused := 0.0
+		for m, took := range r.OrgTaken {
+			unused += quota - took
+			fmt.Fprintf(&b, " %d:%.0f", m, quota-took)
+		}
+		t.Logf("%s, 8 agents, an hour, seed %d: goodput %.1f %% (%d of %d points), the org unused by minute:%s; in all %.0f",
+			p.Name, seed, 100*r.Goodput(), r.Points, r.Allowance, b.String(), unused)
+		// Where the org binds over the hour, the allowance is its quota
+		// for 60 minutes less what the other key took.
+		if orgBinds := r.Allowance < p.AllowanceLeft(time.Hour, 0); orgBinds && math.Abs(unused-float64(r.Allowance-r.Points)) > 1 {
+			t.Errorf("the org unused by minute adds up to %.0f, the allowance less the points accepted to %d", unused, r.Allowance-r.Points)
+		}
+	})
 }

@@ -407,7 +407,8 @@ func New(opts ...Option) *Server {
 		return newLimiter(lim.shapeOf(policy), quota, capacity, lim.Window, s.origin, now, foreign)
 	}
 	if cfg.greedyEvery > 0 {
-		s.org = &greedy{limiter: level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), 0), chunk: cfg.foreign * cfg.greedyEvery.Seconds(), every: cfg.greedyEvery, next: now, drain: cfg.drain, late: cfg.late}
+		s.org = &greedy{limiter: level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), 0), chunk: cfg.foreign * cfg.greedyEvery.Seconds(), every: cfg.greedyEvery, next: now, drain: cfg.drain, late: cfg.late,
+			origin: s.origin, window: lim.Window, at: now}
 	} else {
 		s.org = level(policyOrg, float64(lim.OrgQuota), float64(lim.OrgQuota), cfg.foreign)
 	}
@@ -470,6 +471,22 @@ func (s *Server) ForeignTaken() float64 {
 	}
 	g.advance(time.Now())
 	return g.taken
+}
+
+// OrgTakenByWindow is what every key took of the org in each window of
+// the limits' Window since the server started (its first counting from
+// the second it started in), up to now, when a greedy foreign load takes
+// from it (WithGreedyForeignLoadEvery); nil otherwise. The org's quota
+// less a window's count is what no key took of it in that window.
+func (s *Server) OrgTakenByWindow() []float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.org.(*greedy)
+	if !ok {
+		return nil
+	}
+	g.advance(time.Now())
+	return slices.Clone(g.byWindow)
 }
 
 // call is one operation being served: a top-level request or a batch part.

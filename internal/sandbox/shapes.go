@@ -108,6 +108,35 @@ type greedy struct {
 	drain bool                 // it takes what the level holds when the chunk does not fit
 	late  func() time.Duration // how long after its tick a take lands; nil for none
 	lands time.Time            // when the take of next lands, once drawn
+
+	origin   time.Time     // where the windows of byWindow start
+	window   time.Duration // their length
+	byWindow []float64     // what every key took of the level in each window from origin, up to maxWindowsCounted
+	at       time.Time     // the last advance
+}
+
+// maxWindowsCounted bounds greedy.byWindow: a day of minutes.
+const maxWindowsCounted = 24 * 60
+
+// take takes n for a key at the last advance.
+func (g *greedy) take(n float64) {
+	g.limiter.take(n)
+	g.count(g.at, n)
+}
+
+// count adds n, taken at at, to its window.
+func (g *greedy) count(at time.Time, n float64) {
+	if g.window <= 0 || at.Before(g.origin) {
+		return
+	}
+	i := int(at.Sub(g.origin) / g.window)
+	if i >= maxWindowsCounted {
+		return
+	}
+	for len(g.byWindow) <= i {
+		g.byWindow = append(g.byWindow, 0)
+	}
+	g.byWindow[i] += n
 }
 
 func (g *greedy) advance(now time.Time) {
@@ -130,10 +159,14 @@ func (g *greedy) advance(now time.Time) {
 		if n > 0 && g.limiter.has(n) {
 			g.limiter.take(n)
 			g.taken += n
+			g.count(at, n)
 		}
 		g.next, g.lands = g.next.Add(g.every), time.Time{}
 	}
 	g.limiter.advance(now)
+	if now.After(g.at) {
+		g.at = now
+	}
 }
 
 // bucket is a token bucket evaluated lazily: level is brought up to date

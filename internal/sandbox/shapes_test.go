@@ -246,6 +246,12 @@ func TestGreedyForeignLoadCompetesForWhatFrees(t *testing.T) {
 		if got := srv.ForeignTaken(); got != 100 {
 			t.Errorf("foreign took %v by 62.5 s, want 100", got)
 		}
+		if got := srv.OrgTakenByWindow(); !slices.Equal(got, []float64{60, 60}) {
+			t.Errorf("the org's takes by minute %v, want [60 60]: 50 of the foreign load and 10 of this key in each", got)
+		}
+		if got := New().OrgTakenByWindow(); got != nil {
+			t.Errorf("an org without a greedy foreign load counts takes by window: %v", got)
+		}
 	})
 }
 
