@@ -163,7 +163,6 @@ func RunProfile(p sandbox.Profile, client string, newAPI NewAPI, n int, d time.D
 	}
 	r.StallsAt = <-stalls
 	r.Stalls = len(r.StallsAt)
-
 	time.Sleep(time.Minute) // the sandbox finishes what callers gave up on
 	return r, nil
 }
