@@ -69,6 +69,18 @@ func admitNow(t testing.TB, s *State, c *Call) *Ticket {
 	return tk
 }
 
+// admitWithin admits c within d or fails t, saying what the call is.
+func admitWithin(t testing.TB, s *State, c *Call, d time.Duration, what string) *Ticket {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	tk, _, err := s.Admit(ctx, c)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return tk
+}
+
 // held reports why c would be held now, "" when it would go; c stands
 // where a call that arrives now would.
 func held(s *State, c *Call) string {
@@ -1129,13 +1141,7 @@ func TestPaceWaitEndsWithTheObservedRate(t *testing.T) {
 		s.pace.share, s.pace.tokens, s.pace.at = 0.5, 0, now
 		s.pace.changeAt, s.pace.quiet = now, time.Hour // no additive increase during the test
 		s.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		tk, _, err := s.Admit(ctx, call(ops.CreateContact, ""))
-		if err != nil {
-			t.Fatalf("a call the pace held until its deadline: %v", err)
-		}
-		tk.Finish(answer("", ""))
+		admitWithin(t, s, call(ops.CreateContact, ""), 2*time.Minute, "a call the pace held until its deadline").Finish(answer("", ""))
 		if waited := time.Since(now); waited > ObservedRateTTL+5*time.Second {
 			t.Errorf("the call waited %v; the observed rate expired after %v", waited, ObservedRateTTL)
 		}

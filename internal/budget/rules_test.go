@@ -681,13 +681,7 @@ func TestSlowStartsFlightIsHeardBeforeMoreGo(t *testing.T) {
 					tk.Finish(answer("", ""))
 				}
 			}()
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			defer cancel()
-			tk, _, err := s.Admit(ctx, call(ops.GetContact, ""))
-			if err != nil {
-				t.Fatalf("a call whose deadline the flight's answers meet: %v", err)
-			}
-			tk.Finish(answer("", ""))
+			admitWithin(t, s, call(ops.GetContact, ""), 50*time.Millisecond, "a call whose deadline the flight's answers meet").Finish(answer("", ""))
 		})
 	})
 	t.Run("a flight call without an answer", func(t *testing.T) {
