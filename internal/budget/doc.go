@@ -15,10 +15,11 @@
 //     (gate_scope.go);
 //   - the levels the call takes from, each with its own pace
 //     (gate_levels.go; level.go, with what the answers show of a level in
-//     level_learn.go, its refill between them in level_refill.go, what it
-//     keeps back for others in level_reserve.go, its spread in
-//     level_spread.go, its waits in level_wait.go, the calls a learned
-//     policy binds in level_scope.go and this key's takes in takelog.go);
+//     level_learn.go and of its shape in level_shape.go, its refill
+//     between them in level_refill.go, what it keeps back for others in
+//     level_reserve.go, its spread in level_spread.go, its waits in
+//     level_wait.go, the calls a learned policy binds in level_scope.go
+//     and this key's takes in takelog.go);
 //   - the key's pace (gate_pace.go, pace.go);
 //   - the slots in flight (gate_slots.go);
 //   - with a shared store, the store (gate_store.go; store.go, with an

@@ -123,18 +123,10 @@ type level struct {
 	momentFreed  float64 // log.freed when the moment was named
 	momentGained float64 // what refill added since the moment was named
 
-	// Bucket evidence from r and t (learnShape): a full moment (now + t)
-	// that moves later by what the server counted, r and t that add up to
-	// the size, are a bucket's.
-	bucketEvidence int
-	// depthSeen: when a word first showed the documented bucket (learnDepth).
-	depthSeen time.Time
+	shape shapeEvidence // what r and t showed of the level's shape (level_shape.go)
 	// steps: the level frees in steps (a sliding log or a window): a t
 	// further than a bucket would need to be full again (learnSteps).
-	steps          bool
-	shapeAt        time.Time // the moment the anchor answer's t named
-	shapeRemaining float64   // r of the anchor answer
-	shapeSeen      time.Time // when that answer came
+	steps bool
 
 	log      takeLog
 	inflight float64 // taken by attempts still in flight
