@@ -93,20 +93,7 @@ type level struct {
 	observedRate  float64
 	observedUntil time.Time
 
-	// A level others take from frees for this key what this key took a
-	// window before (freedSeen: the part of log.freed already in tokens),
-	// and besides refills at what its answers show beyond that: r plus
-	// what the server had counted of this key's takes, less what left
-	// this key's log (the mark), grows at that rate. t says only when the
-	// level would be full if no one took more, which they do.
-	freedSeen   float64
-	lastMark    float64   // the mark of the last answer
-	lastPending float64   // what the server had not counted then
-	markAt      time.Time // when it came
-	drops       drops     // what others took between two answers within a window (reserve)
-	answeredAt  time.Time // the last answer that charged a call, not a status request, on it
-	probeAt     time.Time // when the call the others wait for (sent) went; zero once it ended
-	gain        netRefill // the refill the marks showed (learnGain)
+	others others // what the answers showed of the takes of other keys, of a level they take from (level_reserve.go)
 
 	holdUntil time.Time     // a refusal's wait: no call that takes from the level goes before
 	promised  float64       // the refused call's need, which the level holds once holdUntil passes, until a call takes from it or a word after it comes

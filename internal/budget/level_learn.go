@@ -31,15 +31,15 @@ func (l *level) learnGain(remaining, pending float64, now time.Time) {
 	// answers came within maxDropGap: the fall since an older answer is
 	// many takes and refills, and kept back it would hold every call for
 	// up to a window.
-	if drop := l.lastMark - mark - max(l.lastPending, pending); !l.markAt.IsZero() && now.Sub(l.markAt) <= l.maxDropGap() && drop > 0 {
-		l.drops.add(drop, now, now.Add(-l.window))
+	if drop := l.others.mark - mark - max(l.others.pending, pending); !l.others.markAt.IsZero() && now.Sub(l.others.markAt) <= l.maxDropGap() && drop > 0 {
+		l.others.drops.add(drop, now, now.Add(-l.window))
 	}
-	l.lastMark, l.lastPending, l.markAt = mark, pending, now
+	l.others.mark, l.others.pending, l.others.markAt = mark, pending, now
 	if remaining >= l.size() {
-		l.gain.restart(mark, pending, now)
+		l.others.gain.restart(mark, pending, now)
 		return
 	}
-	l.gain.add(mark, pending, max(minGainSpan, l.window/gainSpanWindow), l.grossRate(), max(l.window, ObservedRateTTL), now)
+	l.others.gain.add(mark, pending, max(minGainSpan, l.window/gainSpanWindow), l.grossRate(), max(l.window, ObservedRateTTL), now)
 }
 
 // netRefill is the net refill of a level others take from, read off the
@@ -121,7 +121,7 @@ func (l *level) observe(remaining, shown, chargedSince float64, reset int64, old
 		// what it freed, which is then freed once, not again later.
 		before, cut := l.log.freed, now.Add(-l.window)
 		l.log.free(func(e logEntry) bool { return !e.sent.After(cut) })
-		l.freedSeen += l.log.freed - before
+		l.others.freedSeen += l.log.freed - before
 	}
 	if !l.addsUp(remaining, reset) {
 		l.endPrior()

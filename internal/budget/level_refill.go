@@ -29,8 +29,8 @@ func (l *level) rate(now time.Time) float64 {
 		r = l.observedRate
 	}
 	if l.frees(now) {
-		if now.Before(l.gain.until) {
-			r = min(r, l.gain.rate)
+		if now.Before(l.others.gain.until) {
+			r = min(r, l.others.gain.rate)
 		}
 		if now.Before(l.noRefillUntil()) {
 			r = 0
@@ -49,7 +49,7 @@ func (l *level) rate(now time.Time) float64 {
 // until an eighth of the window without an answer (reserveLapse): then
 // the quota's refill stands, and the call it lets go asks again.
 func (l *level) noRefillUntil() time.Time {
-	if !l.gain.until.IsZero() || !l.gain.flat || l.markAt.Sub(l.gain.at) < minGainSpan {
+	if !l.others.gain.until.IsZero() || !l.others.gain.flat || l.others.markAt.Sub(l.others.gain.at) < minGainSpan {
 		return time.Time{}
 	}
 	return l.reserveLapse()
@@ -72,7 +72,7 @@ func (l *level) frees(now time.Time) bool {
 // measure expires); zero when none does.
 func (l *level) rateChange(at time.Time) time.Time {
 	next := time.Time{}
-	for _, t := range [...]time.Time{l.observedUntil, l.gain.until, l.noRefillUntil()} {
+	for _, t := range [...]time.Time{l.observedUntil, l.others.gain.until, l.noRefillUntil()} {
 		if t.After(at) && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
@@ -119,9 +119,9 @@ func (l *level) refill(now time.Time) {
 			// (While a refusal holds it, the others take what frees:
 			// the refusal said so, and what is left then the next
 			// answer says.)
-			l.tokens = min(max(l.size(), l.tokens), l.tokens+l.log.freed-l.freedSeen)
+			l.tokens = min(max(l.size(), l.tokens), l.tokens+l.log.freed-l.others.freedSeen)
 		}
-		l.freedSeen = l.log.freed
+		l.others.freedSeen = l.log.freed
 	}
 	if now.After(l.at) && l.refills() {
 		gained := l.refillUntil(l.at, now)

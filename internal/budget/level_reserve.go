@@ -2,6 +2,23 @@ package budget
 
 import "time"
 
+// others is what the answers showed of the other keys' takes from a level
+// they take from too. Such a level frees for this key what this key took a
+// window before, and besides refills at what its answers show beyond that:
+// r plus what the server had counted of this key's takes, less what left
+// this key's log (the mark), grows at that rate. t says only when the
+// level would be full if no one took more, which they do.
+type others struct {
+	freedSeen  float64   // the part of the level's log.freed already in its tokens
+	mark       float64   // the mark of the last answer
+	pending    float64   // what the server had not counted of this key's takes then
+	markAt     time.Time // when that answer came
+	drops      drops     // what the others took at once between two answers within a window (reserve)
+	answeredAt time.Time // the last answer that charged a call, not to a status request
+	probeAt    time.Time // when the call the others wait for (sent) went; zero once it ended
+	gain       netRefill // the refill the marks showed (learnGain)
+}
+
 // reserve is what a level others take from keeps back: the most the
 // others took at once between two of its answers (maxDropGap) within the
 // last window. They take in bursts (of what frees for them, a window after
@@ -18,7 +35,7 @@ func (l *level) reserve(now time.Time) float64 {
 	if !l.frees(now) || now.After(l.reserveLapse()) {
 		return 0
 	}
-	return l.drops.max(now.Add(-l.window))
+	return l.others.drops.max(now.Add(-l.window))
 }
 
 // reserveLapse is the last moment the level's reserve holds: reserveUnheard
@@ -26,7 +43,7 @@ func (l *level) reserve(now time.Time) float64 {
 // the call that went once it lapsed or on a guess (sent), while that call
 // is in flight.
 func (l *level) reserveLapse() time.Time {
-	return later(later(l.markAt, l.answeredAt), l.probeAt).Add(l.window / reserveUnheard)
+	return later(later(l.others.markAt, l.others.answeredAt), l.others.probeAt).Add(l.window / reserveUnheard)
 }
 
 // sent notes a call admitted at now that took from the level and reports
@@ -35,7 +52,7 @@ func (l *level) reserveLapse() time.Time {
 // reserve).
 func (l *level) sent(now time.Time) bool {
 	if now.After(l.reserveLapse()) || l.guesses(l.reserve(now), now) {
-		l.probeAt = now
+		l.others.probeAt = now
 		return true
 	}
 	return false
@@ -50,8 +67,8 @@ func (l *level) sent(now time.Time) bool {
 // Where answers name another level, their words say nothing of this one,
 // and every call would go alone.
 func (l *level) guesses(n float64, now time.Time) bool {
-	return l.frees(now) && l.named(now) && !l.markAt.Before(l.answeredAt) &&
-		(l.tokens-l.unconfirmed < n-1e-9 || now.Sub(l.markAt) > l.maxDropGap() && l.reserve(now) > 0)
+	return l.frees(now) && l.named(now) && !l.others.markAt.Before(l.others.answeredAt) &&
+		(l.tokens-l.unconfirmed < n-1e-9 || now.Sub(l.others.markAt) > l.maxDropGap() && l.reserve(now) > 0)
 }
 
 // answered notes the end of a call admitted at start that took from the
@@ -60,10 +77,10 @@ func (l *level) guesses(n float64, now time.Time) bool {
 // others wait for is no longer in flight.
 func (l *level) answered(start time.Time, probe, charged, status bool, now time.Time) {
 	if charged && !status {
-		l.answeredAt = now
+		l.others.answeredAt = now
 	}
-	if probe && start.Equal(l.probeAt) {
-		l.probeAt = time.Time{}
+	if probe && start.Equal(l.others.probeAt) {
+		l.others.probeAt = time.Time{}
 	}
 }
 

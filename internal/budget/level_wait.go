@@ -35,10 +35,10 @@ func (l *level) wait(n float64, now time.Time) time.Duration {
 			// n fits once every fall larger than what is left over n
 			// has left the window, or once the reserve lapses (or the
 			// call sent when it did is answered).
-			until := sooner(l.drops.lastOver(left-n, now.Add(-l.window)).Add(l.window), l.reserveLapse().Add(1))
+			until := sooner(l.others.drops.lastOver(left-n, now.Add(-l.window)).Add(l.window), l.reserveLapse().Add(1))
 			d = min(d, max(until.Sub(now), time.Millisecond))
 		}
-	} else if !l.probeAt.IsZero() && !now.After(l.reserveLapse()) && l.guesses(n+reserve, now) {
+	} else if !l.others.probeAt.IsZero() && !now.After(l.reserveLapse()) && l.guesses(n+reserve, now) {
 		// A guess waits for the answer of the call the others wait for,
 		// or at most until the reserve lapses: then it goes in its stead.
 		d = max(l.reserveLapse().Add(1).Sub(now), time.Millisecond)

@@ -1612,7 +1612,7 @@ func TestTheLargestRecentFallIsKeptBack(t *testing.T) {
 			t.Errorf("kept back once the fall of 50 has left the window: %v, want the 20 of the later one", r)
 		}
 		say(30)
-		if r, n := org.reserve(time.Now()), len(org.drops); r != 30 || n != 1 {
+		if r, n := org.reserve(time.Now()), len(org.others.drops); r != 30 || n != 1 {
 			t.Errorf("kept back after a fall of 30 that came after one of 20: %v of %d falls, want 30 of 1", r, n)
 		}
 		for range 13 {
