@@ -119,8 +119,8 @@ func TestEvidenceIsKeptOfAtMostMaxKinds(t *testing.T) {
 	for i := range 4 * maxKinds {
 		l.witness(fmt.Sprint("kind ", i), 50, 0)
 	}
-	if len(l.evidence) != maxKinds {
-		t.Errorf("evidence of %d kinds, want %d", len(l.evidence), maxKinds)
+	if len(l.scope.evidence) != maxKinds {
+		t.Errorf("evidence of %d kinds, want %d", len(l.scope.evidence), maxKinds)
 	}
 }
 

@@ -564,7 +564,7 @@ func TestAnOlderWordAnsweredLastTiesNothing(t *testing.T) {
 			admitNow(t, s, call(ops.CountContacts, "")).Finish(answer("", fmt.Sprintf(`"search";r=%d;t=60`, r)))
 		}
 		s.mu.Lock()
-		tied := s.levels["search"].ops["countContacts@2"]
+		tied := s.levels["search"].scope.ops["countContacts@2"]
 		s.mu.Unlock()
 		if tied {
 			t.Errorf("counts, which never took from search, are tied to it")

@@ -103,12 +103,7 @@ type level struct {
 	reported  reported      // the server's last word on the level, as it said it
 	usedAt    time.Time     // when a call last took from it or the server last named it (LevelIdleTTL)
 
-	// moment is when the server's last word said the level frees more
-	// (now + t): then it holds at least one unit more than the word left
-	// it, whatever its shape, and how much more the next answer says.
-	moment       time.Time
-	momentFreed  float64 // log.freed when the moment was named
-	momentGained float64 // what refill added since the moment was named
+	moment moment // when the server's last word said the level frees more (level_refill.go)
 
 	shape shapeEvidence // what r and t showed of the level's shape (level_shape.go)
 	// steps: the level frees in steps (a sliding log or a window): a t
@@ -119,15 +114,9 @@ type level struct {
 	inflight float64 // taken by attempts still in flight
 	charged  float64 // taken by attempts that ended and kept it (not given back, as a refusal gives its take back), so far
 
-	// Scope of a learned policy: the operations the server tied it to
-	// (RateLimit naming it, or a refusal), and for a partitioned one the
-	// request target of its partition. A learned policy tied to nothing is
-	// informative only.
-	ops       map[string]bool
-	evidence  map[string]int  // per kind of call, answers that showed it going down less those that did not (witness)
-	runs      map[string]*run // per kind of call not tied to it, what it sent within a window (runOf)
-	partition string          // pk, base64
-	target    string
+	scope     scope  // of a learned policy, the calls it binds (level_scope.go)
+	partition string // of a partitioned policy, its pk (base64)
+	target    string // and the request target of its partition
 
 	gate      gate
 	storeGate gate // the calls the shared store holds at this level

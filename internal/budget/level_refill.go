@@ -2,6 +2,15 @@ package budget
 
 import "time"
 
+// moment is when the server's last word said the level frees more (now +
+// t): then it holds at least one unit more than the word left it, whatever
+// its shape, and how much more the next answer says (momentUnit).
+type moment struct {
+	at     time.Time // now + t of that word; zero once it passed
+	freed  float64   // the level's log.freed when the word came
+	gained float64   // what refill added since
+}
+
 // ObservedRateTTL is how long a refill rate read off a RateLimit header of a
 // level others share (principal, org, a learned policy) overrides its quota's
 // rate: what the other keys take shows as a slower refill.
@@ -133,13 +142,13 @@ func (l *level) refill(now time.Time) {
 		l.tokens = max(l.tokens, l.promised)
 		l.partTokens = max(l.partTokens, l.promised)
 	}
-	l.momentGained += l.tokens - start
-	if !l.moment.IsZero() && !now.Before(l.moment) {
+	l.moment.gained += l.tokens - start
+	if !l.moment.at.IsZero() && !now.Before(l.moment.at) {
 		if unit := l.momentUnit(now); unit > 0 {
 			l.tokens = min(l.tokens+unit, max(l.size(), l.tokens))
 			l.partTokens = min(l.partTokens+l.partOf*unit, max(l.partOf*l.size(), l.partTokens))
 		}
-		l.moment = time.Time{}
+		l.moment.at = time.Time{}
 	}
 	l.at = later(l.at, now)
 	l.syncPart()
@@ -150,10 +159,10 @@ func (l *level) refill(now time.Time) {
 // frees what this key took, nothing once something of the key's left the
 // window since: that was what the moment named.
 func (l *level) momentUnit(now time.Time) float64 {
-	if l.frees(now) && l.log.freed != l.momentFreed {
+	if l.frees(now) && l.log.freed != l.moment.freed {
 		return 0
 	}
-	return max(0, 1-l.momentGained)
+	return max(0, 1-l.moment.gained)
 }
 
 // keepsPromise reports whether a refusal's wait has ended and no call has

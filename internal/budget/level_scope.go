@@ -5,6 +5,16 @@ import (
 	"time"
 )
 
+// scope is what a learned policy binds: the kinds of call the server tied
+// it to (RateLimit naming it for them, or a refusal), and what showed
+// whether other kinds take from it. A learned policy tied to nothing is
+// informative only.
+type scope struct {
+	ops      map[string]bool // the kinds of call (see Call.kind) tied to it
+	evidence map[string]int  // per kind of call, answers that showed it going down less those that did not (witness)
+	runs     map[string]*run // per kind of call not tied to it, what it sent within a window (runOf)
+}
+
 // tieAfter is the net count of answers to a kind of call that showed a
 // learned policy going down which ties the policy to such calls; as many
 // more that did not untie it. A refusal naming the policy ties it at once.
@@ -30,8 +40,8 @@ func (l *level) witness(kind string, r, others float64) bool {
 		}
 		last = l.quota * l.share // a level the server has not named yet is full
 	}
-	e, ok := l.evidence[kind]
-	if !ok && len(l.evidence) >= maxKinds {
+	e, ok := l.scope.evidence[kind]
+	if !ok && len(l.scope.evidence) >= maxKinds {
 		return false
 	}
 	switch fall := last - r; {
@@ -42,15 +52,15 @@ func (l *level) witness(kind string, r, others float64) bool {
 	default:
 		return false
 	}
-	if l.evidence == nil {
-		l.evidence = map[string]int{}
+	if l.scope.evidence == nil {
+		l.scope.evidence = map[string]int{}
 	}
-	l.evidence[kind] = e
+	l.scope.evidence[kind] = e
 	switch {
 	case e >= tieAfter:
 		return l.tie(kind)
-	case e <= -tieAfter && l.ops[kind]:
-		delete(l.ops, kind)
+	case e <= -tieAfter && l.scope.ops[kind]:
+		delete(l.scope.ops, kind)
 		return true
 	}
 	return false
@@ -92,18 +102,18 @@ func (s *State) othersFrom(c *Call) sentCount {
 
 // tie ties l to kind; it reports whether l was not tied to it yet.
 func (l *level) tie(kind string) bool {
-	if l.ops == nil {
-		l.ops = map[string]bool{}
+	if l.scope.ops == nil {
+		l.scope.ops = map[string]bool{}
 	}
-	tied := l.ops[kind]
-	l.ops[kind] = true
+	tied := l.scope.ops[kind]
+	l.scope.ops[kind] = true
 	return !tied
 }
 
 // applies reports whether a call of kind (see Call.kind) to target takes
 // from the level, a learned one (takesLocked asks no other).
 func (l *level) applies(kind, target string) bool {
-	return (l.partition == "" || l.target == target) && l.ops[kind]
+	return (l.partition == "" || l.target == target) && l.scope.ops[kind]
 }
 
 // amountFor is what a call of cost points takes from a learned level, by its
@@ -135,16 +145,16 @@ type run struct {
 // window that is not tied to kind; nil when l is not such a policy, when
 // its partition is another target's or when it keeps maxKinds runs.
 func (l *level) runOf(kind, target string) *run {
-	if l.known || l.quota <= 0 || l.window <= 0 || l.partition != "" && l.target != target || l.ops[kind] {
+	if l.known || l.quota <= 0 || l.window <= 0 || l.partition != "" && l.target != target || l.scope.ops[kind] {
 		return nil
 	}
-	r := l.runs[kind]
-	if r == nil && len(l.runs) < maxKinds {
-		if l.runs == nil {
-			l.runs = map[string]*run{}
+	r := l.scope.runs[kind]
+	if r == nil && len(l.scope.runs) < maxKinds {
+		if l.scope.runs == nil {
+			l.scope.runs = map[string]*run{}
 		}
 		r = &run{}
-		l.runs[kind] = r
+		l.scope.runs[kind] = r
 	}
 	return r
 }

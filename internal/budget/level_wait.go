@@ -6,8 +6,8 @@ import "time"
 // level's moment comes; forever when neither will.
 func (l *level) nextFree(now time.Time) time.Duration {
 	d := forever
-	if now.Before(l.moment) {
-		d = l.moment.Sub(now)
+	if now.Before(l.moment.at) {
+		d = l.moment.at.Sub(now)
 	}
 	if secs := l.oldestFree(now); secs >= 0 {
 		d = min(d, durationOf(secs))
@@ -82,8 +82,8 @@ func (l *level) logFrees(missing float64, now time.Time) time.Duration {
 // boundsWait is how long until the larger of the lower bounds holds n.
 func (l *level) boundsWait(n float64, now time.Time) time.Duration {
 	d := l.refillWait(n-l.tokens, 1, now)
-	if now.Before(l.moment) && l.tokens+l.momentUnit(now) >= n-1e-9 {
-		d = min(d, l.moment.Sub(now))
+	if now.Before(l.moment.at) && l.tokens+l.momentUnit(now) >= n-1e-9 {
+		d = min(d, l.moment.at.Sub(now))
 	}
 	if !l.shared && l.window > 0 {
 		// The takes that must leave the window first, oldest first.

@@ -53,7 +53,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		pending := l.inflight + chargedSince // what the server may not have counted yet
 		l.observe(remaining, remaining, chargedSince, r.reset, !known, now)
 		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now, others: s.othersFrom(c)}
-		l.moment, l.momentFreed, l.momentGained = now.Add(l.reported.reset), l.log.freed, 0
+		l.moment.at, l.moment.freed, l.moment.gained = now.Add(l.reported.reset), l.log.freed, 0
 		l.learnDepth(remaining, r.reset, now)
 		l.learnShape(remaining, r.reset, now)
 		l.learnSteps(remaining, r.reset)

@@ -131,10 +131,10 @@ func (s *State) refusingLevelLocked(c *Call, policy string, now time.Time) *leve
 		if l.tie(c.kind()) {
 			s.version++
 		}
-		if l.evidence == nil {
-			l.evidence = map[string]int{}
+		if l.scope.evidence == nil {
+			l.scope.evidence = map[string]int{}
 		}
-		l.evidence[c.kind()] = 2 * tieAfter
+		l.scope.evidence[c.kind()] = 2 * tieAfter
 	}
 	return l
 }
@@ -152,7 +152,7 @@ func (s *State) blockLocked(c *Call, p *Problem, now time.Time, rel *release) {
 	until = sooner(until, now.Add(maxHold))
 	b := block{until: until, name: p.Policy}
 	policy := p.Policy
-	if l := s.levels[policy]; l == nil || !l.known && !l.ops[c.kind()] {
+	if l := s.levels[policy]; l == nil || !l.known && !l.scope.ops[c.kind()] {
 		b.op = c.Op // a policy without a model of its scope: the operation it refused
 		policy = policy + "\x00" + c.Op
 	}

@@ -74,12 +74,12 @@ func (s *State) Snapshot() Snapshot {
 		}
 		if !l.known {
 			switch {
-			case len(l.ops) == 0:
+			case len(l.scope.ops) == 0:
 				ls.Scope = "none"
 			case l.partition != "":
 				ls.Scope = "partition " + l.partition + " of " + l.target
 			default:
-				ls.Scope = strings.Join(slices.Sorted(maps.Keys(l.ops)), ",")
+				ls.Scope = strings.Join(slices.Sorted(maps.Keys(l.scope.ops)), ",")
 			}
 		}
 		b.Levels = append(b.Levels, ls)

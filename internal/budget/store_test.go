@@ -580,7 +580,7 @@ func TestARunCountsOnlyWhatTheStoreAdmitted(t *testing.T) {
 		admitted := admitting(t, s, 1, ops.CountContacts, "q=a")
 		time.Sleep(5 * time.Millisecond) // the store holds it
 		s.mu.Lock()
-		r := s.levels["search"].runs[call(ops.CountContacts, "q=a").kind()]
+		r := s.levels["search"].scope.runs[call(ops.CountContacts, "q=a").kind()]
 		waiting := r != nil && (r.inflight != 0 || r.sent != 0)
 		s.mu.Unlock()
 		if waiting {
@@ -591,7 +591,7 @@ func TestARunCountsOnlyWhatTheStoreAdmitted(t *testing.T) {
 			t.Errorf("the second count at a quota of 2 is held by %q, with one count sent", why)
 		}
 		s.mu.Lock()
-		r = s.levels["search"].runs[call(ops.CountContacts, "q=a").kind()]
+		r = s.levels["search"].scope.runs[call(ops.CountContacts, "q=a").kind()]
 		s.mu.Unlock()
 		if r == nil || r.inflight != 1 {
 			t.Errorf("the count's run is %+v, want one call in flight", r)
