@@ -118,8 +118,8 @@ func splitLocked(g string) {
 	part := 1 / float64(len(members))
 	for m := range members {
 		m.mu.Lock()
-		if l := m.levels[name]; l != nil && l.split != part {
-			l.split = part
+		if l := m.levels[name]; l != nil && l.parts.split != part {
+			l.parts.split = part
 			l.gate.wakeHead()
 		}
 		m.mu.Unlock()

@@ -12,7 +12,7 @@ import (
 func splitOf(s *State, name string) float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.levels[name].split
+	return s.levels[name].parts.split
 }
 
 // TestKeysOfOnePrincipalSplitItsLevels: a second key on a host makes both

@@ -49,77 +49,72 @@ func durationOf(seconds float64) time.Duration {
 // A refusal on the level holds every call that takes from it until the
 // moment the server named.
 type level struct {
-	name   string
-	unit   string // points, requests, records
-	quota  float64
-	window time.Duration
-	share  float64 // the part of the quota this key may use
-	split  float64 // of a level keys of this process share, this key's part (identity.go); 1 alone
-	// outagePart is this process's part of a pooled level while the shared
-	// store is down (shareLocked); 1 otherwise.
-	outagePart float64
-	// partTokens is what is left of this key's part (part) of a level it
-	// shares: its part of the server's word, refilled by its part of the
-	// refill up to its part of the size, less what it took since. partOf
-	// is the part it counts; a new part starts it anew from tokens.
-	partTokens float64
-	partOf     float64
-	seenAt     time.Time // when the server last said what is left (status.go)
-	capacity   float64   // the bucket size the contract documents (the key's) or SetQuota sets; 0: none
-	docQuota   float64   // the documented quota; 0: a learned level
-	known      bool      // a level of the API, whose scope the contract gives
-	seenMax    float64   // the most the server showed the level to hold
+	name     string        // the policy's name: one of the API's levels or a learned one
+	unit     string        // points, requests, records
+	quota    float64       // q: what the level allows per window
+	window   time.Duration // w
+	share    float64       // the part of the quota this key may use
+	capacity float64       // the bucket size the contract documents (the key's) or SetQuota sets; 0: none
+	docQuota float64       // the documented quota; 0: a learned level
+	known    bool          // a level of the API, whose scope the contract gives
+
 	// prior: the server has said nothing the contract's model would not
 	// (the key level a bucket holding its capacity, 600), and the model is
 	// the contract's.
-	prior bool
+	prior  bool
+	bucket bool          // the server showed more left than the quota (r > q): the level refills continuously
+	steps  bool          // a t further than a bucket would need to be full again: it frees in steps, a sliding log's or a window's (learnSteps)
+	shape  shapeEvidence // what r and t showed so far of the level's shape (level_shape.go)
+	shared bool          // other keys take from it too
+	pooled bool          // a shared store keeps it for every process of the key; it refills as the store has it (storeLevel) unless it frees in steps
 
-	// bucket: the server showed more left than the quota (r > q), so the
-	// level refills continuously; shared: other keys take from it too;
-	// pooled: a shared store keeps it for every process of the key, and
-	// it refills as the store has it (storeLevel) unless it frees in steps.
-	bucket bool
-	shared bool
-	pooled bool
-
-	tokens float64 // the server's word, brought forward; negative after a refusal
-	at     time.Time
+	tokens float64   // the server's word, brought forward; negative after a refusal
+	at     time.Time // when tokens was brought forward to
 	// unconfirmed is what refill added to tokens since the last word on the
 	// level, the server's or the shared store's (heldLocked), or since an
 	// outage part began (partLocked): of a pooled level, the other
 	// processes may have taken it.
-	unconfirmed float64
+	unconfirmed   float64
+	seenAt        time.Time // when the server last said what is left (status.go)
+	seenMax       float64   // the most the server showed the level to hold
+	reported      reported  // the server's last word on the level, as it said it
+	moment        moment    // when the server's last word said the level frees more (level_refill.go)
+	observedRate  float64   // the refill a word's r and t showed of a level others share (rate)
+	observedUntil time.Time // when observedRate lapses (ObservedRateTTL)
+	others        others    // what the answers showed of the takes of other keys, of a level they take from (level_reserve.go)
+	parts         parts     // this key's part of a level it shares with keys of this process or, while the store is down, with other processes
 
-	observedRate  float64
-	observedUntil time.Time
-
-	others others // what the answers showed of the takes of other keys, of a level they take from (level_reserve.go)
+	log      takeLog   // this key's takes within the last window
+	inflight float64   // taken by attempts still in flight
+	charged  float64   // taken by attempts that ended and kept it (not given back, as a refusal gives its take back), so far
+	usedAt   time.Time // when a call last took from it or the server last named it (LevelIdleTTL)
 
 	holdUntil time.Time     // a refusal's wait: no call that takes from the level goes before
 	promised  float64       // the refused call's need, which the level holds once holdUntil passes, until a call takes from it or a word after it comes
+	pace      pace          // AIMD of the refusals that named the level
 	statusAt  time.Time     // when the last status request about the level left
 	statusGap time.Duration // no status about it before statusAt+statusGap (statusRefusedLocked)
-	pace      pace          // AIMD of the refusals that named the level
-	reported  reported      // the server's last word on the level, as it said it
-	usedAt    time.Time     // when a call last took from it or the server last named it (LevelIdleTTL)
-
-	moment moment // when the server's last word said the level frees more (level_refill.go)
-
-	shape shapeEvidence // what r and t showed of the level's shape (level_shape.go)
-	// steps: the level frees in steps (a sliding log or a window): a t
-	// further than a bucket would need to be full again (learnSteps).
-	steps bool
-
-	log      takeLog
-	inflight float64 // taken by attempts still in flight
-	charged  float64 // taken by attempts that ended and kept it (not given back, as a refusal gives its take back), so far
 
 	scope     scope  // of a learned policy, the calls it binds (level_scope.go)
 	partition string // of a partitioned policy, its pk (base64)
 	target    string // and the request target of its partition
 
-	gate      gate
+	gate      gate // the calls that wait for the level
 	storeGate gate // the calls the shared store holds at this level
+}
+
+// parts is what a key counts of its part of a level it shares: with the
+// other keys of this process (split), and while the shared store is down,
+// with the other processes (outage). Keys or processes that read the same
+// r thus take it once between them (partLeft).
+type parts struct {
+	split  float64 // of a level keys of this process share, this key's part (identity.go); 1 alone
+	outage float64 // of a pooled level while the shared store is down, this process's part (shareLocked); 1 otherwise
+	// tokens is what is left of this key's part (part): its part of the
+	// server's word, refilled by its part of the refill up to its part of
+	// the size, less what it took since.
+	tokens float64
+	of     float64 // the part tokens counts; a new part starts it anew from the level's tokens
 }
 
 // reported is what the server last said of a level: r and t of a RateLimit
@@ -148,7 +143,7 @@ func (a sentCount) minus(b sentCount) sentCount { return sentCount{a.calls - b.c
 // newLevel returns a level named name, at a share of 1, with the gate
 // that guards it.
 func newLevel(name string) *level {
-	l := &level{name: name, share: 1, split: 1, outagePart: 1, pace: newPace()}
+	l := &level{name: name, share: 1, parts: parts{split: 1, outage: 1}, pace: newPace()}
 	l.gate.level = l
 	return l
 }
@@ -205,24 +200,24 @@ func (l *level) need(amount float64) float64 {
 // store is down, of a level that refills, the process's part (outagePart).
 func (l *level) part() float64 {
 	if l.refills() {
-		return l.split * l.outagePart
+		return l.parts.split * l.parts.outage
 	}
-	return l.split
+	return l.parts.split
 }
 
 // syncPart starts the key's part of the level anew from what the model
 // holds when the part changed: what the key took before, the shared store
 // or its own whole part admitted.
 func (l *level) syncPart() {
-	if l.part() != l.partOf {
+	if l.part() != l.parts.of {
 		l.rebasePart()
 	}
 }
 
 // rebasePart starts the key's part of the level from what the model holds.
 func (l *level) rebasePart() {
-	l.partOf = l.part()
-	l.partTokens = l.partOf * l.tokens
+	l.parts.of = l.part()
+	l.parts.tokens = l.parts.of * l.tokens
 }
 
 // cap lowers what the level holds to at most v, and the key's part of
@@ -230,7 +225,7 @@ func (l *level) rebasePart() {
 func (l *level) cap(v float64) {
 	l.syncPart()
 	l.tokens = min(l.tokens, v)
-	l.partTokens = min(l.partTokens, l.partOf*l.tokens)
+	l.parts.tokens = min(l.parts.tokens, l.parts.of*l.tokens)
 }
 
 // take takes amount of the level for a call admitted at now; give gives
@@ -241,13 +236,13 @@ func (l *level) take(amount float64, now time.Time) {
 	}
 	l.syncPart()
 	l.tokens -= amount
-	l.partTokens -= amount
+	l.parts.tokens -= amount
 	l.promised = 0
 }
 
 func (l *level) give(amount float64) {
 	l.tokens += amount
-	l.partTokens += amount
+	l.parts.tokens += amount
 }
 
 // logAvailable is the quota less what this key took within the last window
@@ -295,7 +290,7 @@ func (l *level) wholeLeft(now time.Time) float64 {
 // processes take from it too.)
 func (l *level) partLeft() float64 {
 	l.syncPart()
-	return l.partTokens
+	return l.parts.tokens
 }
 
 // addDocumentedLevels gives s the levels of the API, as they are before

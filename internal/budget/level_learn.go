@@ -140,7 +140,7 @@ func (l *level) observe(remaining, shown, chargedSince float64, reset int64, old
 	if !now.Before(l.holdUntil) {
 		l.promised = 0 // a word after the wait says what is left
 	}
-	if l.refills() && l.outagePart < 1 {
+	if l.refills() && l.parts.outage < 1 {
 		// The word is on the whole level, whose part of the refill each
 		// process that lost the store counts already, and some of what
 		// it says is left is the parts the others have not taken yet:

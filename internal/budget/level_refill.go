@@ -136,17 +136,17 @@ func (l *level) refill(now time.Time) {
 		gained := l.refillUntil(l.at, now)
 		l.at = now
 		l.tokens = min(max(l.size(), l.tokens), l.tokens+gained)
-		l.partTokens = min(max(l.partOf*l.size(), l.partTokens), l.partTokens+l.partOf*gained)
+		l.parts.tokens = min(max(l.parts.of*l.size(), l.parts.tokens), l.parts.tokens+l.parts.of*gained)
 	}
 	if l.keepsPromise(now) {
 		l.tokens = max(l.tokens, l.promised)
-		l.partTokens = max(l.partTokens, l.promised)
+		l.parts.tokens = max(l.parts.tokens, l.promised)
 	}
 	l.moment.gained += l.tokens - start
 	if !l.moment.at.IsZero() && !now.Before(l.moment.at) {
 		if unit := l.momentUnit(now); unit > 0 {
 			l.tokens = min(l.tokens+unit, max(l.size(), l.tokens))
-			l.partTokens = min(l.partTokens+l.partOf*unit, max(l.partOf*l.size(), l.partTokens))
+			l.parts.tokens = min(l.parts.tokens+l.parts.of*unit, max(l.parts.of*l.size(), l.parts.tokens))
 		}
 		l.moment.at = time.Time{}
 	}

@@ -125,7 +125,7 @@ func (s *State) addLevelLocked(id string, l *level, now time.Time) {
 	l.usedAt, l.shared = now, true
 	l.reported.others = s.othersFrom(nil)
 	if l.pooled = s.shared != nil; l.pooled {
-		l.outagePart = s.outagePart
+		l.parts.outage = s.outagePart
 	}
 	s.countLevelLocked(l, 1)
 	s.levels[id] = l

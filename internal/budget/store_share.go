@@ -65,7 +65,7 @@ func (s *State) partLocked(p float64, now time.Time) {
 				l.tokens = max(l.tokens-l.unconfirmed, min(l.tokens, 0))
 				l.unconfirmed = 0
 			}
-			l.outagePart = p
+			l.parts.outage = p
 		}
 	}
 }

@@ -276,8 +276,8 @@ func TestAProcessWithNoSlotHasNoPartAndGetsItBack(t *testing.T) {
 			tk.Finish(answer("", ""))
 		}
 		s.mu.Lock()
-		if l.outagePart != 1 {
-			t.Errorf("the key level keeps outage part %v after the store came back", l.outagePart)
+		if l.parts.outage != 1 {
+			t.Errorf("the key level keeps outage part %v after the store came back", l.parts.outage)
 		}
 		s.mu.Unlock()
 		time.Sleep(time.Second)
