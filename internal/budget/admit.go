@@ -38,7 +38,7 @@ func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
 			return a.fail(err)
 		}
 		g, d, why := s.holdLocked(c, now)
-		c.flight = g == nil && s.flightLeft > 0 // in the flight, also if it closes during the store's round trip
+		c.flight = g == nil && s.slowStart.left > 0 // in the flight, also if it closes during the store's round trip
 		lease, refusal := "", false
 		if g == nil && s.sharedActiveLocked(now) {
 			var err error
@@ -144,13 +144,13 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 	s.sent = s.sent.plus(sentCount{1, c.Cost})
 	s.open = s.open.plus(sentCount{1, c.Cost})
 	c.others = s.open.minus(s.sent).minus(sentCount{1, c.Cost})
-	if !s.learned && s.inflight == 1 {
-		s.slowStartAt = now
+	if !s.slowStart.learned && s.inflight == 1 {
+		s.slowStart.at = now
 	}
 	s.joinFlightLocked(c, now)
 	c.reported = nil
 	if !c.Status {
-		s.sentAt = now
+		s.status.sentAt = now
 	}
 	takes := s.takesLocked(c)
 	for i := range takes {

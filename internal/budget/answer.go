@@ -111,7 +111,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		}
 		s.guardGate.wakeHead()
 		if a != nil {
-			if !s.learned {
+			if !s.slowStart.learned {
 				s.openFlightLocked(t.start, now)
 			}
 			s.observeLocked(c, a.Header, now, rel, !uncharged)
@@ -121,8 +121,8 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		}
 		s.landedLocked(t)
 		t.endReadingLocked() // the answer's waits are in: requests held at their last moment look again
-		overflow, logger := s.overflowDue, s.logger
-		s.overflowDue = false
+		overflow, logger := s.bounds.overflowDue, s.logger
+		s.bounds.overflowDue = false
 		s.releaseSharedLocked(rel, refused || unknown, now) // unlocks
 		s.sayOverflow(overflow, logger)
 	})

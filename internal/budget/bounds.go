@@ -21,6 +21,15 @@ const (
 	LevelIdleTTL       = 10 * time.Minute
 )
 
+// learnedBounds is what a key counts against the bounds on learned levels.
+type learnedBounds struct {
+	policies     int       // learned policies the API does not document
+	partitions   int       // partitions (pk) of them
+	overflowSaid bool      // a policy or partition past a bound was noted
+	overflowDue  bool      // and is still to be logged (sayOverflow)
+	sweptAt      time.Time // when the idle learned levels were last dropped
+}
+
 // The bounds on the waits an answer makes the key's calls sit out. A lockout
 // lasts 5 minutes (bodo-api.md), so its wait is held at most MaxLockout;
 // any other wait of a refusal at most MaxServerWait, the longest window of
@@ -63,9 +72,9 @@ func fieldTooLong(lines []string) bool {
 // partition or a policy), dropping idle ones first when it is full. Past the
 // cap it notes an overflow, which the answer's end logs once.
 func (s *State) roomLocked(partition bool, now time.Time) bool {
-	count, limit := &s.learnedPolicies, MaxLearnedPolicies
+	count, limit := &s.bounds.policies, MaxLearnedPolicies
 	if partition {
-		count, limit = &s.partitions, MaxPartitions
+		count, limit = &s.bounds.partitions, MaxPartitions
 	}
 	if *count >= limit {
 		s.dropIdleLevelsLocked(now)
@@ -73,8 +82,8 @@ func (s *State) roomLocked(partition bool, now time.Time) bool {
 	if *count < limit {
 		return true
 	}
-	if !s.overflowSaid {
-		s.overflowSaid, s.overflowDue = true, true
+	if !s.bounds.overflowSaid {
+		s.bounds.overflowSaid, s.bounds.overflowDue = true, true
 	}
 	return false
 }
@@ -84,9 +93,9 @@ func (s *State) countLevelLocked(l *level, n int) {
 	switch {
 	case l.known:
 	case l.partition != "":
-		s.partitions += n
+		s.bounds.partitions += n
 	default:
-		s.learnedPolicies += n
+		s.bounds.policies += n
 	}
 }
 
@@ -95,7 +104,7 @@ func (s *State) countLevelLocked(l *level, n int) {
 // call waiting and no refusal's wait running. A policy still announced in
 // RateLimit-Policy is read again from the next answer.
 func (s *State) dropIdleLevelsLocked(now time.Time) {
-	s.levelsSweptAt = now
+	s.bounds.sweptAt = now
 	kept := s.order[:0]
 	for _, l := range s.order {
 		if l.known || now.Sub(l.usedAt) < LevelIdleTTL || l.inflight != 0 || len(l.gate.q.ws) > 0 || now.Before(l.holdUntil) {

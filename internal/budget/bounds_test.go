@@ -145,7 +145,7 @@ func TestAFullKeyDropsIdlePoliciesToLearnANewOne(t *testing.T) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.levels["new"] == nil {
-			t.Errorf("a new policy is not learned with %d idle ones at the cap", s.learnedPolicies)
+			t.Errorf("a new policy is not learned with %d idle ones at the cap", s.bounds.policies)
 		}
 	})
 }

@@ -23,7 +23,7 @@ func (s *State) scopeLocked(c *Call, now time.Time) (g *gate, d time.Duration, w
 // tied to it (level.runOf) until f returns false; a key that learned no
 // policy has none, and costs its calls nothing here.
 func (s *State) eachRunLocked(c *Call, f func(*level, *run) bool) {
-	if s.learnedPolicies+s.partitions == 0 {
+	if s.bounds.policies+s.bounds.partitions == 0 {
 		return
 	}
 	for _, l := range s.order {

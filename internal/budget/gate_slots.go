@@ -9,6 +9,18 @@ import "time"
 // many there are.
 const SlowStartHold = 30 * time.Second
 
+// slowStart is where slow start stands: the key's first call goes alone,
+// and on its answer a flight of calls up to the cap, which the calls after
+// it wait for (slowStartDueLocked).
+type slowStart struct {
+	learned bool          // slow start is over: an answer came, or SlowStartHold passed without one
+	at      time.Time     // when slow start let its call out alone
+	flight  int           // calls of the flight not answered yet
+	left    int           // the calls the flight still takes: the cap at its first answer, less those it took
+	hold    time.Duration // how long at most the flight holds the calls after it once its last call went
+	until   time.Time     // the flight holds the calls after it until then at most
+}
+
 // slowStartDueLocked reports whether slow start holds calls, and how long
 // at most until it ends: while the call let out alone has no answer, up to
 // SlowStartHold (then slow start ends without an answer); after that
@@ -18,13 +30,13 @@ const SlowStartHold = 30 * time.Second
 // call went, so that a limiter in front that refused part of the flight is
 // heard before more calls go.
 func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
-	until := s.flightUntil
+	until := s.slowStart.until
 	switch {
-	case !s.learned && s.inflight > 0:
-		if until = s.slowStartAt.Add(SlowStartHold); !until.After(now) {
-			s.learned = true
+	case !s.slowStart.learned && s.inflight > 0:
+		if until = s.slowStart.at.Add(SlowStartHold); !until.After(now) {
+			s.slowStart.learned = true
 		}
-	case !s.learned || s.flight == 0 || s.flightLeft > 0:
+	case !s.slowStart.learned || s.slowStart.flight == 0 || s.slowStart.left > 0:
 		return 0, false
 	}
 	d := until.Sub(now)
@@ -34,7 +46,7 @@ func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
 // openFlightLocked lets slow start's flight go on the first answer, to a
 // call sent at start.
 func (s *State) openFlightLocked(start, now time.Time) {
-	s.flightLeft, s.flightHold = s.pace.capOf(s.parallel), min(2*now.Sub(start), SlowStartHold)
+	s.slowStart.left, s.slowStart.hold = s.pace.capOf(s.parallel), min(2*now.Sub(start), SlowStartHold)
 }
 
 // joinFlightLocked counts c, admitted now, into slow start's flight if it
@@ -43,9 +55,9 @@ func (s *State) joinFlightLocked(c *Call, now time.Time) {
 	if !c.flight {
 		return
 	}
-	s.flight++
-	s.flightUntil = now.Add(s.flightHold)
-	s.flightLeft = max(s.flightLeft-1, 0)
+	s.slowStart.flight++
+	s.slowStart.until = now.Add(s.slowStart.hold)
+	s.slowStart.left = max(s.slowStart.left-1, 0)
 }
 
 // landedLocked notes that t, which may have gone in slow start's flight,
@@ -53,18 +65,18 @@ func (s *State) joinFlightLocked(c *Call, now time.Time) {
 // flight is, wakes the slots).
 func (s *State) landedLocked(t *Ticket) {
 	if t.flight {
-		s.flight--
+		s.slowStart.flight--
 	}
 }
 
 // slotLocked holds w while the calls in flight are at the adaptive cap, or
 // at the slots of the fallback share while that applies.
 func (s *State) slotLocked(w *waiter, share fallbackShare, now time.Time) (*gate, time.Duration, string) {
-	if _, held := s.slowStartDueLocked(now); s.learned && held {
+	if _, held := s.slowStartDueLocked(now); s.slowStart.learned && held {
 		return &s.slotGate, forever, ReasonInFlight // the flight's answers end it (or the timer of hold.go)
 	}
 	limit := 1 // slow start: one call until an answer has shown the server's policies
-	if s.learned {
+	if s.slowStart.learned {
 		limit = s.pace.capOf(s.parallel)
 	}
 	if g, d, why := s.overShareLocked(share, now); g != nil {

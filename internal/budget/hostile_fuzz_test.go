@@ -43,8 +43,8 @@ func FuzzHostileAnswers(f *testing.F) {
 			}
 			s.observeLocked(c, h, now, &release{}, true)
 		}
-		if n := s.learnedPolicies; n > MaxLearnedPolicies || s.partitions > MaxPartitions || len(s.levels) > 7+MaxLearnedPolicies+MaxPartitions || len(s.order) != len(s.levels) {
-			t.Fatalf("%d levels (%d ordered): %d policies, %d partitions", len(s.levels), len(s.order), s.learnedPolicies, s.partitions)
+		if n := s.bounds.policies; n > MaxLearnedPolicies || s.bounds.partitions > MaxPartitions || len(s.levels) > 7+MaxLearnedPolicies+MaxPartitions || len(s.order) != len(s.levels) {
+			t.Fatalf("%d levels (%d ordered): %d policies, %d partitions", len(s.levels), len(s.order), s.bounds.policies, s.bounds.partitions)
 		}
 		checkModel(t, s, now, "after the answers")
 

@@ -97,8 +97,8 @@ func TestIdleStatesLeaveTheMap(t *testing.T) {
 		if tk.s == old || tk.s != cur {
 			t.Fatal("the call through the old state was not admitted by the key's state in the map")
 		}
-		if cur.learned || tokensOf(cur, Key) == oldTokens {
-			t.Errorf("the new state did not start over: learned %v, key tokens %v (old %v)", cur.learned, tokensOf(cur, Key), oldTokens)
+		if cur.slowStart.learned || tokensOf(cur, Key) == oldTokens {
+			t.Errorf("the new state did not start over: learned %v, key tokens %v (old %v)", cur.slowStart.learned, tokensOf(cur, Key), oldTokens)
 		}
 		if why := held(old, call(ops.GetMe, "")); why != "" {
 			t.Errorf("the old state holds calls: %s", why)

@@ -13,11 +13,11 @@ import (
 // policy ties it to the call's operation, or with a pk to the call's
 // target). A missing or malformed field changes nothing.
 func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *release, charged bool) {
-	s.learned = true
+	s.slowStart.learned = true
 	if h == nil {
 		return
 	}
-	if now.Sub(s.levelsSweptAt) >= levelSweepEvery || now.Before(s.levelsSweptAt) {
+	if now.Sub(s.bounds.sweptAt) >= levelSweepEvery || now.Before(s.bounds.sweptAt) {
 		s.dropIdleLevelsLocked(now)
 	}
 	if lines := h[fieldRateLimitPolicy]; !fieldTooLong(lines) && !slices.Equal(lines, s.lastPolicy) {

@@ -59,7 +59,7 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 		}
 	case !overload && p.Policy != "" && p.Policy != Parallel:
 		l = s.refusingLevelLocked(c, p.Policy, now)
-		if l != nil && c.Status && l == s.statusLevel {
+		if l != nil && c.Status && l == s.status.level {
 			l.statusRefusedLocked()
 		}
 		if l != nil && p.Hinted {

@@ -20,49 +20,40 @@ type State struct {
 	identWanted  atomic.Bool  // a client should fetch ident (WantsIdentity)
 	identRetryAt atomic.Int64 // not before then (unix nanoseconds), after a failure
 
-	levels   map[string]*level
-	order    []*level  // levels in the order they were made, for stable iteration
-	version  int       // counts the levels added
-	parallel int       // the server's parallel quota
-	inflight int       // budgeted attempts in flight
-	sent     sentCount // budgeted attempts admitted so far
-	open     sentCount // budgeted attempts not answered yet
+	levels   map[string]*level // by policy name
+	order    []*level          // levels in the order they were made, for stable iteration
+	version  int               // counts the levels added
+	parallel int               // the server's parallel quota
+	inflight int               // budgeted attempts in flight
+	sent     sentCount         // budgeted attempts admitted so far
+	open     sentCount         // budgeted attempts not answered yet
 
 	pace     pace    // AIMD of what speaks of the key as a whole: its share of the key's rate and of the parallel slots
 	meanCost float64 // the points of the calls admitted lately, on average (meanCostWeight)
 	passed   meter   // the answers that came from the API, not from a limiter in front
 
-	seq                    uint64
-	waiting                int
-	pauseGate, guardGate   gate
-	paceGate, slotGate     gate
-	storeGate              gate
-	lockedUntil, heldUntil time.Time // a lockout (every call); the server's wait for the key (budgeted calls)
-	read                   reading   // refusals whose answers are being read (Ticket.Reading)
+	seq         uint64    // numbers the admissions, for arrival order in the gates' queues
+	waiting     int       // calls in Admit
+	pauseGate   gate      // the calls a lockout or the server's wait holds (gate_pause.go)
+	guardGate   gate      // the calls the refusal guard holds (gate_guard.go)
+	paceGate    gate      // the calls the key's pace holds (gate_pace.go)
+	slotGate    gate      // the calls waiting for a slot in flight (gate_slots.go)
+	storeGate   gate      // the calls waiting for the shared store (gate_store.go)
+	lockedUntil time.Time // a lockout: no call goes before
+	heldUntil   time.Time // the server's wait for the key: no budgeted call goes before
+	read        reading   // refusals whose answers are being read (Ticket.Reading)
 
-	refusals []time.Time // 429 answers in the last RefusalWindow, oldest first
-	reserved int         // attempts in flight, each a possible refusal
-	blocks   map[string]block
+	refusals []time.Time      // 429 answers in the last RefusalWindow, oldest first
+	reserved int              // attempts in flight, each a possible refusal
+	blocks   map[string]block // exhausted quotas, by policy (exhausted.go)
 
-	waits  int64
-	waited time.Duration
+	waits  int64         // calls that waited, so far
+	waited time.Duration // how long they waited in all
 
-	learned    bool // slow start is over: an answer came, or SlowStartHold passed without one
-	lastPolicy []string
-
-	// The bounds on learned levels (bounds.go).
-	learnedPolicies, partitions int
-	overflowSaid, overflowDue   bool // an overflow was noted; it is still to be logged
-	levelsSweptAt               time.Time
-	slowStartAt                 time.Time     // when slow start let its call out alone (SlowStartHold)
-	flight                      int           // calls of slow start's flight not answered yet
-	flightLeft                  int           // the calls slow start's flight still takes: the cap at its first answer, less those it took
-	flightHold                  time.Duration // how long at most the flight holds the calls after it once its last call went
-	flightUntil                 time.Time     // the flight holds the calls after it until then at most
-	statusAt                    time.Time     // when StatusFor last started a status request
-	sentAt                      time.Time     // when the last budgeted call other than a status was admitted
-	statusDone                  chan struct{} // closes when that request ends; nil when none is on its way
-	statusLevel                 *level        // the level that request was about
+	slowStart  slowStart     // the first call alone, then a flight on its answer (gate_slots.go)
+	lastPolicy []string      // the last RateLimit-Policy field, as it came
+	bounds     learnedBounds // what bounds the learned levels (bounds.go)
+	status     statusRequest // the status requests StatusFor makes (status.go)
 
 	store
 }

@@ -34,6 +34,14 @@ const (
 	maxStatusGap = 16 * statusEvery
 )
 
+// statusRequest is what the key's status requests (StatusFor) go by.
+type statusRequest struct {
+	at     time.Time     // when StatusFor last started one
+	sentAt time.Time     // when the last budgeted call other than a status was admitted
+	done   chan struct{} // closes when that request ends; nil when none is on its way
+	level  *level        // the level that request was about
+}
+
 // LevelStatus is one level of the key's rate-limit status as the server
 // reported it (GET /v1/rate_limit).
 type LevelStatus struct {
@@ -61,16 +69,16 @@ func (s *State) statusDueLocked(l *level) (due, stale time.Time) {
 	}
 	if l.grossRate()*statusEvery.Seconds() >= minStatusRefill {
 		stale = later(l.seenAt.Add(StaleAfter), l.holdUntil)
-		due = later(stale, later(l.statusAt.Add(l.statusGap), s.statusAt.Add(statusEvery)))
+		due = later(stale, later(l.statusAt.Add(l.statusGap), s.status.at.Add(statusEvery)))
 	}
 	if l.known && l.unit != "points" && l.grossRate() > 0 {
 		// idleStatusEvery, or the time l takes to refill a unit if that
 		// is longer, after the later of the server's last word on l and
 		// the last call of the key other than a status.
 		every := max(idleStatusEvery, durationOf(1/l.grossRate()))
-		idle := later(later(l.seenAt, s.sentAt).Add(every), l.holdUntil)
+		idle := later(later(l.seenAt, s.status.sentAt).Add(every), l.holdUntil)
 		stale = sooner(stale, idle)
-		due = sooner(due, later(idle, later(s.statusAt, l.statusAt).Add(max(every, l.statusGap))))
+		due = sooner(due, later(idle, later(s.status.at, l.statusAt).Add(max(every, l.statusGap))))
 	}
 	return due, stale
 }
@@ -108,15 +116,15 @@ func (s *State) StatusFor(name string, now time.Time) (done <-chan struct{}, sta
 	if due.IsZero() || now.Before(stale) {
 		return nil, false
 	}
-	if s.statusDone != nil {
-		return s.statusDone, false
+	if s.status.done != nil {
+		return s.status.done, false
 	}
 	if now.Before(due) {
 		return nil, false
 	}
-	s.statusAt, l.statusAt, s.statusLevel = now, now, l
-	s.statusDone = make(chan struct{})
-	return s.statusDone, true
+	s.status.at, l.statusAt, s.status.level = now, now, l
+	s.status.done = make(chan struct{})
+	return s.status.done, true
 }
 
 // StatusDone ends the status request StatusFor started, answered or not,
@@ -128,14 +136,14 @@ func (s *State) StatusDone(sent bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !sent {
-		s.statusAt = time.Time{}
-		if s.statusLevel != nil {
-			s.statusLevel.statusAt = time.Time{}
+		s.status.at = time.Time{}
+		if s.status.level != nil {
+			s.status.level.statusAt = time.Time{}
 		}
 	}
-	if s.statusDone != nil {
-		close(s.statusDone)
-		s.statusDone = nil
+	if s.status.done != nil {
+		close(s.status.done)
+		s.status.done = nil
 	}
 }
 
@@ -159,7 +167,7 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 		if c != nil {
 			chargedSince, _ = c.chargedSince(l, true)
 		}
-		if l == s.statusLevel && st.Remaining-l.inflight-chargedSince > l.available(now)+1 {
+		if l == s.status.level && st.Remaining-l.inflight-chargedSince > l.available(now)+1 {
 			l.statusGap = 0 // the model held calls the level had room for
 		}
 		if st.Quota > 0 && st.Quota != l.docQuota || st.Window > 0 && st.Window != l.window {
