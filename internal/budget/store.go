@@ -50,17 +50,17 @@ const (
 // store is the shared-store side of a State.
 type store struct {
 	shared        budgetstore.Store // nil: this process's budget only
-	sharedKey     string
-	sharedRetryAt time.Time // when a call may try the store again; zero unless the store failed last
-	logger        *slog.Logger
+	sharedKey     string            // the key's name in the store
+	sharedRetryAt time.Time         // when a call may try the store again; zero unless the store failed last
+	logger        *slog.Logger      // where the store's outages and returns and the bounds' overflow are logged
 
 	storeSeq   int                 // counts the stores given (UseStore): leases and pending requests name theirs by it
 	member     string              // this state's name among the key's processes
 	members    budgetstore.Members // what the store said last
 	share      budgetstore.Members // what the fallback shares are worked out from (see shareLocked)
 	drainUntil time.Time           // no budgeted call goes on the local budget before (see storeResult)
-	rejoinedAt time.Time
-	outagePart float64 // the part of the pooled levels this process takes now (level.outagePart); 1: all
+	rejoinedAt time.Time           // when the store came back after it failed (rejoinWindow)
+	outagePart float64             // the part of the pooled levels this process takes now (level.parts.outage); 1: all
 
 	leases  map[string]leaseRef // the leases of attempts in flight
 	pending []pendingOp         // what the store has not had yet
