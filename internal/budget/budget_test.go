@@ -994,6 +994,51 @@ func TestCheapCallPassesOnlyWhenItDelaysNoOne(t *testing.T) {
 	}
 }
 
+// TestACallPassesAFirstWhoseWaitHadNoEndOnlyWithinItsSlack: a 7-point
+// list waits for a level that only an answer can free (what it lacks is
+// in flight, none of it in the key's log), and a 1-point get that fits is
+// held meanwhile. Once the answers put those takes in the log, the list
+// could go when the first 3 points free, 40 s on; a get would make it wait
+// for the next ones, 20 s later, past the slack, and is held: the endless
+// wait the list had when the first get came promises it nothing.
+func TestACallPassesAFirstWhoseWaitHadNoEndOnlyWithinItsSlack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=300;t=0`))
+		s.SetQuota(Key, 20, 0)
+		time.Sleep(time.Minute) // the get's point leaves the key's log
+		s.Spend(Key, 20)
+		var early, late []*Ticket
+		for _, c := range []*Call{call(ops.ListContacts, ""), call(ops.GetContact, "")} { // 3 points
+			early = append(early, admitNow(t, s, c))
+		}
+		time.Sleep(30 * time.Second)
+		for _, c := range []*Call{call(ops.ListContacts, "q=a"), call(ops.CreateContact, ""), call(ops.GetContact, "")} { // 13 points
+			late = append(late, admitNow(t, s, c))
+		}
+		var wg sync.WaitGroup
+		admitLater(t, s, &wg, call(ops.ListContacts, "q=a")) // 7 of the 4 left
+		if b := s.Snapshot(); b.Waiting != 1 {
+			t.Fatalf("%d waiting, want the list", b.Waiting)
+		}
+		if why := held(s, call(ops.GetContact, "")); why != Key {
+			t.Fatalf("a get while the list's wait has no end: held by %q, want the key level", why)
+		}
+		time.Sleep(time.Second)
+		for _, tk := range early {
+			tk.Finish(answer("", ""))
+		}
+		time.Sleep(20 * time.Second)
+		for _, tk := range late {
+			tk.Finish(answer("", ""))
+		}
+		if why := held(s, call(ops.GetContact, "")); why != Key {
+			t.Errorf("a get that would delay the list by 20 s is held by %q, want the key level", why)
+		}
+		wg.Wait()
+	})
+}
+
 // TestACallThatMayPassWaitsOnlyForThePace: behind a create that waits for
 // an org the others keep full (its answers show no refill; what this key
 // took frees a window later), a get that fits what is left may pass it,
