@@ -9,33 +9,33 @@ import (
 
 // Snapshot is the local view of the key's budget.
 type Snapshot struct {
-	Levels      []LevelSnapshot
-	InFlight    int
-	InFlightCap int
-	Pace        float64
-	Cuts        int
-	Waiting     int
-	Waits       int64
-	Waited      time.Duration
-	Refusals    int
-	PausedUntil time.Time // the later of a lockout and a wait the server asked of every call
+	Levels      []LevelSnapshot // in the order the levels were made; parallel after write
+	InFlight    int             // budgeted attempts in flight
+	InFlightCap int             // the adaptive cap on them, at most the parallel quota
+	Pace        float64         // the share of the key's rate that calls speaking of the key as a whole may take: 1 uncut
+	Cuts        int             // the key's pace was cut so many times so far
+	Waiting     int             // calls waiting in Admit
+	Waits       int64           // calls that waited so far
+	Waited      time.Duration   // how long they waited in all
+	Refusals    int             // 429 answers in the last RefusalWindow
+	PausedUntil time.Time       // the later of a lockout and a wait the server asked of every call
 }
 
 // LevelSnapshot is the model of one level.
 type LevelSnapshot struct {
 	Name              string
-	Unit              string
-	Quota             int
-	Share             float64
-	Window            time.Duration
-	Capacity          int
-	Remaining         float64
-	FullIn            time.Duration
-	ReportedRemaining float64
-	ReportedReset     time.Duration
-	ReportedAt        time.Time
-	HeldUntil         time.Time
-	Waiting           int
+	Unit              string        // points, requests, records, concurrent-requests
+	Quota             int           // per Window
+	Share             float64       // the part of the quota this key may use
+	Window            time.Duration // the quota's window
+	Capacity          int           // the most a call may need of it: its size, at least the quota
+	Remaining         float64       // what the model believes is left now
+	FullIn            time.Duration // how long until it is full again and no refusal's wait holds it (level.fullIn)
+	ReportedRemaining float64       // r of the server's last word on it
+	ReportedReset     time.Duration // t of that word
+	ReportedAt        time.Time     // when that word came; zero when none did
+	HeldUntil         time.Time     // the end of a refusal's wait on it; zero when none runs
+	Waiting           int           // calls waiting for it
 	// Scope says which calls the level holds: "" for the documented scope,
 	// else the operations the server tied it to, "none" for a policy that is
 	// only announced, and "partition PK of TARGET" for one partition.

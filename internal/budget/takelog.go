@@ -5,16 +5,17 @@ import "time"
 // takeLog is a level's own takes within its window, oldest first, with
 // their sum.
 type takeLog struct {
-	entries []logEntry
-	head    int
-	sum     float64
-	freed   float64 // what has left the window so far
+	entries []logEntry // the takes, oldest first; those before head have left the window
+	head    int        // the first take still in the window
+	sum     float64    // what the takes from head on add up to
+	freed   float64    // what has left the window so far
 }
 
+// logEntry is one take of the log.
 type logEntry struct {
 	at     time.Time // when the server had surely counted it: its answer
 	sent   time.Time // when it may have been counted first: its admission
-	amount float64
+	amount float64   // what it took, less what was given back since (refund)
 }
 
 // add logs amount taken by a request admitted at sent and answered at at.
