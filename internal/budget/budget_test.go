@@ -994,14 +994,14 @@ func TestCheapCallPassesOnlyWhenItDelaysNoOne(t *testing.T) {
 	}
 }
 
-// TestACallPassesAFirstWhoseWaitHadNoEndOnlyWithinItsSlack: a 7-point
+// TestAFirstWhoseWaitHadNoEndIsNotPassedWithoutBound: a 7-point
 // list waits for a level that only an answer can free (what it lacks is
 // in flight, none of it in the key's log), and a 1-point get that fits is
 // held meanwhile. Once the answers put those takes in the log, the list
 // could go when the first 3 points free, 40 s on; a get would make it wait
 // for the next ones, 20 s later, past the slack, and is held: the endless
 // wait the list had when the first get came promises it nothing.
-func TestACallPassesAFirstWhoseWaitHadNoEndOnlyWithinItsSlack(t *testing.T) {
+func TestAFirstWhoseWaitHadNoEndIsNotPassedWithoutBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
 		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=300;t=0`))

@@ -15,7 +15,7 @@ const SlowStartHold = 30 * time.Second
 type slowStart struct {
 	learned bool          // slow start is over: an answer came, or SlowStartHold passed without one
 	at      time.Time     // when slow start let its call out alone
-	flight  int           // calls of the flight not answered yet
+	flight  int           // calls of the flight not ended yet
 	left    int           // the calls the flight still takes: the cap at its first answer, less those it took
 	hold    time.Duration // how long at most the flight holds the calls after it once its last call went
 	until   time.Time     // the flight holds the calls after it until then at most

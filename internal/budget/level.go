@@ -61,8 +61,12 @@ type level struct {
 	// prior: the server has said nothing the contract's model would not
 	// (the key level a bucket holding its capacity, 600), and the model is
 	// the contract's.
-	prior  bool
-	bucket bool          // the server showed more left than the quota (r > q): the level refills continuously
+	prior bool
+	// bucket: the level refills continuously. The contract's model says so
+	// (the key level while prior), a word showed more left than the quota
+	// (r > q), its moments moved as a bucket's (learnShape), or it showed
+	// the documented bucket's depth (learnDepth).
+	bucket bool
 	steps  bool          // a t further than a bucket would need to be full again: it frees in steps, a sliding log's or a window's (learnSteps)
 	shape  shapeEvidence // what r and t showed so far of the level's shape (level_shape.go)
 	shared bool          // other keys take from it too
@@ -75,14 +79,14 @@ type level struct {
 	// outage part began (partLocked): of a pooled level, the other
 	// processes may have taken it.
 	unconfirmed   float64
-	seenAt        time.Time // when the server last said what is left (status.go)
-	seenMax       float64   // the most the server showed the level to hold
-	reported      reported  // the server's last word on the level, as it said it
-	moment        moment    // when the server's last word said the level frees more (level_refill.go)
-	observedRate  float64   // the refill a word's r and t showed of a level others share (rate)
-	observedUntil time.Time // when observedRate lapses (ObservedRateTTL)
-	others        others    // what the answers showed of the takes of other keys, of a level they take from (level_reserve.go)
-	parts         parts     // this key's part of a level it shares with keys of this process or, while the store is down, with other processes
+	seenAt        time.Time  // when the server last said what is left (status.go)
+	seenMax       float64    // the most the server showed the level to hold
+	reported      reported   // the server's last word on the level, as it said it
+	moment        moment     // when the server's last word said the level frees more (level_refill.go)
+	observedRate  float64    // the refill a word's r and t showed of a level others share (rate)
+	observedUntil time.Time  // when observedRate lapses (ObservedRateTTL)
+	others        otherTakes // what the answers showed of the takes of other keys, of a level they take from (level_reserve.go)
+	parts         parts      // this key's part of a level it shares with keys of this process or, while the store is down, with other processes
 
 	log      takeLog   // this key's takes within the last window
 	inflight float64   // taken by attempts still in flight
@@ -196,8 +200,9 @@ func (l *level) need(amount float64) float64 {
 }
 
 // part is this process's part of the server's word on the level: this
-// key's part among the keys of the process (split), and while the shared
-// store is down, of a level that refills, the process's part (outagePart).
+// key's part among the keys of the process (parts.split), and while the
+// shared store is down, of a level that refills, the process's part
+// (parts.outage).
 func (l *level) part() float64 {
 	if l.refills() {
 		return l.parts.split * l.parts.outage
@@ -283,7 +288,7 @@ func (l *level) wholeLeft(now time.Time) float64 {
 
 // partLeft is what is left of this process's part of a level (part):
 // its part of the server's word, brought forward by its part of the
-// refill, less what it took since the server said it (partTokens). Keys,
+// refill, less what it took since the server said it (parts.tokens). Keys,
 // or processes cut off from their store, that read the same r thus take it
 // once between them. (A part of the quota per window would not do: the
 // server's word already counts what the others took, and keys of other

@@ -2,13 +2,13 @@ package budget
 
 import "time"
 
-// others is what the answers showed of the other keys' takes from a level
+// otherTakes is what the answers showed of the other keys' takes from a level
 // they take from too. Such a level frees for this key what this key took a
 // window before, and besides refills at what its answers show beyond that:
 // r plus what the server had counted of this key's takes, less what left
 // this key's log (the mark), grows at that rate. t says only when the
 // level would be full if no one took more, which they do.
-type others struct {
+type otherTakes struct {
 	freedSeen  float64   // the part of the level's log.freed already in its tokens
 	mark       float64   // the mark of the last answer
 	pending    float64   // what the server had not counted of this key's takes then

@@ -12,8 +12,8 @@ type shapeEvidence struct {
 	anchorAt        time.Time // the full moment (now + t) the anchor answer named
 	anchorRemaining float64   // r of the anchor answer
 	anchorSeen      time.Time // when the anchor answer came
-	bucketAnswers   int       // answers in a row whose full moment moved as a bucket's and whose r and t added up to its size
-	depthSeen       time.Time // when a word first showed the documented bucket; zero when none did
+	bucketAnswers   int       // answers whose full moment moved as a bucket's and whose r and t added up to its size, since the last that did not
+	depthSeen       time.Time // when the first word showed the documented bucket since the last word past the window that did not; zero when none has
 }
 
 // minShapeFall is how far, in seconds of the quota's rate, r must have

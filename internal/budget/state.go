@@ -20,7 +20,7 @@ type State struct {
 	identWanted  atomic.Bool  // a client should fetch ident (WantsIdentity)
 	identRetryAt atomic.Int64 // not before then (unix nanoseconds), after a failure
 
-	levels   map[string]*level // by policy name
+	levels   map[string]*level // by policy name; a partition by name, NUL, pk
 	order    []*level          // levels in the order they were made, for stable iteration
 	version  int               // counts the levels added
 	parallel int               // the server's parallel quota
@@ -45,7 +45,7 @@ type State struct {
 
 	refusals []time.Time      // 429 answers in the last RefusalWindow, oldest first
 	reserved int              // attempts in flight, each a possible refusal
-	blocks   map[string]block // exhausted quotas, by policy (exhausted.go)
+	blocks   map[string]block // exhausted quotas, by policy; one with no known scope by policy, NUL, operation (exhausted.go)
 
 	waits  int64         // calls that waited, so far
 	waited time.Duration // how long they waited in all
