@@ -124,9 +124,9 @@ type parts struct {
 // reported is what the server last said of a level: r and t of a RateLimit
 // member naming it, or remaining and resetSeconds of a status answer.
 type reported struct {
-	remaining float64
-	reset     time.Duration
-	at        time.Time // zero: the server has not named the level
+	remaining float64       // r
+	reset     time.Duration // t
+	at        time.Time     // when it said so; zero: the server has not named the level
 	// others is the State's open less its sent when the call whose answer
 	// brought the word was admitted (othersFrom; when the level was made,
 	// for one not named yet): with sent at a later answer, the calls other

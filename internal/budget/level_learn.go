@@ -47,7 +47,7 @@ func (l *level) learnGain(remaining, pending float64, now time.Time) {
 // at least a span apart.
 type netRefill struct {
 	at      time.Time // when mark was read
-	mark    float64
+	mark    float64   // the mark then
 	pending float64   // what the server had not counted at at
 	flat    bool      // every answer since at showed the mark where mark put it
 	rate    float64   // the refill measured last

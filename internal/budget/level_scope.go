@@ -133,7 +133,7 @@ func (l *level) amountFor(cost float64) float64 {
 // the policy's quota in one window goes alone for the rest of it, until an
 // answer says whether the policy binds the kind.
 type run struct {
-	start    time.Time
+	start    time.Time // when its window began: at the first call of the kind after the last one ended
 	sent     float64   // in the policy's unit, since start
 	inflight int       // calls of the kind in flight that counted here
 	sentAt   time.Time // when the last of them was sent

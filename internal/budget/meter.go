@@ -9,11 +9,11 @@ const meterWindow = 30 * time.Second
 // they were sent) over the last meterWindow, in a ring of the latest
 // len(at) of them, to tell their rate.
 type meter struct {
-	at    [256]time.Time
-	next  int // where the next event goes
-	n     int // events in the ring
-	first time.Time
-	from  time.Time // events until then are not counted: a limiter in front was empty then
+	at    [256]time.Time // when the events came, the latest len(at)
+	next  int            // where the next event goes
+	n     int            // events in the ring
+	first time.Time      // the first event ever
+	from  time.Time      // events until then are not counted: a limiter in front was empty then
 }
 
 func (m *meter) add(now time.Time) {

@@ -76,9 +76,9 @@ type store struct {
 // the key another store since.
 type leaseRef struct {
 	st  budgetstore.Store
-	seq int // the store's storeSeq
-	key string
-	ttl time.Duration
+	seq int           // the store's storeSeq
+	key string        // the key's name in it
+	ttl time.Duration // the lease's time to live, as the store granted it
 }
 
 // pendingOp is a release, or a refund when refund is set, that the store
@@ -87,7 +87,7 @@ type pendingOp struct {
 	leaseRef
 	rel    budgetstore.Release
 	refund []budgetstore.Level
-	at     time.Time
+	at     time.Time // when it was due: after pendingTTL it is dropped
 }
 
 // UseStore makes s share its budget through st under key. Attempts in

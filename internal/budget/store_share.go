@@ -6,9 +6,9 @@ import "time"
 // count on the store: its slots in flight and its part of the lockout
 // guard's refusals (its part of the key's rate is the pace's ceiling).
 type fallbackShare struct {
-	on       bool
-	slots    int
-	refusals int
+	on       bool // the process keeps to its share: the store is down or came back within rejoinWindow, and other processes share the key
+	slots    int  // of the parallel quota
+	refusals int  // of the refusal guard's limit
 }
 
 // shareOf is the part of total that falls to the process at rank of n: the
