@@ -119,7 +119,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 				s.refusedLocked(c, t.start, a.Status, a.Problem, now, rel)
 			}
 		}
-		s.landedLocked(t)
+		s.leaveFlightLocked(t)
 		t.endReadingLocked() // the answer's waits are in: requests held at their last moment look again
 		overflow, logger := s.bounds.overflowDue, s.logger
 		s.bounds.overflowDue = false

@@ -60,10 +60,10 @@ func (s *State) joinFlightLocked(c *Call, now time.Time) {
 	s.slowStart.left = max(s.slowStart.left-1, 0)
 }
 
-// landedLocked notes that t, which may have gone in slow start's flight,
-// was answered or given up on (the end of a budgeted call, as each of the
+// leaveFlightLocked takes t, answered or given up on, out of slow start's
+// flight if it went in it (the end of a budgeted call, as each of the
 // flight is, wakes the slots).
-func (s *State) landedLocked(t *Ticket) {
+func (s *State) leaveFlightLocked(t *Ticket) {
 	if t.flight {
 		s.slowStart.flight--
 	}
