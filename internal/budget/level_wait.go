@@ -70,8 +70,18 @@ func (l *level) refillWait(missing, part float64, now time.Time) time.Duration {
 // logFrees is how long until the oldest takes of the key's log that add up
 // to missing have left the window; forever when the log holds less.
 func (l *level) logFrees(missing float64, now time.Time) time.Duration {
+	return l.logFreesAfter(missing, now, now)
+}
+
+// logFreesAfter is how long from now until the oldest takes of the key's
+// log that leave the window after from add up to missing; forever when
+// they add up to less.
+func (l *level) logFreesAfter(missing float64, from, now time.Time) time.Duration {
 	for i := l.log.head; i < len(l.log.entries); i++ {
 		e := l.log.entries[i]
+		if !e.at.Add(l.window).After(from) {
+			continue
+		}
 		if missing -= e.amount; missing <= 1e-9 {
 			return e.at.Add(l.window).Sub(now)
 		}

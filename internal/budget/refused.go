@@ -82,6 +82,14 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 			}
 			l.cap(owe)
 			l.promised = l.need(amount)
+			if missing := l.promised - l.tokens; l.frees(now) && missing > 0 &&
+				l.logFreesAfter(missing, now.Add(wait), now) <= wait+l.window/reserveUnheard {
+				// What frees at the server's moment may be what the others
+				// took a window before, which they take again as it frees:
+				// the call waits for what this key took to leave instead,
+				// when that comes before a reserve held unheard would lapse.
+				l.promised = 0
+			}
 			l.unconfirmed = 0
 			l.seenAt = now
 			rel.owe(l, owe, wait, now)

@@ -138,9 +138,9 @@ func refuseBatch(t *testing.T, s *State) {
 // TestARefusalsWaitEndsWithTheRefusedCallsNeedOnALogOthersTakeFrom: a
 // sliding log that others take from frees for this key only what it took
 // a window before. A refusal that asks for 300 ms says the refused call
-// fits then: when the wait ends the level holds its need, not only once
-// this key's own takes leave the window, until a word after the wait says
-// what is left.
+// fits then: when the wait ends the level holds its need, since this key's
+// own takes do not add up to it, until a word after the wait says what is
+// left.
 func TestARefusalsWaitEndsWithTheRefusedCallsNeedOnALogOthersTakeFrom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := orgRead(t, 40, 30*time.Second, 10)
@@ -159,6 +159,37 @@ func TestARefusalsWaitEndsWithTheRefusedCallsNeedOnALogOthersTakeFrom(t *testing
 			t.Error("after the wait, a word that the org has 1 left lets the 7-point search go")
 		}
 	})
+}
+
+// TestARefusalsRetryOnALogOthersTakeFromWaitsForWhatThisKeyTook: what
+// frees at the moment a refusal on a level others take from names may be
+// what they took a window before, which they take again as it frees. The
+// retry waits until what this key took frees for it, when that comes soon
+// (within the wait and the time a reserve holds unheard, 7.5 s of a
+// minute); later than that, it goes when the wait ends.
+func TestARefusalsRetryOnALogOthersTakeFromWaitsForWhatThisKeyTook(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		taken time.Duration // how long before the refusal this key's 7-point search was answered
+		want  time.Duration // when the retry goes, after the refusal
+	}{
+		{"its take frees soon", 59500 * time.Millisecond, 500 * time.Millisecond},
+		{"its take frees late", 50 * time.Second, 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := New()
+				learn(t, s)
+				search := func() *Call { return call(ops.ListContacts, "q=a") }
+				admitNow(t, s, search()).Finish(orgAnswer(40))
+				time.Sleep(tc.taken)
+				admitNow(t, s, search()).Finish(orgRefusal(0, 100*time.Millisecond))
+				if _, waited := admitAt(t, s, search()); waited < tc.want || waited > tc.want+10*time.Millisecond {
+					t.Errorf("the retry went %v after the refusal, want %v", waited, tc.want)
+				}
+			})
+		})
+	}
 }
 
 // TestARefusalsRetryGoesOnceTheReserveLapses: what such a level keeps back
