@@ -81,10 +81,10 @@
 //     others take from, which between answers frees for this key only what
 //     it took a window before (level.promised;
 //     TestARefusalsWaitEndsWithTheRefusedCallsNeedOnALogOthersTakeFrom),
-//     unless what this key took frees for it soon after the wait (within
-//     the time its reserve holds unheard): what frees at the server's
-//     moment may be what the others took a window before, which they take
-//     again as it frees, and the retry waits for this key's own
+//     or, when what this key took frees it after the wait and before the
+//     reserve below lapses, once that has left (level.promisedAt): what
+//     frees at the server's moment may be what the others took a window
+//     before, which they take again as it frees
 //     (TestARefusalsRetryOnALogOthersTakeFromWaitsForWhatThisKeyTook).
 //     What such a level keeps back for the others holds then as before, so
 //     the refused call goes at the latest when that lapses

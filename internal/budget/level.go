@@ -93,11 +93,12 @@ type level struct {
 	charged  float64   // taken by attempts that ended and kept it (not given back, as a refusal gives its take back), so far
 	usedAt   time.Time // when a call last took from it or the server last named it (LevelIdleTTL)
 
-	holdUntil time.Time     // a refusal's wait: no call that takes from the level goes before
-	promised  float64       // the refused call's need, which the level holds once holdUntil passes, until a call takes from it or a word after it comes
-	pace      pace          // AIMD of the refusals that named the level
-	statusAt  time.Time     // when the last status request about the level left
-	statusGap time.Duration // no status about it before statusAt+statusGap (statusRefusedLocked)
+	holdUntil  time.Time     // a refusal's wait: no call that takes from the level goes before
+	promised   float64       // the refused call's need, which the level holds once holdUntil and promisedAt pass, until a call takes from it or a word after it comes
+	promisedAt time.Time     // when the level holds promised: the refusal's wait's end, or when this key's own takes free it (refusedLocked)
+	pace       pace          // AIMD of the refusals that named the level
+	statusAt   time.Time     // when the last status request about the level left
+	statusGap  time.Duration // no status about it before statusAt+statusGap (statusRefusedLocked)
 
 	scope     scope  // of a learned policy, the calls it binds (level_scope.go)
 	partition string // of a partitioned policy, its pk (base64)

@@ -165,8 +165,9 @@ func (l *level) momentUnit(now time.Time) float64 {
 	return max(0, 1-l.moment.gained)
 }
 
-// keepsPromise reports whether a refusal's wait has ended and no call has
-// taken from the level since: the refused call's need is there (promised).
+// keepsPromise reports whether a refusal's wait has ended, and the moment
+// its need was promised for (promisedAt), and no call has taken from the
+// level since: the refused call's need is there (promised).
 func (l *level) keepsPromise(now time.Time) bool {
-	return l.promised > 0 && !now.Before(l.holdUntil)
+	return l.promised > 0 && !now.Before(l.holdUntil) && !now.Before(l.promisedAt)
 }

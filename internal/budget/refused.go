@@ -81,14 +81,15 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 				owe -= l.refillUntil(now, now.Add(wait))
 			}
 			l.cap(owe)
-			l.promised = l.need(amount)
-			if missing := l.promised - l.tokens; l.frees(now) && missing > 0 &&
-				l.logFreesAfter(missing, now.Add(wait), now) <= wait+l.window/reserveUnheard {
+			l.promised, l.promisedAt = l.need(amount), now.Add(wait)
+			if missing := l.promised - l.tokens; l.frees(now) && missing > 0 {
 				// What frees at the server's moment may be what the others
 				// took a window before, which they take again as it frees:
-				// the call waits for what this key took to leave instead,
-				// when that comes before a reserve held unheard would lapse.
-				l.promised = 0
+				// the level holds the need once what this key took has left
+				// instead, when that comes before the reserve lapses.
+				if d := l.logFreesAfter(missing, now.Add(wait), now); d != forever && !now.Add(d).After(l.reserveLapse()) {
+					l.promisedAt = now.Add(d)
+				}
 			}
 			l.unconfirmed = 0
 			l.seenAt = now

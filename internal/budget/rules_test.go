@@ -164,17 +164,24 @@ func TestARefusalsWaitEndsWithTheRefusedCallsNeedOnALogOthersTakeFrom(t *testing
 // TestARefusalsRetryOnALogOthersTakeFromWaitsForWhatThisKeyTook: what
 // frees at the moment a refusal on a level others take from names may be
 // what they took a window before, which they take again as it frees. The
-// retry waits until what this key took frees for it, when that comes soon
-// (within the wait and the time a reserve holds unheard, 7.5 s of a
-// minute); later than that, it goes when the wait ends.
+// level holds the retry's need once what this key took has left, when that
+// comes before the reserve lapses (7.5 s after the refusal's word);
+// later than that, it holds it when the wait ends. Either way the retry
+// goes then, not behind the level's pace that the refusal cut, also when
+// a take shortly before the refusal spent the pace.
 func TestARefusalsRetryOnALogOthersTakeFromWaitsForWhatThisKeyTook(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		taken time.Duration // how long before the refusal this key's 7-point search was answered
-		want  time.Duration // when the retry goes, after the refusal
+		name   string
+		taken  time.Duration // how long before the refusal this key's 7-point search was answered
+		wait   time.Duration // the refusal's
+		before bool          // another search answered 2.5 s before the refusal
+		want   time.Duration // when the retry goes, after the refusal
 	}{
-		{"its take frees soon", 59500 * time.Millisecond, 500 * time.Millisecond},
-		{"its take frees late", 50 * time.Second, 100 * time.Millisecond},
+		{"its take frees soon", 59500 * time.Millisecond, 100 * time.Millisecond, false, 500 * time.Millisecond},
+		{"its take frees soon, a take just before", 59500 * time.Millisecond, 100 * time.Millisecond, true, 500 * time.Millisecond},
+		{"its take frees after the wait, before the reserve lapses", 53 * time.Second, 5 * time.Second, false, 7 * time.Second},
+		{"its take frees after the reserve lapses", 52 * time.Second, 5 * time.Second, false, 5 * time.Second},
+		{"its take frees late", 50 * time.Second, 100 * time.Millisecond, false, 100 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -182,8 +189,14 @@ func TestARefusalsRetryOnALogOthersTakeFromWaitsForWhatThisKeyTook(t *testing.T)
 				learn(t, s)
 				search := func() *Call { return call(ops.ListContacts, "q=a") }
 				admitNow(t, s, search()).Finish(orgAnswer(40))
-				time.Sleep(tc.taken)
-				admitNow(t, s, search()).Finish(orgRefusal(0, 100*time.Millisecond))
+				if tc.before {
+					time.Sleep(tc.taken - 2500*time.Millisecond)
+					admitNow(t, s, search()).Finish(orgAnswer(30))
+					time.Sleep(2500 * time.Millisecond)
+				} else {
+					time.Sleep(tc.taken)
+				}
+				admitNow(t, s, search()).Finish(orgRefusal(0, tc.wait))
 				if _, waited := admitAt(t, s, search()); waited < tc.want || waited > tc.want+10*time.Millisecond {
 					t.Errorf("the retry went %v after the refusal, want %v", waited, tc.want)
 				}
