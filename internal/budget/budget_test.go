@@ -464,6 +464,22 @@ func TestAPolicyHoldsWhatItIsSeenToTakeFrom(t *testing.T) {
 		if why := held(s, call(ops.GetContact, "")); why != "" {
 			t.Errorf("a read is held by %q after a refusal on a policy tied to creates", why)
 		}
+		// Past the wait, creates go again: a policy no answer sized
+		// holds them by nothing it counts.
+		time.Sleep(3 * time.Second)
+		for i := range 3 {
+			if why := held(s, call(ops.CreateContact, "")); why != "" {
+				t.Fatalf("create %d after the refusal's wait is held by %q", i, why)
+			}
+			admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", ""))
+		}
+		admitNow(t, s, call(ops.DeleteContact, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "concurrency-y", 0))
+		for i := range 3 {
+			if why := held(s, call(ops.DeleteContact, "")); why != "" {
+				t.Fatalf("delete %d after a refusal on an unknown policy without a wait is held by %q", i, why)
+			}
+			admitNow(t, s, call(ops.DeleteContact, "")).Finish(answer("", ""))
+		}
 
 		admitNow(t, s, call(ops.GetContact, "")).Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{},
 			Problem: &Problem{Code: codeQuotaExhausted, Policy: "monthly-reads", ResetsAt: time.Now().Add(time.Hour)}})

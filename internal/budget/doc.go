@@ -332,6 +332,10 @@
 //
 //   - A call bigger than a level the server announced waits for the level
 //     to be full and then goes: an odd header never wedges a key.
+//   - A policy that only a refusal named, which no answer sized, holds the
+//     calls it binds for the refusal's wait and by its pace, not by what
+//     the model counts of it (level.sized;
+//     TestAPolicyHoldsWhatItIsSeenToTakeFrom).
 //   - A wait the server asks is held at most MaxLockout for a lockout and
 //     MaxServerWait otherwise.
 //   - An answer that is not the API's own binds only the call that got it

@@ -173,6 +173,13 @@ func (l *level) size() float64 {
 	return max(l.quota*l.share, l.seenMax)
 }
 
+// sized reports whether the server said anything of the level's size: a
+// quota (RateLimit-Policy) or what is left (RateLimit, a status answer). A
+// level only a refusal named is not: it holds the calls it binds for the
+// refusal's wait and by its pace (rule 4), as what it counts of them says
+// nothing of when the server frees it.
+func (l *level) sized() bool { return l.quota > 0 || !l.reported.at.IsZero() }
+
 // documented reports whether the level is the API's own, with the
 // documented quota: only then is its capacity certain enough to refuse a
 // call that can never fit it. Against a size learned from a header, a bigger

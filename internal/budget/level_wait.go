@@ -26,8 +26,12 @@ func (l *level) oldestFree(now time.Time) float64 {
 }
 
 // wait is how long until n is available: zero when it is, forever when
-// only an answer or a release can help.
+// only an answer or a release can help. A level the server never sized
+// holds no call on what it counts.
 func (l *level) wait(n float64, now time.Time) time.Duration {
+	if !l.sized() {
+		return 0
+	}
 	d := time.Duration(0)
 	if reserve, left := l.reserve(now), l.believed(now); left-reserve < n-1e-9 {
 		d = l.boundsWait(n+reserve, now)
