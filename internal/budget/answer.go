@@ -97,7 +97,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 					rel.refund(l, back, replay, now)
 				}
 				if used := tk.amount - back; used > 0 {
-					l.log.add(now, t.start, used)
+					l.log.add(now, t.start, used, l.window)
 					l.charged += used
 					if t.lease == "" && s.shared != nil {
 						took = append(took, storeLevel(l, -used, now))
@@ -159,7 +159,7 @@ func (s *State) replayedLocked(t *Ticket, now time.Time) {
 		if l := tk.l; l.unit == "points" {
 			l.take(replayPoints, now)
 			l.charged += replayPoints
-			l.log.add(now, t.start, replayPoints)
+			l.log.add(now, t.start, replayPoints, l.window)
 		}
 	}
 }

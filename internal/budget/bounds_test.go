@@ -37,7 +37,7 @@ func TestATakeLogKeepsOnlyWhatIsInItsWindow(t *testing.T) {
 	start := time.Now()
 	for i := range 100_000 {
 		at := start.Add(time.Duration(i) * time.Second)
-		g.add(at, at, 1)
+		g.add(at, at, 1, 10*time.Second)
 		g.prune(at.Add(-10 * time.Second))
 	}
 	if live := len(g.entries) - g.head; live != 10 {
@@ -46,6 +46,35 @@ func TestATakeLogKeepsOnlyWhatIsInItsWindow(t *testing.T) {
 	if n := len(g.entries); n > 200 {
 		t.Errorf("the log holds %d entries for 10 takes in its window", n)
 	}
+}
+
+// TestATakeLogHoldsAtMostMaxLogEntries: a level whose window is a day (the
+// longest a header's w counts for) and whose server keeps its bucket full
+// logs a call every 100 ms in at most maxLogEntries entries, joined takes
+// freeing no sooner than the later one.
+func TestATakeLogHoldsAtMostMaxLogEntries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		const policy, limit = `"key";q=300;w=999999999999999`, `"key";r=600;t=1`
+		for range 100_000 {
+			admitNow(t, s, call(ops.GetMe, "")).Finish(answer(policy, limit))
+			time.Sleep(100 * time.Millisecond)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		l := s.levels[Key]
+		if l.window != maxHold {
+			t.Errorf("a window of w=999999999999999 is %v, want %v", l.window, maxHold)
+		}
+		grains := int(10_000 * time.Second / (maxHold / maxLogEntries)) // of 10,000 s of calls
+		if live := len(l.log.entries) - l.log.head; live > maxLogEntries+1 || live < grains || l.log.sum != 100_000 {
+			t.Errorf("the log holds %d entries (%v points) for 100,000 one-point calls in %d grains", live, l.log.sum, grains)
+		}
+		last := l.log.entries[len(l.log.entries)-1]
+		if !last.at.Equal(time.Now().Add(-100 * time.Millisecond)) {
+			t.Errorf("the last entry is answered at %v, want the last call's answer", last.at)
+		}
+	})
 }
 
 // blockingStore is a downStore whose first Release waits until its
@@ -183,4 +212,19 @@ func TestAFullMeterReadsTheRateOffWhatItHolds(t *testing.T) {
 	if r := m.rate(start.Add(10 * time.Second)); r < 95 || r > 105 {
 		t.Errorf("%d events in 10 s read as %.1f a second, want 100", 1000, r)
 	}
+}
+
+// TestAHeadersSecondsCountForAtMostMaxHold: a w and a t of thirty million
+// years hold the next write for maxHold, the longest wait the budget
+// takes from one answer, and then it goes to ask again.
+func TestAHeadersSecondsCountForAtMostMaxHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer(`"write";q=1;w=999999999999999`, `"write";r=0;t=999999999999999`))
+		tk, waited := admitAt(t, s, call(ops.CreateContact, ""))
+		tk.Finish(answer("", ""))
+		if waited != maxHold {
+			t.Errorf("the write waited %v, want %v", waited, maxHold)
+		}
+	})
 }

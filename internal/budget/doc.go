@@ -337,7 +337,12 @@
 //     the model counts of it (level.sized;
 //     TestAPolicyHoldsWhatItIsSeenToTakeFrom).
 //   - A wait the server asks is held at most MaxLockout for a lockout and
-//     MaxServerWait otherwise.
+//     MaxServerWait otherwise. A header's w and t count for at most maxHold,
+//     and then a call goes to ask again (maxSeconds;
+//     TestAHeadersSecondsCountForAtMostMaxHold); a level's log of this key's
+//     takes keeps at most maxLogEntries entries, so a window of a day at
+//     any rate of calls takes bounded memory
+//     (TestATakeLogHoldsAtMostMaxLogEntries).
 //   - An answer that is not the API's own binds only the call that got it
 //     with its wait (rule 6 still slows the key).
 //   - A level this key shares with keys of the same principal or org in

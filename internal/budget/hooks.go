@@ -17,7 +17,7 @@ func (s *State) Spend(name string, left float64) {
 	l.refill(now)
 	l.tokens, l.at = left, now
 	if !l.shared {
-		l.log.add(now, now, l.logAvailable(now)-left)
+		l.log.add(now, now, l.logAvailable(now)-left, l.window)
 	}
 }
 

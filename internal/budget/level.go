@@ -18,9 +18,11 @@ const (
 	Lockout   = "lockout"
 )
 
-// maxWindowSeconds bounds a policy's window (w), so that no conversion to a
-// time.Duration overflows: ten years, longer than any quota resets.
-const maxWindowSeconds = 10 * 366 * 24 * 3600
+// maxSeconds bounds the seconds of a header (w, t): the model plans no
+// further ahead than maxHold, the longest wait it takes from one answer. A
+// longer window or reset is held that long, and the call after it asks
+// again.
+const maxSeconds = int64(maxHold / time.Second)
 
 const forever = time.Duration(math.MaxInt64)
 

@@ -159,6 +159,6 @@ func (l *level) observe(remaining, shown, chargedSince float64, reset int64, old
 		// counted already, so that none is taken for another's: entries
 		// taken for others stay a whole window, and on a level that does
 		// not refill they would hold calls the server accepts.
-		l.log.add(now, now, foreign)
+		l.log.add(now, now, foreign, l.window)
 	}
 }

@@ -28,6 +28,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 	}
 	var buf [2]limitHeader
 	for _, r := range parseLimitInto(h, buf[:0]) {
+		r.reset = min(r.reset, maxSeconds)
 		l := s.levels[r.name]
 		if r.partition != "" && (l == nil || !l.known) {
 			l = s.partitionLocked(r.name, r.partition, c.Target, now)
@@ -52,7 +53,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		chargedSince, known := c.chargedSince(l, charged)
 		pending := l.inflight + chargedSince // what the server may not have counted yet
 		l.observe(remaining, remaining, chargedSince, r.reset, !known, now)
-		l.reported = reported{remaining: remaining, reset: time.Duration(min(max(r.reset, 0), maxWindowSeconds)) * time.Second, at: now, others: s.othersFrom(c)}
+		l.reported = reported{remaining: remaining, reset: time.Duration(max(r.reset, 0)) * time.Second, at: now, others: s.othersFrom(c)}
 		l.moment.at, l.moment.freed, l.moment.gained = now.Add(l.reported.reset), l.log.freed, 0
 		l.learnDepth(remaining, r.reset, now)
 		l.learnShape(remaining, r.reset, now)
@@ -83,6 +84,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 // not modelled: it would hold its calls forever.
 func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 	for _, p := range policies {
+		p.window = min(p.window, maxSeconds)
 		if p.name == Parallel || p.unit == "concurrent-requests" {
 			if p.name == Parallel && p.quota > 0 {
 				s.parallel = int(min(p.quota, 1<<20))
@@ -112,7 +114,7 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 			l.unit = p.unit // a level of the API keeps its unit unless a header names another than the default
 		}
 		if p.window > 0 {
-			l.window = time.Duration(min(p.window, maxWindowSeconds)) * time.Second
+			l.window = time.Duration(p.window) * time.Second
 		}
 		l.cap(l.size())
 		l.gate.wakeHead()

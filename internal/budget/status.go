@@ -173,9 +173,10 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 		if st.Quota > 0 && st.Quota != l.docQuota || st.Window > 0 && st.Window != l.window {
 			l.endPrior() // another plan
 		}
-		l.observe(st.Remaining, max(st.Remaining, st.Capacity), chargedSince, int64(math.Ceil(st.Reset.Seconds())), false, now)
+		reset := min(st.Reset, maxHold)
+		l.observe(st.Remaining, max(st.Remaining, st.Capacity), chargedSince, int64(math.Ceil(reset.Seconds())), false, now)
 		l.keepOwe(st.Remaining, now)
-		l.reported = reported{remaining: st.Remaining, reset: st.Reset, at: now, others: s.othersFrom(c)}
+		l.reported = reported{remaining: st.Remaining, reset: reset, at: now, others: s.othersFrom(c)}
 		l.gate.wakeHead()
 	}
 }

@@ -18,13 +18,26 @@ type logEntry struct {
 	amount float64   // what it took, less what was given back since (refund)
 }
 
-// add logs amount taken by a request admitted at sent and answered at at.
-func (g *takeLog) add(at, sent time.Time, amount float64) {
+// maxLogEntries bounds a log: the takes answered within the same
+// maxLogEntries-th of the window (a minute's is 15 ms, finer than any
+// call) are one entry, as if all had been answered with the last and
+// admitted with the first, which frees them no sooner than any of them.
+const maxLogEntries = 4096
+
+// add logs amount taken by a request admitted at sent and answered at at,
+// of a level whose window is window.
+func (g *takeLog) add(at, sent time.Time, amount float64, window time.Duration) {
 	if amount <= 0 {
 		return
 	}
-	g.entries = append(g.entries, logEntry{at, sent, amount})
 	g.sum += amount
+	grain := window / maxLogEntries
+	if n := len(g.entries); n > g.head && grain > 0 && at.Truncate(grain).Equal(g.entries[n-1].at.Truncate(grain)) {
+		last := &g.entries[n-1]
+		last.at, last.sent, last.amount = later(last.at, at), sooner(last.sent, sent), last.amount+amount
+		return
+	}
+	g.entries = append(g.entries, logEntry{at, sent, amount})
 }
 
 func (g *takeLog) prune(cut time.Time) {
