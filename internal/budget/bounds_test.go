@@ -190,6 +190,7 @@ func TestAFirstWaiterWakesAtMostMaxSizesBehindIt(t *testing.T) {
 		w.enter(g)
 		ws = append(ws, w)
 	}
+	<-ws[0].wake // the first looks again as the second comes
 	g.wakeBehind()
 	woken := 0
 	for _, w := range ws {

@@ -48,6 +48,16 @@ func writes(t testing.TB, s *State, n int, limit string) {
 	}
 }
 
+// keyOf20 is a state whose key level the server said it holds 300 points,
+// cut to 20 a minute, with an empty log a minute on.
+func keyOf20(t testing.TB) *State {
+	s := New()
+	admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=300;t=0`))
+	s.SetQuota(Key, 20, 0)
+	time.Sleep(time.Minute) // the get's point leaves the key's log
+	return s
+}
+
 // statusCall is the client's own status request (GET /v1/rate_limit),
 // which passes the stale levels others take from.
 func statusCall() *Call {
@@ -1019,10 +1029,7 @@ func TestCheapCallPassesOnlyWhenItDelaysNoOne(t *testing.T) {
 // wait the list had when the first get came promises it nothing.
 func TestAFirstWhoseWaitHadNoEndIsNotPassedWithoutBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=300;t=0`))
-		s.SetQuota(Key, 20, 0)
-		time.Sleep(time.Minute) // the get's point leaves the key's log
+		s := keyOf20(t)
 		s.Spend(Key, 20)
 		var early, late []*Ticket
 		for _, c := range []*Call{call(ops.ListContacts, ""), call(ops.GetContact, "")} { // 3 points

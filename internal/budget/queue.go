@@ -97,6 +97,12 @@ func (w *waiter) enter(g *gate) {
 	w.leave()
 	heap.Push(&g.q, w)
 	w.at = g
+	if g.level != nil && len(g.q.ws) == 2 && g.q.ws[0] != w {
+		// The first, alone until now, looks again: with a call behind
+		// it, it also looks when the level frees something, which may
+		// let that call pass it (level.backfills).
+		g.q.ws[0].notify()
+	}
 	if g.level != nil {
 		if g.byNeed == nil {
 			g.byNeed = map[float64]*seqHeap{}
@@ -111,7 +117,8 @@ func (w *waiter) enter(g *gate) {
 }
 
 // leave takes w out of its gate and wakes the gate's next waiter when w was
-// the first.
+// the first, and the next of its size when w was the first of that: only
+// the first of each size looks again on its own (attempt.holdLocked).
 func (w *waiter) leave() {
 	g := w.at
 	if g == nil {
@@ -120,9 +127,12 @@ func (w *waiter) leave() {
 	first := w.pos[inQueue] == 0
 	heap.Remove(&g.q, w.pos[inQueue])
 	if h := g.byNeed[w.need]; h != nil && w.pos[inSize] >= 0 && w.pos[inSize] < len(h.ws) && h.ws[w.pos[inSize]] == w {
+		firstOfSize := w.pos[inSize] == 0
 		heap.Remove(h, w.pos[inSize])
 		if len(h.ws) == 0 {
 			delete(g.byNeed, w.need)
+		} else if firstOfSize && !first {
+			h.ws[0].notify()
 		}
 	}
 	w.at, w.promisedBy = nil, nil
