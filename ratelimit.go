@@ -180,9 +180,13 @@ func budgetError(cl *call, err error) (string, error) {
 			Request:   redactedRequest(cl.req),
 		}
 	case errors.As(err, &panicked):
-		// The shared store or the logger panicked: this call is not sent,
-		// the key's other calls go on.
-		return budget.ReasonStore, &Error{Operation: cl.op.ID, Title: "Shared budget failed", Detail: err.Error(), Local: true, Request: redactedRequest(cl.req), cause: err}
+		// The shared store, the logger or the status request panicked:
+		// this call is not sent, the key's other calls go on.
+		reason, title := "", "Budget failed"
+		if panicked.Where == budget.PanicStore {
+			reason, title = budget.ReasonStore, "Shared budget failed"
+		}
+		return reason, &Error{Operation: cl.op.ID, Title: title, Detail: err.Error(), Local: true, Request: redactedRequest(cl.req), cause: err}
 	case errors.As(err, &exhausted):
 		now := time.Now()
 		return cmp.Or(exhausted.Policy, "quota"), &Error{

@@ -275,6 +275,43 @@ func TestPanickingTransportFreesItsSlot(t *testing.T) {
 	})
 }
 
+// TestAPanickingLoggerFailsOnlyTheCallItLogs: a logger that panics as it
+// logs a call held for SlowAfter fails that call with a local error that
+// says so; the call leaves the budget, and the key's next call goes once
+// the key level has room.
+func TestAPanickingLoggerFailsOnlyTheCallItLogs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New()
+		c := budgetClient(t, srv, WithLogger(slog.New(panickingHandler{})))
+		c.state.Spend("key", -30) // 6 s of refill before a point is left
+		start := time.Now()
+		_, err := c.Me(context.Background())
+		var e *Error
+		if !errors.As(err, &e) || !e.Local || e.Title != "Budget failed" || !strings.Contains(err.Error(), "logger panicked") {
+			t.Fatalf("a call whose slow-wait log panicked: %v", err)
+		}
+		if waited := time.Since(start); waited != budget.SlowAfter {
+			t.Errorf("it failed after %v, want SlowAfter", waited)
+		}
+		if b := c.Budget(); b.Waiting != 0 || b.InFlight != 0 {
+			t.Errorf("%d waiting, %d in flight after it failed", b.Waiting, b.InFlight)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), budget.SlowAfter)
+		defer cancel()
+		if _, err := c.Me(ctx); err != nil {
+			t.Errorf("the next call: %v", err)
+		}
+	})
+}
+
+// panickingHandler is a slog.Handler that panics on every record.
+type panickingHandler struct{}
+
+func (panickingHandler) Enabled(context.Context, slog.Level) bool  { return true }
+func (panickingHandler) Handle(context.Context, slog.Record) error { panic("a broken log sink") }
+func (h panickingHandler) WithAttrs([]slog.Attr) slog.Handler      { return h }
+func (h panickingHandler) WithGroup(string) slog.Handler           { return h }
+
 // TestOneBudgetPerServer: the same key on the same server shares one
 // budget however the base URL spells the host (issue 11, item 9).
 func TestOneBudgetPerServer(t *testing.T) {

@@ -132,7 +132,7 @@ func (s *State) sayOverflow(due bool, logger *slog.Logger) {
 	if !due || logger == nil {
 		return
 	}
-	_, _ = safely("logger", func() (struct{}, error) {
+	_, _ = safely(PanicLogger, func() (struct{}, error) {
 		logger.LogAttrs(context.Background(), slog.LevelWarn, "bodo: the server named more rate-limit policies or partitions than the client models; the rest are ignored",
 			slog.Int("max_policies", MaxLearnedPolicies), slog.Int("max_partitions", MaxPartitions))
 		return struct{}{}, nil

@@ -44,15 +44,17 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 			// holds no one back, the status request least of all.
 			w.leave()
 			s.mu.Unlock()
-			if asked := c.OnHeld(why); asked != nil {
+			asked, err := a.onHeld(why)
+			if asked != nil {
 				select {
 				case <-asked:
 				case <-ctx.Done():
 				}
-				s.mu.Lock()
-				return nil
 			}
 			s.mu.Lock()
+			if err != nil || asked != nil {
+				return err
+			}
 		}
 		return &HoldError{Reason: why, Wait: a.wait, Err: context.DeadlineExceeded}
 	}
@@ -104,23 +106,35 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 		timerWait = 0
 	}
 	s.mu.Unlock()
+	var err error
 	if tell {
-		c.OnHeld(why)
+		_, err = a.onHeld(why)
 	}
-	a.sleep(ctx, timerWait, now)
+	if err == nil {
+		err = a.sleep(ctx, timerWait, now)
+	}
 	s.mu.Lock()
-	return nil
+	return err
+}
+
+// onHeld tells c.OnHeld what holds the attempt now, without the state's
+// lock; a panic there is the attempt's error, as one of OnSlow is.
+func (a *attempt) onHeld(why string) (<-chan struct{}, error) {
+	return safely(PanicStatus, func() (<-chan struct{}, error) { return a.c.OnHeld(why), nil })
 }
 
 // sleep waits, without the state's lock, until the attempt is woken, d
 // passes (none when 0 or forever) or ctx ends; Call.OnSlow hears of the
-// call meanwhile once it has waited SlowAfter.
-func (a *attempt) sleep(ctx context.Context, d time.Duration, now time.Time) {
+// call meanwhile once it has waited SlowAfter. A panic in OnSlow (the
+// client's logger) ends the wait with a PanicError: the attempt fails with
+// it and leaves its queue, and the key's other calls go on.
+func (a *attempt) sleep(ctx context.Context, d time.Duration, now time.Time) error {
 	s, c, w := a.s, a.c, &a.c.w
 	var timer *time.Timer
 	var timeout <-chan time.Time
 	if d > 0 && d != forever {
 		timer = time.NewTimer(d)
+		defer timer.Stop()
 		timeout = timer.C
 	}
 	var speak <-chan time.Time
@@ -143,13 +157,12 @@ func (a *attempt) sleep(ctx context.Context, d time.Duration, now time.Time) {
 			c.slowSaid = true
 			sw := a.slowLocked()
 			s.mu.Unlock()
-			c.OnSlow(ctx, sw)
+			if _, err := safely(PanicLogger, func() (struct{}, error) { c.OnSlow(ctx, sw); return struct{}{}, nil }); err != nil {
+				return err
+			}
 			continue
 		}
-		break
-	}
-	if timer != nil {
-		timer.Stop()
+		return nil
 	}
 }
 

@@ -111,13 +111,21 @@ func (s *State) sharedActiveLocked(now time.Time) bool {
 	return s.shared != nil && !now.Before(s.sharedRetryAt)
 }
 
-// PanicError is a panic of the shared store or of the logger, caught so
-// that the key's budget stays usable: the call it happened in fails with
-// it, the others go on.
+// PanicError is a panic of the shared store, of the logger or of the
+// client's status request, caught so that the key's budget stays usable:
+// the call it happened in fails with it and leaves its queue, the others
+// go on.
 type PanicError struct {
-	Where string // "shared store" or "logger"
+	Where string // PanicStore, PanicLogger or PanicStatus
 	Value any
 }
+
+// What panicked (PanicError.Where).
+const (
+	PanicStore  = "shared store"
+	PanicLogger = "logger"
+	PanicStatus = "status request" // the client's, asked for a call the model holds (Call.OnHeld)
+)
 
 // Error says what panicked and with what.
 func (e *PanicError) Error() string { return fmt.Sprintf("the %s panicked: %v", e.Where, e.Value) }
@@ -180,7 +188,7 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 	if msg == "" || logger == nil {
 		return nil
 	}
-	_, lerr := safely("logger", func() (struct{}, error) {
+	_, lerr := safely(PanicLogger, func() (struct{}, error) {
 		logger.LogAttrs(context.Background(), level, msg, attrs...)
 		return struct{}{}, nil
 	})

@@ -88,7 +88,7 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 	}
 	ref := leaseRef{st: s.shared, seq: s.storeSeq, key: s.sharedKey}
 	s.mu.Unlock()
-	grant, err := safely("shared store", func() (budgetstore.Grant, error) {
+	grant, err := safely(PanicStore, func() (budgetstore.Grant, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 		defer cancel()
 		return ref.st.Acquire(ctx, ref.key, req)

@@ -109,7 +109,7 @@ func (s *State) keepOnce() bool {
 
 	up := map[int]bool{}
 	for w, r := range renew {
-		m, err := safely("shared store", func() (budgetstore.Members, error) {
+		m, err := safely(PanicStore, func() (budgetstore.Members, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 			defer cancel()
 			return r.st.Renew(ctx, r.key, r.req)
@@ -164,7 +164,7 @@ func (s *State) keepOnce() bool {
 // from when it came; what a release said of the levels is left out when it
 // is stale.
 func (s *State) send(op pendingOp, now time.Time) error {
-	_, err := safely("shared store", func() (struct{}, error) {
+	_, err := safely(PanicStore, func() (struct{}, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 		defer cancel()
 		late := now.Sub(op.at)
