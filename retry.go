@@ -162,9 +162,9 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			}
 			apiErr := newError(cl.op.ID, resp, time.Now())
 			ticket.Finish(answerOf(resp, apiErr))
-			if apiErr.Code == "" && apiErr.Status == http.StatusServiceUnavailable && !retrySafe(cl, nil) {
-				// A 503 from a proxy does not say the write was not done.
-				return nil, nil, fmt.Errorf("bodo: %s: a 503 without the API's problem came back for a request without an Idempotency-Key, so it was not retried: %w: %w", cl.op.ID, ErrOutcomeUnknown, apiErr)
+			if retryable(apiErr) && mayHaveReached(apiErr) && !retrySafe(cl, nil) {
+				// Only a refusal says the write was not done.
+				return nil, nil, fmt.Errorf("bodo: %s: a %d that is not the API's refusal came back for a request without an Idempotency-Key, so it was not retried: %w: %w", cl.op.ID, apiErr.Status, ErrOutcomeUnknown, apiErr)
 			}
 			if lost && goneAlready(cl, apiErr) {
 				return resp, nil, nil
@@ -222,11 +222,13 @@ func goneAlready(cl *call, e *Error) bool {
 }
 
 // mayHaveReached reports whether e, a retryable answer, leaves open that
-// the API did the call: a 503 without the API's problem is a proxy's, which
-// may have forwarded the request and lost the answer. A 429 without it is
-// an edge limiter's, which refuses before forwarding anything.
+// the API did the call. A 429 is a refusal, an edge limiter's included,
+// which refuses before forwarding anything, and so is the API's OVERLOADED
+// or RATE_LIMITED. Anything else (a 503 of a proxy, whatever code a JSON
+// body of it carries; IDEMPOTENCY_KEY_IN_USE, the same request still
+// running) may follow a request that was forwarded and its answer lost.
 func mayHaveReached(e *Error) bool {
-	return e.Code == "" && e.Status == http.StatusServiceUnavailable
+	return e.Status != http.StatusTooManyRequests && e.Code != CodeOverloaded && e.Code != CodeRateLimited
 }
 
 // attempt sends one attempt of the call through the call's middleware (at

@@ -475,20 +475,43 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// TestProxy503ForAnUnkeyedWriteIsNotRetried: a 503 without the API's
-// problem does not prove the write was not done.
+// TestProxy503ForAnUnkeyedWriteIsNotRetried: a retryable answer that is
+// no refusal (a 503 without the API's problem, or with a code the contract
+// does not give a 503; an IDEMPOTENCY_KEY_IN_USE, which a request without a
+// key cannot get from the API) does not prove the write was not done; the
+// API's OVERLOADED does.
 func TestProxy503ForAnUnkeyedWriteIsNotRetried(t *testing.T) {
+	proxyJSON := httpmock.NewStringResponder(503, `{"code":"UPSTREAM_CONNECT_ERROR","message":"upstream reset"}`).
+		HeaderSet(http.Header{"Content-Type": {"application/json"}, "Retry-After": {"0"}})
+	for name, refuse := range map[string]httpmock.Responder{
+		"plain text":         httpmock.NewStringResponder(503, "upstream reset before headers"),
+		"JSON with a code":   proxyJSON,
+		"the API's INTERNAL": problemResponder(503, "INTERNAL", http.Header{"Retry-After": {"0"}}, nil),
+		"a 409 in use":       problemResponder(409, CodeIdempotencyKeyInUse, http.Header{"Retry-After": {"0"}}, nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, mt := mockClient(t)
+				var rec recorder
+				mt.RegisterResponder("POST", "=~/v1/contacts", rec.wrap(refuse))
+				_, err := c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada"}, WithoutIdempotencyKey())
+				if !errors.Is(err, ErrOutcomeUnknown) || rec.count() != 1 {
+					t.Errorf("%d requests, err = %v", rec.count(), err)
+				}
+				_, err = c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada"})
+				if rec.count() != 4 {
+					t.Errorf("a keyed write is retried: %d requests, err = %v", rec.count(), err)
+				}
+			})
+		})
+	}
 	synctest.Test(t, func(t *testing.T) {
 		c, mt := mockClient(t)
 		var rec recorder
-		mt.RegisterResponder("POST", "=~/v1/contacts", rec.wrap(httpmock.NewStringResponder(503, "upstream reset before headers")))
+		mt.RegisterResponder("POST", "=~/v1/contacts", rec.wrap(problemResponder(503, CodeOverloaded, http.Header{"Retry-After": {"0"}}, nil)))
 		_, err := c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada"}, WithoutIdempotencyKey())
-		if !errors.Is(err, ErrOutcomeUnknown) || rec.count() != 1 {
-			t.Errorf("%d requests, err = %v", rec.count(), err)
-		}
-		_, err = c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada"})
-		if rec.count() != 4 || !errors.Is(err, ErrOverloaded) {
-			t.Errorf("a keyed write is retried: %d requests, err = %v", rec.count(), err)
+		if !errors.Is(err, ErrOverloaded) || rec.count() != 3 {
+			t.Errorf("an unkeyed write the API refused as OVERLOADED: %d requests, err = %v", rec.count(), err)
 		}
 	})
 }
