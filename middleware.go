@@ -75,7 +75,9 @@ type Attempt struct {
 	Wait     time.Duration
 	HeldBy   string
 	CallWait time.Duration
-	// Client is the client making the call, for its Budget.
+	// Client is the client making the call, for its Budget, while the
+	// attempt is in the middleware; nil once it is through, so that a
+	// request kept in an error or a response leads to no client.
 	Client *Client
 }
 
@@ -136,6 +138,7 @@ func (c *Client) throughMiddleware(cl *call, req *http.Request, a Attempt) (*htt
 		return func(r *http.Request) (*http.Response, error) { return mw[i](r, step(i+1)) }
 	}
 	resp, err := step(0)(req)
+	a.Client = nil // the request stays in errors and responses: no way to the key from there
 	switch {
 	case err != nil && resp != nil && resp.Body != nil:
 		_ = resp.Body.Close()

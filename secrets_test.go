@@ -282,6 +282,35 @@ func TestSecretNotInErrors(t *testing.T) {
 	})
 }
 
+// TestSecretNotInErrorsThroughMiddleware: with a middleware, whose
+// attempts carry the client in their context, neither an error's request
+// nor a response's (WithResponseInto) leads to the key once the call is
+// done.
+func TestSecretNotInErrorsThroughMiddleware(t *testing.T) {
+	checkNoLeaks(t)
+	synctest.Test(t, func(t *testing.T) {
+		var seen *Client
+		passThrough := func(req *http.Request, next MiddlewareNext) (*http.Response, error) {
+			a, _ := AttemptFrom(req.Context())
+			seen = a.Client
+			return next(req)
+		}
+		c, mt := mockClient(t, WithMiddleware(passThrough), WithMaxRetries(0))
+		mt.RegisterResponder("GET", "=~/v1/contacts/con_404", problemResponder(404, CodeNotFound, nil, nil))
+		mt.RegisterResponder("GET", "=~/v1/me", jsonResponder(200, map[string]any{}))
+		_, err := c.Contacts.Get(context.Background(), "con_404")
+		checkErrorHidesKey(t, "through middleware", err)
+		if seen != c {
+			t.Errorf("the middleware saw the client %p, want %p", seen, c)
+		}
+		var resp *http.Response
+		if _, err := c.Me(context.Background(), WithResponseInto(&resp)); err != nil {
+			t.Fatal(err)
+		}
+		noKeyIn(t, "a response through middleware", resp, testKey)
+	})
+}
+
 // TestSecretNotInLogs logs a retried and a final 429 through slog's JSON
 // and text handlers, at debug level and with the source.
 func TestSecretNotInLogs(t *testing.T) {
