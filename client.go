@@ -802,18 +802,26 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 
 // prepareBatch gives every write part without an idempotencyKey a key of its
 // own (fixed once, so every retry sends the same bytes) and sums the parts'
-// costs and demands.
+// costs and demands. With the batch's own Idempotency-Key, a part's key is
+// derived from it and the part's place (a name-based UUID), so that the
+// same batch sent again with the same key is the same request, which the
+// server replays.
 func prepareBatch(cl *call) error {
 	var br BatchRequest
 	if err := json.Unmarshal(cl.body, &br); err != nil {
 		return err
 	}
+	batchKey := cl.req.Header.Get("Idempotency-Key")
 	cl.bc.Cost, cl.bc.Demand = 0, nil
 	for i := range br.Requests {
 		part := &br.Requests[i]
 		method := string(part.Method)
 		if (method == http.MethodPost || method == http.MethodPatch) && !part.IdempotencyKey.IsSet() {
-			part.IdempotencyKey = String(uuid.NewString())
+			key := uuid.NewString()
+			if batchKey != "" {
+				key = uuid.NewSHA1(batchPartKeys, fmt.Appendf(nil, "%s/%d", batchKey, i)).String()
+			}
+			part.IdempotencyKey = String(key)
 		}
 		u, err := url.Parse(part.Path)
 		if err != nil {
@@ -838,6 +846,10 @@ func prepareBatch(cl *call) error {
 	cl.req.ContentLength = int64(len(body))
 	return nil
 }
+
+// batchPartKeys is the namespace of the part keys prepareBatch derives from
+// a batch's Idempotency-Key.
+var batchPartKeys = uuid.MustParse("6f1c9a52-3a0e-4d8b-9c47-0b1d2e5f7a10")
 
 // newAttempt returns a fresh request for one attempt, with the call's body.
 // It has no GetBody: net/http resends a request it can rewind, with an

@@ -413,3 +413,31 @@ func TestServeHTTP(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestABatchSentAgainWithItsKeyIsReplayed: a batch sent twice with the
+// caller's own Idempotency-Key is the same request twice, its write parts'
+// keys included, so the server replays it and creates the contact once.
+func TestABatchSentAgainWithItsKeyIsReplayed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := bodotest.NewServer(bodotest.WithoutLimits())
+		defer srv.Close()
+		c := newClient(t, srv)
+		part, err := bodo.BatchPart(bodo.BatchMethodPost, "/v1/contacts", bodo.ContactCreate{Name: "Ada"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := bodo.BatchRequest{Requests: []bodo.BatchRequestItem{part}}
+		for i := range 2 {
+			if _, err := c.Batch(t.Context(), req, bodo.WithIdempotencyKey("batch-1")); err != nil {
+				t.Fatalf("batch %d with the key batch-1: %v", i, err)
+			}
+		}
+		count, err := c.Contacts.Count(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if count.Count != 1 {
+			t.Errorf("%d contacts after the same batch twice, want 1", count.Count)
+		}
+	})
+}
