@@ -890,6 +890,9 @@ func decodeBytes(operation string, resp *http.Response, body []byte, out any) er
 
 func invalidResponse(operation string, resp *http.Response, body []byte, err error) *Error {
 	resp.Request = redactedRequest(resp.Request)
+	if len(body) > maxProblemBody {
+		body = bytes.Clone(body[:maxProblemBody]) // an error keeps no more of a body than a problem's, nor the rest alive
+	}
 	return &Error{
 		cause:     err,
 		Operation: operation,

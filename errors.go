@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Problem codes of the bodo API: the code member of a problem answer, and
@@ -201,7 +202,22 @@ func (e *Error) Error() string {
 	if e.RequestID != "" {
 		fmt.Fprintf(&b, " [%s]", e.RequestID)
 	}
-	return b.String()
+	return oneLine(b.String())
+}
+
+// oneLine is s with every control character (a line break of a server's
+// detail, say) a space, so that an error is one line and forges no other
+// line in a log.
+func oneLine(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 func (e *Error) advice() string {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/jarcoal/httpmock"
@@ -138,6 +139,47 @@ func TestInvalidSuccessBodyIsAnError(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || e.Status != 200 || !strings.Contains(err.Error(), "could not be read") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestInvalidSuccessBodyIsCappedInTheError: a 2xx body that cannot be
+// read, up to the 32 MB a success may have, is kept in the error no longer
+// than a problem's body.
+func TestInvalidSuccessBodyIsCappedInTheError(t *testing.T) {
+	c, mt := mockClient(t, WithMaxRetries(0))
+	mt.RegisterResponder("GET", "=~/v1/contacts/", httpmock.NewStringResponder(200, `{"id":"`+strings.Repeat("x", 20<<20)))
+	_, err := c.Contacts.Get(context.Background(), "con_1")
+	var e *Error
+	if !errors.As(err, &e) || len(e.Body) != maxProblemBody || cap(e.Body) != maxProblemBody {
+		t.Fatalf("got %v with a body of %d bytes (capacity %d)", err, len(e.Body), cap(e.Body))
+	}
+}
+
+// TestAnErrorIsOneLine: line breaks and other control characters in what
+// the server said (detail, field messages, an operation's error) come out
+// as spaces, so that an error forges no line of a log.
+func TestAnErrorIsOneLine(t *testing.T) {
+	c, mt := mockClient(t, WithMaxRetries(0))
+	mt.RegisterResponder("GET", "=~/v1/contacts/", problemResponder(422, CodeValidationFailed, nil, map[string]any{
+		"detail": "weg\nlevel=ERROR msg=\"forged\"\r",
+		"errors": []map[string]string{{"field": "name\n", "message": "fehlt\u0000\u001b[31m"}},
+	}))
+	_, err := c.Contacts.Get(context.Background(), "con_1")
+	if err == nil || strings.ContainsFunc(err.Error(), unicode.IsControl) {
+		t.Errorf("%q", err)
+	}
+	op := &Operation{ID: "op_1", Error: Value(OperationError{Code: "EXPORT_FAILED", Message: "a\nb"})}
+	if msg := (&OperationFailedError{Operation: op}).Error(); strings.ContainsFunc(msg, unicode.IsControl) {
+		t.Errorf("%q", msg)
+	}
+}
+
+// TestAZeroOperationFailedErrorSaysSo: the zero value prints and unwraps
+// without a panic.
+func TestAZeroOperationFailedErrorSaysSo(t *testing.T) {
+	e := &OperationFailedError{}
+	if e.Error() == "" || errors.Is(e, ErrInternal) || e.Unwrap() != nil {
+		t.Errorf("%q", e.Error())
 	}
 }
 

@@ -23,16 +23,23 @@ type OperationFailedError struct {
 }
 
 func (e *OperationFailedError) Error() string {
+	if e.Operation == nil {
+		return "bodo: an operation failed"
+	}
 	msg := "no error given"
 	if oe, ok := e.Operation.Error.Get(); ok {
 		msg = oe.Code + ": " + oe.Message
 	}
-	return fmt.Sprintf("bodo: operation %s failed: %s", e.Operation.ID, msg)
+	return oneLine(fmt.Sprintf("bodo: operation %s failed: %s", e.Operation.ID, msg))
 }
 
 // Unwrap returns the failure as an *Error: the getOperation answer (200)
-// that said so, with the operation's error code and message.
+// that said so, with the operation's error code and message; nil without
+// an Operation.
 func (e *OperationFailedError) Unwrap() error {
+	if e.Operation == nil {
+		return nil
+	}
 	apiErr := &Error{Operation: ops.GetOperation.ID, Status: http.StatusOK, Title: "Operation failed", Detail: "operation " + e.Operation.ID + " failed"}
 	if oe, ok := e.Operation.Error.Get(); ok {
 		apiErr.Code, apiErr.Detail = oe.Code, oe.Message
