@@ -823,20 +823,13 @@ func prepareBatch(cl *call) error {
 			}
 			part.IdempotencyKey = String(key)
 		}
-		u, err := url.Parse(part.Path)
+		op, q, err := partOperation(method, part.Path)
 		if err != nil {
-			return fmt.Errorf("part %d: path %q: %w", i, part.Path, err)
-		}
-		op, _, ok := ops.Match(method, u.Path)
-		if !ok {
-			return fmt.Errorf("part %d: no operation %s %s", i, method, u.Path)
-		}
-		if op == ops.Batch {
-			return fmt.Errorf("part %d: a batch cannot contain a batch", i)
+			return fmt.Errorf("part %d: %s %q: %w", i, method, part.Path, err)
 		}
 		cl.parts = append(cl.parts, op)
-		cl.bc.Cost += float64(op.CostFor(u.Query().Get))
-		cl.bc.Demand = budget.AddDemand(cl.bc.Demand, budget.DemandOf(op, u.Query()))
+		cl.bc.Cost += float64(op.CostFor(q.Get))
+		cl.bc.Demand = budget.AddDemand(cl.bc.Demand, budget.DemandOf(op, q))
 	}
 	body, err := json.Marshal(br)
 	if err != nil {

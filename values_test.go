@@ -1,6 +1,7 @@
 package bodo
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -55,7 +56,14 @@ func TestBatchPartAndDecode(t *testing.T) {
 	for _, bad := range []struct {
 		method BatchMethod
 		path   string
-	}{{"get", "/v1/contacts"}, {BatchMethodGet, "contacts"}, {BatchMethodPost, "/v1/batch"}, {BatchMethodGet, "/v1/contacts/%zz"}} {
+	}{
+		{"get", "/v1/contacts"}, {BatchMethodGet, "contacts"}, {BatchMethodPost, "/v1/batch"}, {BatchMethodGet, "/v1/contacts/%zz"},
+		// What the service methods refuse of an id: dot segments, also
+		// percent-encoded, and a literal of another path; and empty segments.
+		{BatchMethodDelete, "/v1/contacts/.."}, {BatchMethodDelete, "/v1/contacts/%2e%2e"}, {BatchMethodPost, "/v1/invoices/../pay"},
+		{BatchMethodPatch, "/v1/contacts/."}, {BatchMethodDelete, "/v1/contacts/count"}, {BatchMethodGet, "/v1/contacts/con_1/"},
+		{BatchMethodGet, "/v1//contacts"},
+	} {
 		if _, err := BatchPart(bad.method, bad.path, nil); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("BatchPart(%q, %q) = %v, want a BAD_REQUEST *Error", bad.method, bad.path, err)
 		}
@@ -63,20 +71,35 @@ func TestBatchPartAndDecode(t *testing.T) {
 	if p, err := BatchPart(BatchMethodGet, "/v1/contacts/count", nil); err != nil || !p.Body.IsZero() {
 		t.Errorf("BatchPart without a body = %+v, %v", p, err)
 	}
-
-	var c Contact
-	ok := BatchResultItem{Status: 201, Body: Value(json.RawMessage(`{"id":"con_1","name":"Ada"}`))}
-	if err := ok.Decode(&c); err != nil || c.ID != "con_1" {
-		t.Errorf("Decode = %+v, %v", c, err)
+	for _, good := range []struct {
+		method BatchMethod
+		path   string
+	}{{BatchMethodGet, "/v1/contacts/con_1"}, {BatchMethodPost, "/v1/invoices/inv_1/pay"}, {BatchMethodGet, "/v1/contacts?q=a%2Fb&limit=10"}} {
+		if _, err := BatchPart(good.method, good.path, nil); err != nil {
+			t.Errorf("BatchPart(%q, %q) = %v", good.method, good.path, err)
+		}
 	}
-	if err := (BatchResultItem{Status: 204, Body: Null[json.RawMessage]()}).Decode(&c); err != nil {
+	c, mt := mockClient(t)
+	var rec recorder
+	mt.RegisterResponder("POST", "=~/v1/batch", rec.wrap(jsonResponder(200, map[string]any{"responses": []any{}})))
+	_, err = c.Batch(context.Background(), BatchRequest{Requests: []BatchRequestItem{{Method: BatchMethodDelete, Path: "/v1/contacts/%2e%2e"}}})
+	if !errors.Is(err, ErrBadRequest) || rec.count() != 0 {
+		t.Errorf("a batch whose part Batch would not make: %v, %d sent", err, rec.count())
+	}
+
+	var contact Contact
+	ok := BatchResultItem{Status: 201, Body: Value(json.RawMessage(`{"id":"con_1","name":"Ada"}`))}
+	if err := ok.Decode(&contact); err != nil || contact.ID != "con_1" {
+		t.Errorf("Decode = %+v, %v", contact, err)
+	}
+	if err := (BatchResultItem{Status: 204, Body: Null[json.RawMessage]()}).Decode(&contact); err != nil {
 		t.Errorf("Decode of a 204 = %v", err)
 	}
-	if err := (BatchResultItem{Status: 200, Body: Value(json.RawMessage(`[1]`))}).Decode(&c); !errors.As(err, new(*Error)) {
+	if err := (BatchResultItem{Status: 200, Body: Value(json.RawMessage(`[1]`))}).Decode(&contact); !errors.As(err, new(*Error)) {
 		t.Errorf("Decode of a list into a Contact = %v, want an *Error", err)
 	}
 	notFound := BatchResultItem{Status: 404, Body: Value(json.RawMessage(`{"type":"https://developers.bodo-app.com/problems/NOT_FOUND","title":"Nicht gefunden","status":404,"code":"NOT_FOUND","requestId":"req_1"}`))}
-	err = notFound.Decode(&c)
+	err = notFound.Decode(&contact)
 	var e *Error
 	if !errors.Is(err, ErrNotFound) || !errors.As(err, &e) || e.RequestID != "req_1" {
 		t.Errorf("Decode of a 404 = %v", err)
