@@ -3,12 +3,16 @@ package redisbudget
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/bodo-app/bodo-go"
 	"github.com/bodo-app/bodo-go/budgetstore"
+	"github.com/bodo-app/bodo-go/internal/budget"
+	"github.com/bodo-app/bodo-go/internal/ops"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 )
 
@@ -81,5 +85,50 @@ func TestAnotherProcessesRefusalIsNotSatOutPastMaxRetryWait(t *testing.T) {
 		cancel()
 		<-done
 		t.Error("the call sat out another process's refusal of an hour, past its MaxRetryWait of a second")
+	}
+}
+
+// TestARefusalsWaitSentLateStillHoldsEveryProcess: process A's create is
+// refused on write with a 20 s wait while A cannot reach Redis for 1.5 s,
+// longer than a release stays fresh. The release A sends when Redis is
+// back still carries the wait, less the time it came late, so process B's
+// create is held by it too; sent at once, the same.
+func TestARefusalsWaitSentLateStillHoldsEveryProcess(t *testing.T) {
+	t.Parallel()
+	for _, outage := range []time.Duration{0, 1500 * time.Millisecond} {
+		t.Run(outage.String(), func(t *testing.T) {
+			rs := startRedis(t)
+			k := testKey()
+			var down atomic.Bool
+			sa := &faultyBudget{real: New(rs.Client(t)), pick: func(string) Fault {
+				if down.Load() {
+					return faultError
+				}
+				return faultNone
+			}}
+			a, b := budget.New(), budget.New()
+			a.UseStore(sa, k, nil)
+			b.UseStore(New(rs.Client(t)), k, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			admitAnswered(ctx, t, a, ops.GetMe, "")
+			admitAnswered(ctx, t, b, ops.GetMe, "")
+			tk, _, err := a.Admit(ctx, callOf(ops.CreateContact))
+			if err != nil {
+				t.Fatal(err)
+			}
+			down.Store(outage > 0)
+			tk.Finish(budget.Answer{Status: http.StatusTooManyRequests, Header: http.Header{},
+				Problem: &budget.Problem{Code: "RATE_LIMITED", Policy: budget.Write, RetryAfter: 20 * time.Second, Hinted: true}})
+			time.Sleep(outage)
+			down.Store(false)
+			time.Sleep(time.Second) // A's keeper sends the kept release
+			cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
+			defer ccancel()
+			if tk, _, err := b.Admit(cctx, callOf(ops.CreateContact)); err == nil {
+				tk.Finish(budget.Answer{Status: http.StatusOK, Header: http.Header{}})
+				t.Errorf("B's create went %v after the server told A to wait 20 s", outage+time.Second)
+			}
+		})
 	}
 }

@@ -177,8 +177,9 @@ func (s *State) send(op pendingOp, now time.Time) error {
 			rel.RefusedAgo = late
 		}
 		rel.Linger = max(rel.Linger-late, 0)
+		rel.Owe = owedNow(rel.Owe, late, late > staleAfter)
 		if late > staleAfter {
-			rel.Left, rel.Owe, rel.Cut = nil, nil, false
+			rel.Left, rel.Cut = nil, false
 		}
 		return struct{}{}, op.st.Release(ctx, op.key, rel)
 	})
@@ -194,6 +195,25 @@ func (s *State) takenNowLocked(levels []budgetstore.Level, now time.Time) {
 			levels[i].Taken = takenOf(l, levels[i].Size, now)
 		}
 	}
+}
+
+// owedNow is what a release's Owe says late: each refusal's wait, less
+// late, and the wait's end is the server's moment, which binds every
+// process however late it comes. Stale, it no longer caps what a level
+// holds (that is the answers' since), only holds it.
+func owedNow(owe []budgetstore.Level, late time.Duration, stale bool) []budgetstore.Level {
+	var out []budgetstore.Level
+	for _, l := range owe {
+		if l.Hold <= late {
+			continue
+		}
+		l.Hold -= late
+		if stale {
+			l.Amount = l.Size
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 func ago(levels []budgetstore.Level, late time.Duration) []budgetstore.Level {
