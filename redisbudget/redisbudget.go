@@ -99,7 +99,7 @@ func (b *Budget) Acquire(ctx context.Context, key string, req budgetstore.Acquir
 	admitted, _ := res[0].(int64)
 	wait, _ := res[1].(int64)
 	reason, _ := res[2].(string)
-	g := budgetstore.Grant{Admitted: admitted == 1, Wait: millis(min(max(wait, 0), int64(time.Hour/time.Millisecond))), Reason: reason,
+	g := budgetstore.Grant{Admitted: admitted == 1, Wait: millis(min(wait, int64(time.Hour/time.Millisecond))), Reason: reason,
 		LeaseTTL: millis(res[5]), Members: members(res[6], res[7])}
 	refusal, _ := res[8].(int64)
 	g.Refusal = refusal == 1
@@ -130,8 +130,12 @@ func heldLevels(v any) []budgetstore.Level {
 // millis reads a number of milliseconds of a script's answer.
 func millis(v any) time.Duration {
 	n, _ := v.(int64)
-	return time.Duration(n) * time.Millisecond
+	return time.Duration(min(max(n, 0), maxMillis)) * time.Millisecond
 }
+
+// maxMillis bounds what millis reads: no wait, lease or reset the store
+// keeps is longer than a day, and a damaged key says nothing longer.
+const maxMillis = int64(24 * time.Hour / time.Millisecond)
 
 func members(n, rank any) budgetstore.Members {
 	m := budgetstore.Members{}

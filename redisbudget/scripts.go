@@ -18,6 +18,15 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local keep = 86400000
 
+-- num is a stored number, or d when the field is missing or holds no
+-- finite number (a key edited by hand, or damaged): no stored value fails
+-- a script, and none holds a level for ever.
+local function num(x, d)
+  local v = tonumber(x)
+  if v == nil or v ~= v or v == math.huge or v == -math.huge then return d end
+  return v
+end
+
 local function touch(k)
   redis.call('PEXPIRE', k, keep)
 end
@@ -41,10 +50,10 @@ local function tokens_of(l)
   local rate = l.rate
   if rate == 0 and l.window > 0 then
     redis.call('HSET', k, 'sw', now + l.window)
-  elseif (tonumber(h[4]) or 0) > now then
+  elseif num(h[4], 0) > now then
     rate = 0
   end
-  local tokens, fresh = tonumber(h[1]), false
+  local tokens, fresh = num(h[1]), false
   if not tokens then
     fresh = true
     tokens = math.max(0, l.size - l.taken)
@@ -52,16 +61,18 @@ local function tokens_of(l)
     if l.taken > 0 then redis.call('HSET', k, 'nb', now + l.window) end
     touch(k)
   end
-  local at = tonumber(h[2]) or now
+  local at = num(h[2], now)
   if at > now then
     at = now
     redis.call('HSET', k, 'a', now)
   end
   if now > at then tokens = tokens + rate * (now - at) / 1000 end
-  tokens = math.min(l.size, tokens)
-  local m = tonumber(h[3])
+  -- No call leaves a level deeper in debt than its size (a call bigger
+  -- than the level leaves less).
+  tokens = math.max(math.min(l.size, tokens), -l.size)
+  local m = num(h[3])
   if m and m <= now then
-    tokens = math.min(tokens + (tonumber(h[5]) or 1), math.max(l.size, tokens))
+    tokens = math.min(tokens + num(h[5], 1), math.max(l.size, tokens))
     redis.call('HSET', k, 't', tostring(tokens), 'a', now)
     redis.call('HDEL', k, 'm', 'mu')
     m = nil
@@ -73,7 +84,7 @@ end
 -- ('ia') after what l gives back or takes happened (l.ago), or now
 -- (fresh, from tokens_of): the model it began from had it.
 local function begun_since(l, fresh)
-  local ia = tonumber(redis.call('HGET', p .. ':lv:' .. l.name, 'ia')) or -1
+  local ia = num(redis.call('HGET', p .. ':lv:' .. l.name, 'ia'), -1)
   return fresh or ia > now - l.ago
 end
 
@@ -88,13 +99,13 @@ end
 -- their sum ('ls'); its level has the window ('w') while it does.
 local function log_entry(member)
   local id, amount = string.match(member, '^(%d+):(.+)$')
-  return id, tonumber(amount) or 0
+  return id, num(amount, 0)
 end
 
 -- log_sum drops the takes that left the window (ms) and sums the rest.
 local function log_sum(name, window)
   local k, lk = p .. ':lv:' .. name, p .. ':log:' .. name
-  local sum = tonumber(redis.call('HGET', k, 'ls')) or 0
+  local sum = num(redis.call('HGET', k, 'ls'), 0)
   local old = redis.call('ZRANGEBYSCORE', lk, '-inf', now - window)
   if #old > 0 then
     for _, e in ipairs(old) do
@@ -141,7 +152,7 @@ local function log_frees(name, window, missing)
   for i = 1, #e, 2 do
     local _, amount = log_entry(e[i])
     missing = missing - amount
-    if missing <= 1e-9 then return tonumber(e[i + 1]) + window - now end
+    if missing <= 1e-9 then return num(e[i + 1], now) + window - now end
   end
   return nil
 end
@@ -150,8 +161,8 @@ end
 -- its rate, up to its burst.
 local function paced_of(name, pace, burst)
   local h = redis.call('HMGET', p .. ':lv:' .. name, 'pt', 'pa')
-  local tokens = tonumber(h[1]) or burst
-  local at = math.min(tonumber(h[2]) or now, now)
+  local tokens = num(h[1], burst)
+  local at = math.min(num(h[2], now), now)
   return math.min(burst, tokens + pace * (now - at) / 1000)
 end
 
@@ -176,7 +187,7 @@ local function members(me, ttl)
   local h = redis.call('HGETALL', k)
   local ids = {}
   for i = 1, #h, 2 do
-    if now - tonumber(h[i + 1]) > ttl then
+    if now - num(h[i + 1], 0) > ttl then
       redis.call('HDEL', k, h[i])
     else
       ids[#ids + 1] = h[i]
@@ -208,15 +219,17 @@ local function drop_lease(id, back)
   local d = redis.call('HGETALL', p .. ':lease:' .. id)
   local marks = redis.call('HGETALL', p .. ':leaseld:' .. id)
   local charged, charged_before = {}, {}
-  for i = 1, #marks, 2 do charged_before[marks[i]] = tonumber(marks[i + 1]) end
+  for i = 1, #marks, 2 do charged_before[marks[i]] = num(marks[i + 1], 0) end
   for i = 1, #d, 2 do
-    local name, amount = d[i], tonumber(d[i + 1])
-    redis.call('HINCRBYFLOAT', p .. ':inflight', name, -amount)
+    local name, amount = d[i], num(d[i + 1], 0)
+    if num(redis.call('HINCRBYFLOAT', p .. ':inflight', name, -amount), 0) <= 1e-9 then
+      redis.call('HDEL', p .. ':inflight', name) -- nothing in flight: a level's name no longer used leaves no field
+    end
     local c = amount - ((back and back[name]) or 0)
     if c > 1e-9 then
       local k = p .. ':lv:' .. name
       redis.call('HINCRBYFLOAT', k, 'ld', c)
-      if (tonumber(redis.call('HGET', k, 'w')) or 0) > 0 then log_add(name, c) end
+      if num(redis.call('HGET', k, 'w'), 0) > 0 then log_add(name, c) end
       charged[name] = c
     end
   end
@@ -230,9 +243,9 @@ end
 -- and cutSpacing (1 s)
 local function aimd(maxinflight)
   local s = redis.call('HMGET', p .. ':state', 'cap', 'pace', 'lc')
-  local cap = tonumber(s[1]) or maxinflight
-  local pace = tonumber(s[2]) or 1
-  local lc = math.min(tonumber(s[3]) or now, now)
+  local cap = num(s[1], maxinflight)
+  local pace = num(s[2], 1)
+  local lc = math.min(num(s[3], now), now)
   local steps = math.floor((now - lc) / 2000)
   if steps > 0 then
     cap = cap + steps
@@ -291,13 +304,15 @@ end
 local blocks = {'*'}
 for _, l in ipairs(levels) do blocks[#blocks + 1] = l.name end
 for _, name in ipairs(blocks) do
-  local untilms = tonumber(redis.call('HGET', p .. ':blocks', name))
+  local untilms = num(redis.call('HGET', p .. ':blocks', name))
   if untilms and untilms > now then
     return no(0, 'quota', name, untilms - now)
+  elseif untilms then
+    redis.call('HDEL', p .. ':blocks', name)
   end
 end
 
-local paused = tonumber(redis.call('HGET', p .. ':state', 'paused')) or 0
+local paused = num(redis.call('HGET', p .. ':state', 'paused'), 0)
 if paused > now then
   return no(paused - now, 'lockout')
 end
@@ -308,7 +323,7 @@ if refusals + leases >= rlimit then
   local wait = 0
   if refusals > 0 then
     local oldest = redis.call('ZRANGE', p .. ':refusals', 0, 0, 'WITHSCORES')
-    wait = tonumber(oldest[2]) + rwindow - now
+    wait = num(oldest[2], now) + rwindow - now
   end
   return no(math.max(wait, 0), 'refusal-guard')
 end
@@ -327,7 +342,7 @@ if not unbudgeted then
     local asked = l.rate
     l.tokens, l.rate, m = tokens_of(l)
     local h = redis.call('HMGET', k, 'ru', 'w', 'nb')
-    local ru, logw, nb = tonumber(h[1]) or 0, tonumber(h[2]) or 0, tonumber(h[3]) or 0
+    local ru, logw, nb = num(h[1], 0), num(h[2], 0), num(h[3], 0)
     local logged = l.quota > 0 and l.window > 0
     if logged and logw ~= l.window then
       redis.call('HSET', k, 'w', l.window)
@@ -338,7 +353,7 @@ if not unbudgeted then
     -- unless a refusal holds the level, the bound of its log.
     local have, bound = l.tokens, nil
     if logged and ru <= now and nb <= now then
-      bound = l.quota - log_sum(l.name, l.window) - (tonumber(redis.call('HGET', p .. ':inflight', l.name)) or 0)
+      bound = l.quota - log_sum(l.name, l.window) - num(redis.call('HGET', p .. ':inflight', l.name), 0)
       have = math.max(have, bound)
     end
     l.have = have
@@ -375,7 +390,7 @@ if not unbudgeted then
     if l.pace > 0 and bound and l.rate == 0 then
       local oldest = redis.call('ZRANGE', p .. ':log:' .. l.name, 0, 0, 'WITHSCORES')
       if #oldest > 0 then
-        local secs = (tonumber(oldest[2]) + l.window - now) / 1000
+        local secs = (num(oldest[2], now) + l.window - now) / 1000
         if secs > 0 then
           local left = math.max(have, 0) / secs
           l.pace = math.min(l.pace, left)
@@ -399,8 +414,8 @@ if not unbudgeted then
     local pr = pace * keyrate
     local burst = math.max(pr * 2, 1)
     local s = redis.call('HMGET', p .. ':state', 'pt', 'pa')
-    pt = tonumber(s[1]) or burst
-    pa = tonumber(s[2]) or now
+    pt = num(s[1], burst)
+    pa = num(s[2], now)
     if pa > now then
       pa = now
       redis.call('HSET', p .. ':state', 'pa', now)
@@ -495,11 +510,11 @@ end
 -- than the server did holds the rest as taken now: others took it.
 for _, l in ipairs(left) do
   local k = p .. ':lv:' .. l.name
-  local inflight = tonumber(redis.call('HGET', p .. ':inflight', l.name)) or 0
+  local inflight = num(redis.call('HGET', p .. ':inflight', l.name), 0)
   local upper = l.amount - inflight
   local lower = upper
   if charged_before[l.name] then
-    local ld = tonumber(redis.call('HGET', k, 'ld')) or 0
+    local ld = num(redis.call('HGET', k, 'ld'), 0)
     lower = upper - math.max(0, ld - charged_before[l.name] - (charged[l.name] or 0))
   end
   local tokens, rate = tokens_of(l)
@@ -517,11 +532,11 @@ for _, l in ipairs(owe) do
   save(l.name, math.min(tokens_of(l), l.amount))
   if l.hold > 0 then
     local k = p .. ':lv:' .. l.name
-    redis.call('HSET', k, 'ru', math.max(tonumber(redis.call('HGET', k, 'ru')) or 0, now + l.hold))
+    redis.call('HSET', k, 'ru', math.max(num(redis.call('HGET', k, 'ru'), 0), now + l.hold))
   end
 end
 if cut then
-  local lastcut = tonumber(redis.call('HGET', p .. ':state', 'lcut'))
+  local lastcut = num(redis.call('HGET', p .. ':state', 'lcut'))
   if not lastcut or now - lastcut >= 1000 then
     local cap, pace, lc = aimd(maxinflight)
     if pace >= 1 then redis.call('HDEL', p .. ':state', 'pt', 'pa') end
@@ -530,12 +545,17 @@ if cut then
   end
 end
 if pausems > 0 then
-  local paused = tonumber(redis.call('HGET', p .. ':state', 'paused')) or 0
+  local paused = num(redis.call('HGET', p .. ':state', 'paused'), 0)
   redis.call('HSET', p .. ':state', 'paused', math.max(paused, now + pausems))
   touch(p .. ':state')
 end
 if block ~= '' and blockms > 0 then
-  local untilms = tonumber(redis.call('HGET', p .. ':blocks', block)) or 0
+  local untilms = num(redis.call('HGET', p .. ':blocks', block), 0)
+  -- the quotas exhausted before that have reset since leave no field
+  local all = redis.call('HGETALL', p .. ':blocks')
+  for i = 1, #all, 2 do
+    if num(all[i + 1], 0) <= now then redis.call('HDEL', p .. ':blocks', all[i]) end
+  end
   redis.call('HSET', p .. ':blocks', block, math.max(untilms, now + blockms))
   touch(p .. ':blocks')
 end
@@ -556,7 +576,7 @@ for _, l in ipairs(levels_from(2, tonumber(ARGV[1]))) do
     else
       local k = p .. ':lv:' .. l.name
       redis.call('HINCRBYFLOAT', k, 'ld', -l.amount)
-      if (tonumber(redis.call('HGET', k, 'w')) or 0) > 0 then log_add(l.name, -l.amount) end
+      if num(redis.call('HGET', k, 'w'), 0) > 0 then log_add(l.name, -l.amount) end
     end
   end
 end

@@ -60,6 +60,7 @@ type store struct {
 	share      budgetstore.Members // what the fallback shares are worked out from (see shareLocked)
 	drainUntil time.Time           // no budgeted call goes on the local budget before (see storeResult)
 	rejoinedAt time.Time           // when the store came back after it failed (rejoinWindow)
+	outageSaid bool                // the outage was logged, and its end is not yet
 	outagePart float64             // the part of the pooled levels this process takes now (level.parts.outage); 1: all
 
 	leases  map[string]leaseRef // the leases of attempts in flight
@@ -143,8 +144,12 @@ func safely[T any](where string, f func() (T, error)) (v T, err error) {
 // held. A failure switches to the local budget for sharedRetry: the first
 // of an outage starts the drain, the longest call this process saw end in
 // the last minute or two (at least minDrain), and is logged. A success
-// after a failure rejoins, logged too. The logging happens outside the
-// lock; a logger that panics is the error returned.
+// after a failure rejoins, logged too. A failure within rejoinWindow of
+// rejoining, while the process still keeps to its share, is the same
+// outage: a store whose Renew answers and whose Acquire fails makes no
+// call drain again and again, nor the log tell of it twenty times a
+// second. The logging happens outside the lock; a logger that panics is
+// the error returned.
 func (s *State) storeResult(err error, members *budgetstore.Members) error {
 	s.mu.Lock()
 	now := time.Now()
@@ -153,7 +158,7 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 	var attrs []slog.Attr
 	switch {
 	case err != nil:
-		if s.sharedRetryAt.IsZero() {
+		if s.sharedRetryAt.IsZero() && (s.rejoinedAt.IsZero() || now.Sub(s.rejoinedAt) >= rejoinWindow) {
 			// The drain: the calls the store admitted on others' shares
 			// end by then, and a single request that failed (a reply late
 			// past its deadline) is found out by the keeper's next look
@@ -166,6 +171,7 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 			default:
 			}
 			level, msg = slog.LevelWarn, "bodo: shared budget unreachable, using this process's share of the budget until it is back"
+			s.outageSaid = true
 			attrs = append(attrs, slog.String("error", err.Error()), slog.Int("processes", s.share.Processes))
 		}
 		s.sharedRetryAt = now.Add(sharedRetry)
@@ -173,7 +179,9 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 	default:
 		if !s.sharedRetryAt.IsZero() {
 			s.rejoinedAt = now
-			msg = "bodo: shared budget reachable again"
+			if s.outageSaid {
+				msg, s.outageSaid = "bodo: shared budget reachable again", false
+			}
 			s.slotGate.wakeHead()
 			s.guardGate.wakeHead()
 		}

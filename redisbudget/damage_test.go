@@ -1,0 +1,173 @@
+package redisbudget
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bodo-app/bodo-go/budgetstore"
+	"github.com/bodo-app/bodo-go/internal/budget"
+	"github.com/bodo-app/bodo-go/internal/ops"
+)
+
+// TestADamagedValueInRedisFailsNoScript: a lease whose amount, a process
+// whose last look and a level whose tokens hold no number (garbage, -inf,
+// nan) are read as missing: Acquire and Renew still answer, and the level
+// starts again from the asking process's model rather than never
+// refilling.
+func TestADamagedValueInRedisFailsNoScript(t *testing.T) {
+	t.Parallel()
+	rs := startRedis(t)
+	rdb := rs.Client(t)
+	b := New(rdb)
+	ctx, k := context.Background(), testKey()
+	p := DefaultPrefix + "{" + k + "}"
+	if g, err := b.Acquire(ctx, k, acquire("bad", 50*time.Millisecond, key(1))); err != nil || !g.Admitted {
+		t.Fatalf("%+v %v", g, err)
+	}
+	rdb.HSet(ctx, p+":lease:bad", "key", "garbage")
+	rdb.HSet(ctx, p+":procs", "ghost", "x")
+	time.Sleep(100 * time.Millisecond) // the damaged lease expires
+	for i := range 3 {
+		if g, err := b.Acquire(ctx, k, acquire("ok"+strconv.Itoa(i), time.Minute, key(1))); err != nil || !g.Admitted {
+			t.Errorf("Acquire %d with a damaged lease and process in Redis: %+v, %v", i, g, err)
+		}
+	}
+	if _, err := b.Renew(ctx, k, budgetstore.Renew{Process: "p", ProcessTTL: time.Minute, LeaseTTL: time.Minute}); err != nil {
+		t.Errorf("Renew: %v", err)
+	}
+	for _, bad := range []string{"-inf", "nan", "inf", "x"} {
+		rdb.HSet(ctx, p+":lv:key", "t", bad)
+		g, err := b.Acquire(ctx, k, acquire("lv"+bad, time.Minute, key(1)))
+		if err != nil || g.Reason == budget.Key {
+			t.Errorf("a key level whose tokens read %q: %+v, %v", bad, g, err)
+		}
+		if g.Admitted {
+			b.Release(ctx, k, budgetstore.Release{Lease: "lv" + bad, MaxInFlight: 6})
+		}
+	}
+}
+
+// TestAStoreWhoseAcquireFailsWhileRenewAnswersDrainsOnce: a store whose
+// Acquire fails while its Renew answers (a script that fails on one key)
+// makes the process drain once and then go on its share (at its pace);
+// it logs the outage and its end once, not every time the keeper's Renew
+// says the store is back.
+func TestAStoreWhoseAcquireFailsWhileRenewAnswersDrainsOnce(t *testing.T) {
+	t.Parallel()
+	rs := startRedis(t)
+	k := testKey()
+	var failing atomic.Bool
+	st := &faultyBudget{real: New(rs.Client(t)), pick: func(method string) Fault {
+		if method == "acquire" && failing.Load() {
+			return faultError
+		}
+		return faultNone
+	}}
+	var said atomic.Int32
+	a, b := budget.New(), budget.New()
+	a.UseStore(st, k, slog.New(countingHandler(func(r slog.Record) {
+		if strings.Contains(r.Message, "shared budget") {
+			said.Add(1)
+		}
+	})))
+	b.UseStore(New(rs.Client(t)), k, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admitAnswered(ctx, t, b, ops.GetMe, "")
+	admitAnswered(ctx, t, a, ops.GetMe, "")
+	admitAnswered(ctx, t, b, ops.GetMe, "") // both know there are two
+	failing.Store(true)
+	start := time.Now()
+	for i := range 10 {
+		cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
+		tk, ev, err := a.Admit(cctx, callOf(ops.GetMe))
+		ccancel()
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		tk.Finish(budget.Answer{Status: 200})
+		if i > 0 && ev.Reason == budget.ReasonInFlight {
+			t.Errorf("call %d waited %v for a drain", i, ev.Wait)
+		}
+		time.Sleep(150 * time.Millisecond) // the keeper's Renew answers meanwhile
+	}
+	if n := said.Load(); n > 2 {
+		t.Errorf("the outage and its end were logged %d times in %v", n, time.Since(start))
+	}
+}
+
+// countingHandler is a slog.Handler that hands each record to f.
+type countingHandler func(slog.Record)
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool      { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error { h(r); return nil }
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler            { return h }
+func (h countingHandler) WithGroup(string) slog.Handler                 { return h }
+
+// TestAStoresExhaustedQuotaIsRefusedAtOnce: an exhausted quota the store
+// holds refuses the call at once with an ExhaustedError, also for a
+// policy no process knew the scope of ("*"), and also for one that a
+// damaged key says resets in 400 years, which counts for maxHold at most.
+func TestAStoresExhaustedQuotaIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		policy  string
+		aheadMs int64
+	}{{"*", 3_600_000}, {budget.Key, 3_600_000}, {budget.Key, 400 * 365 * 86_400_000}, {budget.Key, 100 * 365 * 86_400_000}} {
+		rs := startRedis(t)
+		rdb := rs.Client(t)
+		k := testKey()
+		s := budget.New()
+		s.UseStore(New(rdb), k, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		admitAnswered(ctx, t, s, ops.GetMe, "")
+		now := rdb.Time(ctx).Val()
+		p := DefaultPrefix + "{" + k + "}"
+		rdb.HSet(ctx, p+":blocks", c.policy, strconv.FormatInt(now.UnixMilli()+c.aheadMs, 10))
+		start := time.Now()
+		_, _, err := s.Admit(ctx, callOf(ops.GetMe))
+		cancel()
+		var ex *budget.ExhaustedError
+		if !errors.As(err, &ex) || time.Since(start) > time.Second || ex.Until.After(time.Now().Add(25*time.Hour)) {
+			t.Errorf("%s blocked for %d ms: %v after %v", c.policy, c.aheadMs, err, time.Since(start))
+		}
+	}
+}
+
+// TestLevelNamesLeaveNoFieldsBehind: a server that names new policies
+// now and then (learned levels come and go) leaves no field per name in
+// the key's hashes of what is in flight and of exhausted quotas once
+// nothing of that level is in flight and its quota has reset: a key in
+// use does not grow them for ever.
+func TestLevelNamesLeaveNoFieldsBehind(t *testing.T) {
+	t.Parallel()
+	rs := startRedis(t)
+	rdb := rs.Client(t)
+	b := New(rdb)
+	ctx, k := context.Background(), testKey()
+	for i := range 200 {
+		name, lease := "learned-"+strconv.Itoa(i), "l"+strconv.Itoa(i)
+		lv := budgetstore.Level{Name: name, Amount: 1, Rate: 1, Size: 10}
+		if g, err := b.Acquire(ctx, k, acquire(lease, time.Minute, key(1), lv)); err != nil || !g.Admitted {
+			t.Fatalf("%d: %+v %v", i, g, err)
+		}
+		if err := b.Release(ctx, k, budgetstore.Release{Lease: lease, RefusalWindow: time.Minute, MaxInFlight: 6,
+			Block: name, BlockUntil: time.Now().Add(2 * time.Millisecond)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // the quota resets before the next is exhausted
+	}
+	if g, err := b.Acquire(ctx, k, acquire("last", time.Minute, key(1), budgetstore.Level{Name: "learned-199", Amount: 1, Rate: 1, Size: 10})); err != nil || !g.Admitted {
+		t.Fatalf("%+v %v", g, err)
+	}
+	p := DefaultPrefix + "{" + k + "}"
+	if inflight, blocks := rdb.HLen(ctx, p+":inflight").Val(), rdb.HLen(ctx, p+":blocks").Val(); inflight > 2 || blocks > 0 {
+		t.Errorf("with one call in flight and no quota exhausted, :inflight keeps %d fields and :blocks %d", inflight, blocks)
+	}
+}
