@@ -48,6 +48,8 @@ type Store interface {
 	// while the store was unreachable took. Neither applies to a level
 	// whose count the store began after it happened (Level.Ago), as a
 	// store that lost its state and begins again does (Level.Taken).
+	// It must be idempotent for a Level.ID: the client sends a failed
+	// Refund again, and the first may have been carried out.
 	Refund(ctx context.Context, key string, levels []Level) error
 	// Renew extends the leases of attempts still in flight by their lease
 	// time from now (a lease it does not hold stays gone), and counts
@@ -84,6 +86,11 @@ type Level struct {
 	// until then (its own takes, and the others' as far as its part of the
 	// level tells).
 	Ago time.Duration
+	// ID, in a Refund, names what is given back or taken: a store
+	// applies an ID once, however often it comes (for at least the ten
+	// minutes in which the client sends a failed Refund again). Empty:
+	// applied every time.
+	ID string
 
 	// Quota and Window, when both positive, bound a level of this key
 	// alone from below, as every shape of limiter grants: it holds at

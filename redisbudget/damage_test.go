@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -169,5 +171,61 @@ func TestLevelNamesLeaveNoFieldsBehind(t *testing.T) {
 	p := DefaultPrefix + "{" + k + "}"
 	if inflight, blocks := rdb.HLen(ctx, p+":inflight").Val(), rdb.HLen(ctx, p+":blocks").Val(); inflight > 2 || blocks > 0 {
 		t.Errorf("with one call in flight and no quota exhausted, :inflight keeps %d fields and :blocks %d", inflight, blocks)
+	}
+}
+
+// lostReplyRefund runs every Refund on Redis, but reports the first one
+// with a positive amount as failed, as a reply that came after the
+// client's 500 ms deadline does (Redis paused, a slow link).
+type lostReplyRefund struct {
+	*Budget
+	lost    atomic.Bool
+	applied atomic.Int32
+}
+
+func (b *lostReplyRefund) Refund(ctx context.Context, key string, levels []budgetstore.Level) error {
+	err := b.Budget.Refund(ctx, key, levels)
+	if err == nil && len(levels) > 0 && levels[0].Amount > 0 {
+		b.applied.Add(1)
+		if b.lost.CompareAndSwap(false, true) {
+			return context.DeadlineExceeded
+		}
+	}
+	return err
+}
+
+// TestARefundWhoseReplyIsLostIsAppliedOnce: a list reserves 100 records
+// of egress and gives back the 100 it did not return (Settle). The Refund
+// runs in Redis but its reply is lost; the keeper sends it again, and
+// Redis, which knows its ID, does not give the 100 back a second time.
+func TestARefundWhoseReplyIsLostIsAppliedOnce(t *testing.T) {
+	t.Parallel()
+	rs := startRedis(t)
+	rdb := rs.Client(t)
+	st := &lostReplyRefund{Budget: New(rdb)}
+	k := testKey()
+	s := budget.New()
+	s.UseStore(st, k, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	admitAnswered(ctx, t, s, ops.GetMe, "")
+
+	q := url.Values{"limit": {"100"}}
+	c := &budget.Call{Op: ops.ListContacts.ID, Cost: float64(ops.ListContacts.CostFor(q.Get)),
+		Demand: budget.DemandOf(ops.ListContacts, q), Target: "GET /v1/contacts", Budgeted: true}
+	egressKey := DefaultPrefix + "{" + k + "}:lv:egress"
+	tk, _, err := s.Admit(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Other processes drained egress to 5000 meanwhile (the cap at Size
+	// would otherwise hide a second refund).
+	rdb.HSet(ctx, egressKey, "t", "5000")
+	tk.Finish(budget.Answer{Status: http.StatusOK, Header: http.Header{}})
+	s.Settle(c, budget.Egress, 100)     // the list returned no record
+	time.Sleep(1500 * time.Millisecond) // the keeper sends the "failed" refund again
+	got, _ := strconv.ParseFloat(rdb.HGet(ctx, egressKey, "t").Val(), 64)
+	if st.applied.Load() < 2 || got < 5050 || got > 5150 {
+		t.Errorf("one refund of 100 sent %d times: egress holds %v, want about 5100 (5000 + 100 back)", st.applied.Load(), got)
 	}
 }

@@ -202,7 +202,11 @@ func (b *Budget) Release(ctx context.Context, key string, rel budgetstore.Releas
 
 // Refund implements budgetstore.Store.
 func (b *Budget) Refund(ctx context.Context, key string, levels []budgetstore.Level) error {
-	if err := refundScript.Run(ctx, b.rdb, b.keys(key), levelArgs(nil, levels)...).Err(); err != nil {
+	args := levelArgs(nil, levels)
+	for _, l := range levels {
+		args = append(args, l.ID)
+	}
+	if err := refundScript.Run(ctx, b.rdb, b.keys(key), args...).Err(); err != nil {
 		return fmt.Errorf("redisbudget: refund: %w", err)
 	}
 	return nil

@@ -564,12 +564,19 @@ return 1
 
 // refundScript gives amounts back, and takes a negative amount (a call
 // admitted while Redis was unreachable) as a charged take, unless the
-// count of the level began since (begun_since). ARGV: count, then the
-// levels as in releaseScript.
+// count of the level began since (begun_since) or a refund of the same id
+// came in the last ten minutes (':refunds', by when each id is
+// forgotten). ARGV: count, then the levels as in releaseScript, then an
+// id for each (empty for none).
 var refundScript = redis.NewScript(luaPrelude + `
-for _, l in ipairs(levels_from(2, tonumber(ARGV[1]))) do
+local n = tonumber(ARGV[1])
+local ids = 2 + n * level_args
+redis.call('ZREMRANGEBYSCORE', p .. ':refunds', '-inf', now)
+for i, l in ipairs(levels_from(2, n)) do
   local tokens, _, _, fresh = tokens_of(l)
-  if not begun_since(l, fresh) then
+  local id = ARGV[ids + i - 1]
+  local first = id == '' or redis.call('ZADD', p .. ':refunds', 'NX', now + 600000, id) == 1
+  if first and not begun_since(l, fresh) then
     save(l.name, math.min(l.size, tokens + l.amount))
     if l.amount >= 0 then
       log_refund(l.name, l.amount)
@@ -580,6 +587,7 @@ for _, l in ipairs(levels_from(2, tonumber(ARGV[1]))) do
     end
   end
 end
+touch(p .. ':refunds')
 return 1
 `)
 

@@ -90,7 +90,9 @@ func (s *State) refundSharedLocked(c *Call, l *level, amount float64, now time.T
 		s.mu.Unlock()
 		return
 	}
-	s.sendLocked(pendingOp{leaseRef: c.ticket.ref, refund: []budgetstore.Level{storeLevel(l, amount, now)}, at: now}, now)
+	sl := storeLevel(l, amount, now)
+	sl.ID = leaseID() // the store applies it once, however often a lost reply makes it come
+	s.sendLocked(pendingOp{leaseRef: c.ticket.ref, refund: []budgetstore.Level{sl}, at: now}, now)
 }
 
 // sendLocked sends op now; it unlocks s.mu. While op's store is the
