@@ -286,6 +286,51 @@ func TestHostileRepeatedCursorEndsTheIteration(t *testing.T) {
 	}
 }
 
+// TestHostileEmptyPagesEndTheIteration: a server answers every page
+// without data and with a new nextCursor. Nothing reaches the caller that
+// could stop the iteration, so All ends it with an *Error (ErrEmptyPages)
+// after maxEmptyPages pages; pages with data and new cursors go on.
+func TestHostileEmptyPagesEndTheIteration(t *testing.T) {
+	api, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		n, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
+		data := ""
+		if r.URL.Path == "/v1/contacts" {
+			data = contactJSON
+		}
+		_, _ = fmt.Fprintf(w, `{"data":[%s],"nextCursor":"%d"}`, data, n+1)
+	})
+	c, _ := socketClient(t, api.URL, WithoutBudget())
+	ctx := hostileCtx(t)
+	_, err := drain(c.Invoices.All(ctx, nil), 10)
+	if !errors.Is(err, ErrEmptyPages) || *hits != maxEmptyPages {
+		t.Errorf("invoices: %d empty pages, err = %v; want %d, ErrEmptyPages", *hits, err, maxEmptyPages)
+	}
+	*hits = 0
+	items, err := drain(c.Contacts.All(ctx, nil), 2*maxEmptyPages)
+	if err != nil || items != 2*maxEmptyPages {
+		t.Errorf("contacts: %d items, err = %v; want %d pages of data", items, err, 2*maxEmptyPages)
+	}
+}
+
+// TestAnIterationRemembersAtMostMaxCursors: the cursors one iteration
+// followed take bounded memory; a cycle within the last maxCursors is
+// found.
+func TestAnIterationRemembersAtMostMaxCursors(t *testing.T) {
+	var pc pageCursors
+	for i := range maxCursors + 1000 {
+		if pc.seen(strconv.Itoa(i)) {
+			t.Fatalf("cursor %d seen before", i)
+		}
+	}
+	if len(pc.hashes) != maxCursors || len(pc.ring) != maxCursors {
+		t.Errorf("%d cursors remembered (ring %d), want %d", len(pc.hashes), len(pc.ring), maxCursors)
+	}
+	if !pc.seen(strconv.Itoa(maxCursors+999)) || pc.seen("0") {
+		t.Error("the last cursor is not remembered, or the first still is")
+	}
+}
+
 // drain runs seq to its end or for at most limit steps and returns the
 // items it yielded and the error that ended it.
 func drain[T any](seq func(func(T, error) bool), limit int) (int, error) {

@@ -12,6 +12,22 @@ import (
 // already: following it again would fetch the same pages for ever.
 var ErrRepeatedCursor = errors.New("bodo: the server repeated a page cursor")
 
+// ErrEmptyPages is an iteration (the All methods) that the client ended
+// because the server answered maxEmptyPages pages in a row without data,
+// each with a new nextCursor: nothing reached the caller that could stop
+// the iteration, which would have fetched for ever.
+var ErrEmptyPages = errors.New("bodo: the server answered page after page without data")
+
+const (
+	// maxEmptyPages is how many pages in a row without data an iteration
+	// follows.
+	maxEmptyPages = 100
+	// maxCursors is how many of the cursors it followed last an iteration
+	// remembers: a cycle longer than that yields its data again rather
+	// than take memory without bound.
+	maxCursors = 1 << 16
+)
+
 // pageCursors are the cursors one iteration has followed, each kept as a
 // hash of a seed drawn per iteration: eight bytes a cursor, however long
 // the server makes it. The seed is secret to the process, so a server
@@ -19,6 +35,9 @@ var ErrRepeatedCursor = errors.New("bodo: the server repeated a page cursor")
 type pageCursors struct {
 	seed   maphash.Seed
 	hashes map[uint64]struct{}
+	ring   []uint64 // the hashes in the order followed, at most maxCursors; next is the oldest once full
+	next   int
+	empty  int // pages in a row without data
 }
 
 // seen records cursor (unless it is empty) and reports whether it was
@@ -35,7 +54,36 @@ func (pc *pageCursors) seen(cursor string) bool {
 		return true
 	}
 	pc.hashes[h] = struct{}{}
+	if len(pc.ring) < maxCursors {
+		pc.ring = append(pc.ring, h)
+	} else {
+		delete(pc.hashes, pc.ring[pc.next])
+		pc.ring[pc.next], pc.next = h, (pc.next+1)%maxCursors
+	}
 	return false
+}
+
+// follow returns the error that ends an iteration of operation rather
+// than follow cursor, after a page with data or without (empty): the
+// cursor was followed before, or maxEmptyPages came in a row; nil when
+// the iteration goes on.
+func (pc *pageCursors) follow(operation, cursor string, empty bool) error {
+	if pc.empty++; !empty {
+		pc.empty = 0
+	}
+	if pc.seen(cursor) {
+		return repeatedCursor(operation, cursor)
+	}
+	if pc.empty >= maxEmptyPages {
+		return &Error{
+			Operation: operation,
+			Status:    http.StatusOK,
+			Title:     "Empty pages",
+			Detail:    fmt.Sprintf("the server answered %d pages in a row without data, each with a new nextCursor; the iteration stops rather than fetch for ever", maxEmptyPages),
+			sentinel:  ErrEmptyPages,
+		}
+	}
+	return nil
 }
 
 // maxCursorShown caps how much of a cursor an error quotes.

@@ -84,8 +84,9 @@ func (s *ContactsService) List(ctx context.Context, params *ListContactsParams, 
 // All iterates over every Contact that List returns, page by page,
 // following nextCursor. Each page is one call; an error ends the iteration.
 // A nextCursor the iteration has followed before ends it with an *Error
-// (ErrRepeatedCursor), so that a server that repeats itself cannot make it
-// loop for ever.
+// (ErrRepeatedCursor), and so do 100 pages in a row without data
+// (ErrEmptyPages), so that a server that repeats itself, or answers
+// nothing with new cursors, cannot make it loop for ever.
 func (s *ContactsService) All(ctx context.Context, params *ListContactsParams, opts ...RequestOption) iter.Seq2[Contact, error] {
 	return func(yield func(Contact, error) bool) {
 		var p ListContactsParams
@@ -109,8 +110,8 @@ func (s *ContactsService) All(ctx context.Context, params *ListContactsParams, o
 			if next == "" {
 				return
 			}
-			if cursors.seen(next) {
-				yield(Contact{}, repeatedCursor(ops.ListContacts.ID, next))
+			if err := cursors.follow(ops.ListContacts.ID, next, len(page.Data) == 0); err != nil {
+				yield(Contact{}, err)
 				return
 			}
 			p.Cursor = String(next)
@@ -253,8 +254,9 @@ func (s *EventsService) List(ctx context.Context, params *ListEventsParams, opts
 // All iterates over every Event that List returns, page by page,
 // following nextCursor. Each page is one call; an error ends the iteration.
 // A nextCursor the iteration has followed before ends it with an *Error
-// (ErrRepeatedCursor), so that a server that repeats itself cannot make it
-// loop for ever.
+// (ErrRepeatedCursor), and so do 100 pages in a row without data
+// (ErrEmptyPages), so that a server that repeats itself, or answers
+// nothing with new cursors, cannot make it loop for ever.
 func (s *EventsService) All(ctx context.Context, params *ListEventsParams, opts ...RequestOption) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		var p ListEventsParams
@@ -278,8 +280,8 @@ func (s *EventsService) All(ctx context.Context, params *ListEventsParams, opts 
 			if next == "" {
 				return
 			}
-			if cursors.seen(next) {
-				yield(Event{}, repeatedCursor(ops.ListEvents.ID, next))
+			if err := cursors.follow(ops.ListEvents.ID, next, len(page.Data) == 0); err != nil {
+				yield(Event{}, err)
 				return
 			}
 			p.After = String(next)
@@ -345,8 +347,9 @@ func (s *InvoicesService) List(ctx context.Context, params *ListInvoicesParams, 
 // All iterates over every Invoice that List returns, page by page,
 // following nextCursor. Each page is one call; an error ends the iteration.
 // A nextCursor the iteration has followed before ends it with an *Error
-// (ErrRepeatedCursor), so that a server that repeats itself cannot make it
-// loop for ever.
+// (ErrRepeatedCursor), and so do 100 pages in a row without data
+// (ErrEmptyPages), so that a server that repeats itself, or answers
+// nothing with new cursors, cannot make it loop for ever.
 func (s *InvoicesService) All(ctx context.Context, params *ListInvoicesParams, opts ...RequestOption) iter.Seq2[Invoice, error] {
 	return func(yield func(Invoice, error) bool) {
 		var p ListInvoicesParams
@@ -370,8 +373,8 @@ func (s *InvoicesService) All(ctx context.Context, params *ListInvoicesParams, o
 			if next == "" {
 				return
 			}
-			if cursors.seen(next) {
-				yield(Invoice{}, repeatedCursor(ops.ListInvoices.ID, next))
+			if err := cursors.follow(ops.ListInvoices.ID, next, len(page.Data) == 0); err != nil {
+				yield(Invoice{}, err)
 				return
 			}
 			p.Cursor = String(next)

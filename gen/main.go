@@ -554,8 +554,9 @@ func ({{receiver .}}) {{.MethodName}}(ctx context.Context{{args .}}, opts ...Req
 // {{allName .}} iterates over every {{.PageItem}} that {{.MethodName}} returns, page by page,
 // following nextCursor. Each page is one call; an error ends the iteration.
 // A nextCursor the iteration has followed before ends it with an *Error
-// (ErrRepeatedCursor), so that a server that repeats itself cannot make it
-// loop for ever.
+// (ErrRepeatedCursor), and so do 100 pages in a row without data
+// (ErrEmptyPages), so that a server that repeats itself, or answers
+// nothing with new cursors, cannot make it loop for ever.
 func ({{receiver .}}) {{allName .}}(ctx context.Context{{args .}}, opts ...RequestOption) iter.Seq2[{{.PageItem}}, error] {
 	return func(yield func({{.PageItem}}, error) bool) {
 		var p {{.GoName}}Params
@@ -579,8 +580,8 @@ func ({{receiver .}}) {{allName .}}(ctx context.Context{{args .}}, opts ...Reque
 			if next == "" {
 				return
 			}
-			if cursors.seen(next) {
-				yield({{.PageItem}}{}, repeatedCursor(ops.{{.GoName}}.ID, next))
+			if err := cursors.follow(ops.{{.GoName}}.ID, next, len(page.Data) == 0); err != nil {
+				yield({{.PageItem}}{}, err)
 				return
 			}
 			p.{{.PageParam}} = String(next)
