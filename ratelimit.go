@@ -166,6 +166,10 @@ func budgetError(cl *call, err error) (string, error) {
 		e := heldError(cl, held.Reason, held.Wait)
 		e.Detail += fmt.Sprintf("; the wait, %v, is longer than MaxRetryWait (%v), so the call was not sent", held.Wait.Round(time.Millisecond), cl.settings.maxRetryWait)
 		return held.Reason, e
+	case errors.As(err, &held) && held.Reason == "":
+		// The context ended before anything held the call: no limit of
+		// the key's was in the way.
+		return "", &Error{Operation: cl.op.ID, Title: "Not sent", Detail: "the context ended before the call was sent: " + held.Err.Error(), Local: true, Request: redactedRequest(cl.req), cause: held.Err}
 	case errors.As(err, &held):
 		return held.Reason, fmt.Errorf("%w: %w", heldError(cl, held.Reason, held.Wait), held.Err)
 	case errors.As(err, &never):

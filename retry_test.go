@@ -329,6 +329,24 @@ func TestCancelDuringWait(t *testing.T) {
 	})
 }
 
+// TestACancelledCallIsNoRefusal: a call whose context has ended before
+// anything held it is not sent and fails with a local error that wraps the
+// context's, not as a 429 RATE_LIMITED, with or without the budget.
+func TestACancelledCallIsNoRefusal(t *testing.T) {
+	for _, opts := range [][]Option{nil, {WithoutBudget()}} {
+		c, mt := mockClient(t, opts...)
+		var rec recorder
+		mt.RegisterResponder("GET", "=~/v1/contacts/", rec.wrap(jsonResponder(200, map[string]any{})))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := c.Contacts.Get(ctx, "con_1")
+		var e *Error
+		if !errors.As(err, &e) || !e.Local || e.Status != 0 || errors.Is(err, ErrRateLimited) || !errors.Is(err, context.Canceled) || rec.count() != 0 {
+			t.Errorf("without budget %v: %v (%d sent)", opts != nil, err, rec.count())
+		}
+	}
+}
+
 func TestHintAboveMaxRetryWaitFailsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, mt := mockClient(t, WithMaxRetryWait(time.Minute))
