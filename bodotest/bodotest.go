@@ -89,6 +89,7 @@ type Server struct {
 	closed  bool
 	http    *http.Server    // set by Start
 	network *http.Transport // Client's transport after Start
+	serving sync.WaitGroup  // the requests ServeHTTP began before Close
 }
 
 // servers numbers the Servers of the process, for their hosts.
@@ -120,11 +121,20 @@ func (s *Server) Client() *http.Client { return s.client }
 
 // ServeHTTP serves the bodo API, so that a Server can also be mounted on a
 // server of the test's own (httptest.NewServer(srv), say). Close does not
-// stop it.
+// stop it, and waits for the requests it began before.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.err != nil {
 		writeBroken(w, s.err)
 		return
+	}
+	s.mu.Lock()
+	counted := !s.closed
+	if counted {
+		s.serving.Add(1)
+	}
+	s.mu.Unlock()
+	if counted {
+		defer s.serving.Done()
 	}
 	s.api.ServeHTTP(w, r)
 }
@@ -157,16 +167,17 @@ func (s *Server) Start() error {
 }
 
 // Close stops the Server: it closes the loopback listener and its
-// connections when Start was called, and makes the requests of Client
-// fail from then on. Requests already being served run to their end. It
-// is safe to call more than once, and on a nil *Server.
+// connections when Start was called, makes the requests of Client fail
+// from then on, and, as httptest.Server.Close does, blocks until the
+// requests already being served have ended (their handlers have
+// returned). It is safe to call more than once, and on a nil *Server.
 func (s *Server) Close() {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return
 	}
 	s.closed = true
@@ -174,6 +185,8 @@ func (s *Server) Close() {
 		_ = s.http.Close()
 		s.network.CloseIdleConnections()
 	}
+	s.mu.Unlock()
+	s.serving.Wait()
 }
 
 // errClosed is what Client's requests return after Close.

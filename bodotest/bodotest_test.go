@@ -441,3 +441,36 @@ func TestABatchSentAgainWithItsKeyIsReplayed(t *testing.T) {
 		}
 	})
 }
+
+// TestCloseWaitsForTheRequestsBeingServed: as httptest.Server.Close does,
+// Close returns only once the handlers of requests it found being served
+// have returned, in-process and after Start.
+func TestCloseWaitsForTheRequestsBeingServed(t *testing.T) {
+	for _, start := range []bool{false, true} {
+		entered, release := make(chan struct{}), make(chan struct{})
+		srv := bodotest.NewServer(bodotest.WithoutLimits(), bodotest.WithFaults(func(r *http.Request) bodotest.Fault {
+			if strings.HasSuffix(r.URL.Path, "/v1/me") {
+				close(entered)
+				<-release // the handler is busy
+			}
+			return bodotest.Fault{}
+		}))
+		if start {
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		client := newClient(t, srv)
+		go func() { _, _ = client.Me(context.Background()) }()
+		<-entered
+		closed := make(chan struct{})
+		go func() { srv.Close(); close(closed) }()
+		select {
+		case <-closed:
+			t.Errorf("Start %v: Close returned while a handler was still running", start)
+		case <-time.After(300 * time.Millisecond):
+		}
+		close(release)
+		<-closed
+	}
+}
