@@ -934,6 +934,35 @@ func TestFaultRetryAfterHints(t *testing.T) {
 	}
 }
 
+// TestCallersThatGiveUpNeverLockTheKey: 64 goroutines whose calls give up
+// after 100 ms, on a server that answers in 200 ms and refuses most of
+// them (a principal level of 60 points a minute). The client reads none of
+// those answers, so each attempt that left counts as a possible refusal,
+// and the key is never locked out.
+func TestCallersThatGiveUpNeverLockTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New(sandbox.WithLimits(sandbox.Limits{PrincipalQuota: 60}), sandbox.WithLatency(200*time.Millisecond))
+		c := sandboxClient(t, srv, WithMaxRetries(0))
+		var wg sync.WaitGroup
+		stop := time.Now().Add(2 * time.Minute)
+		for range 64 {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+					_, _ = c.Contacts.Get(ctx, hostileContactID)
+					cancel()
+					time.Sleep(50 * time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		time.Sleep(time.Second) // the handlers finish
+		if st := srv.Stats(sandbox.TestKey); st.Lockouts > 0 {
+			t.Errorf("the key was locked out %d times (%d requests, refusals %v)", st.Lockouts, st.Requests, st.Refusals)
+		}
+	})
+}
+
 // TestFaultRetryAfterZeroStormNeverLocksTheKey: a server that answers 429
 // Retry-After 0 to everything, 48 goroutines on two clients of one key for
 // 5 virtual minutes: no 60 s window ever holds more than 25 refusals, and

@@ -33,9 +33,10 @@ func (t *Ticket) Finish(a Answer) { t.end(&a, false, false) }
 // Unanswered ends an attempt that got no answer; sent says it may have
 // reached the server, cancelled that the caller's context ended it. One
 // that was sent keeps its slot in flight while the server may still be
-// working on it (lingerLocked). One that was sent and not cancelled counts
-// for the lockout guard as a refusal: the server may have refused it
-// without the client ever reading that.
+// working on it (lingerLocked), and counts for the lockout guard as a
+// refusal, also when its caller gave up on it: the server may have
+// refused it without the client ever reading that, and counts the refusal
+// toward a lockout all the same.
 func (t *Ticket) Unanswered(sent, cancelled bool) { t.end(nil, sent, cancelled) }
 
 func (t *Ticket) end(a *Answer, sent, cancelled bool) {
@@ -53,7 +54,8 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		s.lastUse = now
 		refused := a != nil && a.Status == http.StatusTooManyRequests
 		uncharged := refused || a != nil && a.Status == http.StatusServiceUnavailable
-		if refused || unknown {
+		mayBeRefused := refused || a == nil && sent
+		if mayBeRefused {
 			s.refusals = append(s.refusals, now)
 		}
 		if a != nil && !(refused && (a.Problem == nil || a.Problem.Code == "")) {
@@ -123,7 +125,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		t.endReadingLocked() // the answer's waits are in: requests held at their last moment look again
 		overflow, logger := s.bounds.overflowDue, s.logger
 		s.bounds.overflowDue = false
-		s.releaseSharedLocked(rel, refused || unknown, now) // unlocks
+		s.releaseSharedLocked(rel, mayBeRefused, now) // unlocks
 		s.sayOverflow(overflow, logger)
 	})
 }

@@ -352,4 +352,7 @@
 //     the longest that ended lately would have ended, in the store too,
 //     since the server counts it in flight until it is done with it
 //     (lingerLocked; TestASlotStaysTakenWhileTheServerMayStillRunItsCall).
+//     It counts for the refusal guard as a refusal, also when its caller
+//     gave up on it: the server may have refused it, and counts that
+//     toward a lockout (Ticket.Unanswered).
 package budget
