@@ -93,3 +93,37 @@ func TestWithOptionsAppliesEach(t *testing.T) {
 		t.Errorf("NewClient(WithOptions(...)): %v, %v", c, err)
 	}
 }
+
+// TestAPanickingOnWaitFreesItsAttempt: an OnWait that panics as it hears
+// of a call the budget held (recovered by the caller, as a server's
+// recovery middleware does) leaves no attempt in flight and no refusal
+// behind, so the key's next calls go as before.
+func TestAPanickingOnWaitFreesItsAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		refuse := true
+		rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if refuse {
+				return problemResponder(http.StatusTooManyRequests, CodeRateLimited, http.Header{"Retry-After": {"1"}}, map[string]any{"retryAfterMs": 1000})(r)
+			}
+			return contactAnswer(nil)(r)
+		})
+		c := hostileClient(t, uniqueBaseURL(), rt, WithMaxRetries(0), WithOnWait(func(ev WaitEvent) {
+			if ev.Err == nil && ev.Wait > 0 {
+				panic("a broken callback")
+			}
+		}))
+		for range 3 {
+			refuse = true
+			_, _ = c.Contacts.Get(context.Background(), hostileContactID) // a 1 s wait for every call of the key
+			refuse = false
+			func() {
+				defer func() { _ = recover() }()
+				_, _ = c.Contacts.Get(context.Background(), hostileContactID) // held 1 s: OnWait panics
+			}()
+			time.Sleep(time.Hour)
+		}
+		if b := c.Budget(); b.InFlight != 0 || b.Refusals != 0 {
+			t.Errorf("an hour after 3 recovered OnWait panics: %d in flight, %d refusals counted", b.InFlight, b.Refusals)
+		}
+	})
+}

@@ -79,9 +79,10 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 	// An attempt that never finishes normally (a panicking RoundTripper or
 	// callback) still frees its slot; finishing twice does nothing.
 	var open *budget.Ticket
+	leaving := false // open's attempt may have left
 	defer func() {
 		if open != nil {
-			open.Unanswered(true, false)
+			open.Unanswered(leaving, false)
 		}
 	}()
 	hintless, deferrals := 0, 0
@@ -89,18 +90,21 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 	var at Attempt // what a middleware learns of each attempt
 	for attempt := 1; ; attempt++ {
 		ticket, waited, err := c.admit(ctx, cl)
+		if err == nil {
+			open, leaving = ticket, false
+		}
 		if c.onWait != nil && waited.Reason != "" && (waited.Wait > 0 || err != nil) {
 			c.onWait(waited)
 		}
 		if err != nil {
 			return nil, nil, err
 		}
-		open = ticket
 		at.Number, at.Wait, at.HeldBy = attempt, waited.Wait, ""
 		at.CallWait += waited.Wait
 		if waited.Wait > 0 {
 			at.HeldBy = waited.Reason
 		}
+		leaving = true
 		resp, body, err := c.attempt(ctx, cl, at, ticket)
 		if err != nil && deferrals < maxDeferrals && isDeferred(err) {
 			ticket.Unanswered(false, false)
