@@ -396,3 +396,29 @@ func TestHungCallsEndSlowStartAfterTheHeaderTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestARefusedRedirectKeepsNoEgress: lists answered with a redirect, which
+// the client does not follow, return no records, so the egress they
+// reserved is given back: a hundred of them do not hold the next list.
+func TestARefusedRedirectKeepsNoEgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		redirect := true
+		rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if redirect {
+				return answerWith(r, http.StatusTemporaryRedirect, "text/html", nil, http.Header{"Location": {"https://elsewhere.example/v1/contacts"}}), nil
+			}
+			return answerWith(r, http.StatusOK, "application/json", []byte(`{"data":[],"nextCursor":null}`), nil), nil
+		})
+		c := hostileClient(t, uniqueBaseURL(), rt)
+		for range 100 {
+			_, _ = c.Contacts.List(context.Background(), &ListContactsParams{Limit: Int(100)})
+			time.Sleep(2 * time.Second)
+		}
+		redirect = false
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if _, err := c.Contacts.List(ctx, &ListContactsParams{Limit: Int(100)}); err != nil {
+			t.Errorf("after 100 redirected lists: %v", err)
+		}
+	})
+}

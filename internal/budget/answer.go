@@ -68,9 +68,10 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 			} else {
 				s.inflight--
 			}
-			// An error answer returns no records: what a read reserved of
-			// egress is given back (a 304 is settled by the caller).
-			noRecords := a != nil && a.Status >= http.StatusBadRequest
+			// An error answer, or a redirect the client does not follow,
+			// returns no records: what a read reserved of egress is given
+			// back (a 304 is settled by the caller).
+			noRecords := a != nil && a.Status >= http.StatusMultipleChoices && a.Status != http.StatusNotModified
 			replayed := a != nil && a.Status < http.StatusMultipleChoices && a.Header.Get("Idempotent-Replayed") == "true"
 			replay := replayed && c.kept // the attempt that did the call is charged already
 			if replayed && !c.kept {
