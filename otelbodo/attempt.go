@@ -48,10 +48,10 @@ func (t *telemetry) attempt(req *http.Request, next bodo.MiddlewareNext) (*http.
 		AttrCallWait.Float64(a.CallWait.Seconds()),
 	)
 	if a.HeldBy != "" {
-		attrs = append(attrs, AttrHeldBy.String(a.HeldBy))
+		attrs = append(attrs, AttrHeldBy.String(spanValue(a.HeldBy)))
 	}
 	if a.Number > 1 {
-		attrs = append(attrs, semconv.HTTPRequestResendCount(a.Number-1), AttrRetryReason.String(a.RetryReason))
+		attrs = append(attrs, semconv.HTTPRequestResendCount(a.Number-1), AttrRetryReason.String(spanValue(a.RetryReason)))
 	}
 	ctx, span := t.tracer.Start(req.Context(), a.Operation, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	if a.Wait > 0 {
@@ -75,8 +75,17 @@ func (t *telemetry) attempt(req *http.Request, next bodo.MiddlewareNext) (*http.
 		errType := errorType(err)
 		outcome = append(outcome, errType)
 		span.SetAttributes(errType)
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		recorded := redactedErr(err, req.URL)
+		span.RecordError(recorded)
+		span.SetStatus(codes.Error, recorded.Error())
+		span.End()
+	case resp == nil:
+		// A middleware after this one answered nothing, which the client
+		// makes its error.
+		errType := semconv.ErrorTypeKey.String("no_response")
+		outcome = append(outcome, errType)
+		span.SetAttributes(errType)
+		span.SetStatus(codes.Error, "no response")
 		span.End()
 	default:
 		status := semconv.HTTPResponseStatusCode(resp.StatusCode)
@@ -88,15 +97,18 @@ func (t *telemetry) attempt(req *http.Request, next bodo.MiddlewareNext) (*http.
 			span.SetAttributes(errType)
 			span.SetStatus(codes.Error, "")
 		}
+		body := &spanBody{ReadCloser: resp.Body, span: span}
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-			refusal := append([]attribute.KeyValue{semconv.ServerAddress(host), status}, problemOf(resp)...)
-			span.SetAttributes(refusal[2:]...)
-			t.refusals.Add(ctx, 1, metric.WithAttributes(refusal...))
+			// The refusal's code and policy come from its body as the
+			// client reads it: read here, the client would learn of the
+			// refusal's wait only once the whole body was in, and let
+			// requests go meanwhile.
+			body.refusal = &refusal{t: t, ctx: ctx, attrs: []attribute.KeyValue{semconv.ServerAddress(host), status}}
 		}
 		if resp.Body == nil || resp.Body == http.NoBody {
-			span.End()
+			body.end(nil)
 		} else {
-			resp.Body = &spanBody{ReadCloser: resp.Body, span: span}
+			resp.Body = body
 		}
 	}
 	// The duration ends with the answer's headers, as net/http's Do
@@ -110,11 +122,11 @@ func (t *telemetry) attempt(req *http.Request, next bodo.MiddlewareNext) (*http.
 func (t *telemetry) record(ctx context.Context, a bodo.Attempt, host string) {
 	wait := []attribute.KeyValue{semconv.ServerAddress(host), AttrOperation.String(a.Operation)}
 	if a.HeldBy != "" {
-		wait = append(wait, AttrHeldBy.String(a.HeldBy))
+		wait = append(wait, AttrHeldBy.String(metricValue(a.HeldBy)))
 	}
 	t.budgetWait.Record(ctx, a.Wait.Seconds(), metric.WithAttributes(wait...))
 	if a.Number > 1 {
-		t.retries.Add(ctx, 1, metric.WithAttributes(semconv.ServerAddress(host), AttrRetryReason.String(a.RetryReason)))
+		t.retries.Add(ctx, 1, metric.WithAttributes(semconv.ServerAddress(host), AttrRetryReason.String(metricValue(a.RetryReason))))
 	}
 }
 

@@ -13,12 +13,16 @@ import (
 // breaks off after the status line shows as a failed span.
 type spanBody struct {
 	io.ReadCloser
-	span trace.Span
-	once sync.Once
+	span    trace.Span
+	refusal *refusal // of a 429 or 503, counted at the end
+	once    sync.Once
 }
 
 func (b *spanBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	if b.refusal != nil && n > 0 {
+		b.refusal.keep(p[:n])
+	}
 	switch {
 	case err == io.EOF:
 		b.end(nil)
@@ -34,9 +38,13 @@ func (b *spanBody) Close() error {
 	return err
 }
 
-// end ends the span once, failed when err is not nil.
+// end ends the span once, failed when err is not nil, and counts the
+// refusal it carries.
 func (b *spanBody) end(err error) {
 	b.once.Do(func() {
+		if b.refusal != nil {
+			b.refusal.count(b.span.SetAttributes)
+		}
 		if err != nil {
 			b.span.SetAttributes(errorType(err))
 			b.span.RecordError(err)

@@ -47,9 +47,10 @@ type instruments struct {
 }
 
 // newInstruments makes the instruments on m and registers observe for the
-// gauges of the budget. An instrument m cannot make is reported to
-// otel.Handle and records nothing.
-func newInstruments(m metric.Meter, observe func(metric.Observer, metric.Float64Observable, metric.Int64Observable)) instruments {
+// gauges of the budget, returning the registration (nil when there is
+// none). An instrument m cannot make is reported to otel.Handle and records
+// nothing.
+func newInstruments(m metric.Meter, observe func(metric.Observer, metric.Float64Observable, metric.Int64Observable)) (instruments, metric.Registration) {
 	var in instruments
 	var err error
 	report := func(e error) {
@@ -78,12 +79,13 @@ func newInstruments(m metric.Meter, observe func(metric.Observer, metric.Float64
 	waiting, err := m.Int64ObservableGauge(MetricBudgetWaiting, metric.WithUnit("{call}"),
 		metric.WithDescription("Calls waiting for the budget."))
 	report(err)
+	var reg metric.Registration
 	if remaining != nil && waiting != nil {
-		_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 			observe(o, remaining, waiting)
 			return nil
 		}, remaining, waiting)
 		report(err)
 	}
-	return in
+	return in, reg
 }

@@ -29,6 +29,8 @@ package otelbodo
 
 import (
 	"context"
+	"runtime"
+	"weak"
 
 	"github.com/bodo-app/bodo-go"
 	"go.opentelemetry.io/otel"
@@ -68,8 +70,10 @@ func WithPropagator(p propagation.TextMapPropagator) Option {
 }
 
 // WithTelemetry returns the bodo.Option that wraps every attempt of a
-// client's calls in a span and records its metrics. Metrics lists the
-// names of the metrics; the spans are named by the operationId.
+// client's calls in a span and records its metrics: the Metric constants
+// name them, besides the conventions' http.client.request.duration, and
+// the values a server chooses go on them only from a closed set (others
+// as _OTHER). The spans are named by the operationId.
 func WithTelemetry(opts ...Option) bodo.Option {
 	return newTelemetry(opts...).option()
 }
@@ -96,7 +100,19 @@ func newTelemetry(opts ...Option) *telemetry {
 		tracer:     c.tracers.Tracer(ScopeName, trace.WithInstrumentationVersion(bodo.Version)),
 		propagator: c.propagator,
 	}
-	t.instruments = newInstruments(c.meters.Meter(ScopeName, metric.WithInstrumentationVersion(bodo.Version)), t.gauged.observe)
+	// The MeterProvider keeps the gauges' callback, which holds t only
+	// weakly: once no client uses t, the callback goes with it.
+	weakT := weak.Make(t)
+	var reg metric.Registration
+	t.instruments, reg = newInstruments(c.meters.Meter(ScopeName, metric.WithInstrumentationVersion(bodo.Version)),
+		func(o metric.Observer, remaining metric.Float64Observable, waiting metric.Int64Observable) {
+			if t := weakT.Value(); t != nil {
+				t.gauged.observe(o, remaining, waiting)
+			}
+		})
+	if reg != nil {
+		runtime.AddCleanup(t, func(reg metric.Registration) { _ = reg.Unregister() }, reg)
+	}
 	t.gauged.recording = func(context.Context) bool { return false }
 	if t.budgetWait != nil {
 		t.gauged.recording = t.budgetWait.Enabled

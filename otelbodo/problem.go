@@ -1,42 +1,50 @@
 package otelbodo
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 )
 
-// maxProblem caps how much of a refusal's body is read for its code and
+// maxProblem caps how much of a refusal's body is kept for its code and
 // policy.
 const maxProblem = 64 << 10
 
-// problemOf reads the code and policy of a refusal's problem body, and puts
-// back what it read so that the client reads the whole body as sent.
-func problemOf(resp *http.Response) []attribute.KeyValue {
-	if resp.Body == nil {
-		return nil
+// refusal is a 429 or 503 answer: the span and the refusals metric learn
+// its code and policy once the client has read its body (spanBody).
+type refusal struct {
+	t     *telemetry
+	ctx   context.Context
+	attrs []attribute.KeyValue // server.address and the status
+	head  []byte               // the body's first maxProblem bytes, as read
+}
+
+// keep notes what the client read of the body.
+func (r *refusal) keep(p []byte) {
+	if room := maxProblem - len(r.head); room > 0 {
+		r.head = append(r.head, p[:min(len(p), room)]...)
 	}
-	head, _ := io.ReadAll(io.LimitReader(resp.Body, maxProblem))
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+}
+
+// count records the refusal, with the code and policy of its problem body
+// on the span as they came and on the metric from the closed set of
+// metricValue.
+func (r *refusal) count(set func(...attribute.KeyValue)) {
 	var p struct {
 		Code   string `json:"code"`
 		Policy string `json:"policy"`
 	}
-	if json.Unmarshal(head, &p) != nil {
-		return nil
-	}
-	var attrs []attribute.KeyValue
+	_ = json.Unmarshal(r.head, &p)
+	attrs := r.attrs
 	if p.Code != "" {
-		attrs = append(attrs, AttrRefusalCode.String(p.Code))
+		set(AttrRefusalCode.String(spanValue(p.Code)))
+		attrs = append(attrs, AttrRefusalCode.String(metricValue(p.Code)))
 	}
 	if p.Policy != "" {
-		attrs = append(attrs, AttrRefusalPolicy.String(p.Policy))
+		set(AttrRefusalPolicy.String(spanValue(p.Policy)))
+		attrs = append(attrs, AttrRefusalPolicy.String(metricValue(p.Policy)))
 	}
-	return attrs
+	r.t.refusals.Add(r.ctx, 1, metric.WithAttributes(attrs...))
 }

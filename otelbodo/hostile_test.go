@@ -1,0 +1,219 @@
+package otelbodo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/bodo-app/bodo-go"
+	"github.com/bodo-app/bodo-go/bodotest"
+	"github.com/bodo-app/bodo-go/otelbodo"
+	om "go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// rt is a RoundTripper of a func.
+type rt func(*http.Request) (*http.Response, error)
+
+func (f rt) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// newC is a quiet client of key at base through tr, with the telemetry of
+// tel.
+func newC(t *testing.T, base, key string, tr http.RoundTripper, tel ...otelbodo.Option) *bodo.Client {
+	c, err := bodo.NewClient(bodo.WithBaseURL(base), bodo.WithHTTPClient(&http.Client{Transport: tr}), bodo.WithAPIKey(key),
+		bodo.WithLogger(slog.New(slog.DiscardHandler)), otelbodo.WithTelemetry(tel...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestAMiddlewareThatAnswersNothingEndsTheSpan: a middleware after the
+// telemetry's that answers neither a response nor an error gets a failed
+// span, and the client its own error, not a panic.
+func TestAMiddlewareThatAnswersNothingEndsTheSpan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := bodotest.NewServer(bodotest.WithoutLimits())
+		defer srv.Close()
+		r := newRecorded()
+		c := newC(t, srv.URL, bodotest.APIKey, srv.Client().Transport, otelbodo.WithTracerProvider(r.tp))
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("panic: %v", p)
+			}
+		}()
+		c.Me(t.Context(), bodo.WithMiddleware(func(*http.Request, bodo.MiddlewareNext) (*http.Response, error) { return nil, nil }))
+	})
+}
+
+// countingProvider counts the callbacks registered on its meters and not
+// unregistered since.
+type countingProvider struct {
+	om.MeterProvider
+	live *atomic.Int64
+}
+
+type countingMeter struct {
+	om.Meter
+	live *atomic.Int64
+}
+
+type countingRegistration struct {
+	om.Registration
+	live *atomic.Int64
+}
+
+func (p countingProvider) Meter(n string, o ...om.MeterOption) om.Meter {
+	return countingMeter{p.MeterProvider.Meter(n, o...), p.live}
+}
+
+func (m countingMeter) RegisterCallback(f om.Callback, in ...om.Observable) (om.Registration, error) {
+	reg, err := m.Meter.RegisterCallback(f, in...)
+	if err == nil {
+		m.live.Add(1)
+		reg = countingRegistration{reg, m.live}
+	}
+	return reg, err
+}
+
+func (r countingRegistration) Unregister() error {
+	r.live.Add(-1)
+	return r.Registration.Unregister()
+}
+
+// TestDroppedClientsLeaveNoCallbacks: 200 clients made and dropped, each
+// with a WithTelemetry of its own, leave no gauge callback on the
+// MeterProvider once they are collected.
+func TestDroppedClientsLeaveNoCallbacks(t *testing.T) {
+	srv := bodotest.NewServer(bodotest.WithoutLimits())
+	defer srv.Close()
+	live := new(atomic.Int64)
+	mp := countingProvider{metric.NewMeterProvider(metric.WithReader(metric.NewManualReader())), live}
+	func() {
+		for range 200 {
+			newC(t, srv.URL, bodotest.APIKey, srv.Client().Transport, otelbodo.WithMeterProvider(mp)).Me(t.Context())
+		}
+	}()
+	for range 50 {
+		runtime.GC()
+		if live.Load() <= 1 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // the cleanups run on a goroutine of their own
+	}
+	t.Errorf("200 dropped clients: %d callbacks stay on the MeterProvider", live.Load())
+}
+
+// TestServerChosenValuesAreAClosedSetOnMetrics: a server that sends a
+// new code and policy, 8 KiB each, in every 503 adds no series to the
+// refusals and retries metrics beyond the closed set of values.
+func TestServerChosenValuesAreAClosedSetOnMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		long := strings.Repeat("x", 8<<10)
+		hostile := rt(func(r *http.Request) (*http.Response, error) {
+			i := n.Add(1)
+			b := fmt.Sprintf(`{"type":"about:blank","code":"C%d%s","policy":"P%d%s"}`, i, long, i, long)
+			return &http.Response{StatusCode: 503, Header: http.Header{"Content-Type": {"application/problem+json"}, "Retry-After": {"0"}},
+				Body: io.NopCloser(strings.NewReader(b)), Request: r}, nil
+		})
+		r := newRecorded()
+		c := newC(t, "https://api.example.test", bodotest.APIKey, hostile, otelbodo.WithMeterProvider(r.mp))
+		for range 50 {
+			c.Me(t.Context(), bodo.WithMaxRetries(1))
+		}
+		for _, name := range []string{otelbodo.MetricRefusals, otelbodo.MetricRetries} {
+			d := metricByName(t, r.collect(t), name).Data.(metricdata.Sum[int64])
+			kib := 0
+			for _, p := range d.DataPoints {
+				for _, kv := range p.Attributes.ToSlice() {
+					kib += len(kv.Value.Emit())
+				}
+			}
+			if len(d.DataPoints) > 10 {
+				t.Errorf("%s: %d attribute sets, %d KiB of server strings", name, len(d.DataPoints), kib>>10)
+			}
+		}
+	})
+}
+
+// TestARecordedErrorRedactsTheQuery: the error a failed attempt's span
+// records names the URL as url.full does, with the query's values
+// redacted.
+func TestARecordedErrorRedactsTheQuery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		down := rt(func(*http.Request) (*http.Response, error) { return nil, errors.New("connection reset") })
+		r := newRecorded()
+		c := newC(t, "https://api2.example.test", bodotest.SecondKey, down, otelbodo.WithTracerProvider(r.tp))
+		c.Contacts.List(t.Context(), &bodo.ListContactsParams{Q: bodo.Value("ada@example.com")}, bodo.WithMaxRetries(0))
+		for _, sp := range r.named("listContacts") {
+			if strings.Contains(sp.Status().Description, "ada") || strings.Contains(fmt.Sprint(sp.Events()), "ada") {
+				t.Errorf("status %q, events %v", sp.Status().Description, sp.Events())
+			}
+		}
+	})
+}
+
+// TestTelemetryLetsNoRequestGoWhileARefusalIsRead: a 503 whose body, and
+// with it the wait it asks for, comes a second after its headers holds the
+// key's next request until it has been read, with telemetry as without:
+// the telemetry does not read the body ahead of the client.
+func TestTelemetryLetsNoRequestGoWhileARefusalIsRead(t *testing.T) {
+	for _, tel := range []bool{false, true} {
+		t.Run(fmt.Sprint("telemetry=", tel), func(t *testing.T) {
+			var mu sync.Mutex
+			var bodyAt, otherAt time.Time
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/v1/contacts/con_00000000000000000000000001":
+					w.Header().Set("Content-Type", "application/problem+json")
+					w.WriteHeader(503)
+					w.(http.Flusher).Flush() // headers now, body in 1 s
+					time.Sleep(time.Second)
+					fmt.Fprint(w, `{"type":"about:blank","status":503,"code":"OVERLOADED","retryAfterMs":3000}`)
+					mu.Lock()
+					bodyAt = time.Now()
+					mu.Unlock()
+					return
+				case "/v1/contacts/con_00000000000000000000000002":
+					mu.Lock()
+					otherAt = time.Now()
+					mu.Unlock()
+				}
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, `{"id":"con_00000000000000000000000003","object":"contact","name":"Ada","createdAt":"2026-01-01T00:00:00Z","updatedAt":"2026-01-01T00:00:00Z"}`)
+			}))
+			defer srv.Close()
+			opts := []bodo.Option{bodo.WithBaseURL(srv.URL), bodo.WithHTTPClient(&http.Client{Transport: &http.Transport{}}),
+				bodo.WithAPIKey(bodotest.APIKey), bodo.WithMaxRetries(0)}
+			if tel {
+				r := newRecorded()
+				opts = append(opts, otelbodo.WithTelemetry(otelbodo.WithTracerProvider(r.tp), otelbodo.WithMeterProvider(r.mp)))
+			}
+			c, _ := bodo.NewClient(opts...)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			c.Contacts.Get(ctx, "con_00000000000000000000000003") // ends slow start
+			var wg sync.WaitGroup
+			wg.Go(func() { c.Contacts.Get(ctx, "con_00000000000000000000000001") })
+			time.Sleep(300 * time.Millisecond) // the refusal's headers are in, its body is not
+			wg.Go(func() { c.Contacts.Get(ctx, "con_00000000000000000000000002") })
+			wg.Wait()
+			if !otherAt.IsZero() && otherAt.Before(bodyAt) {
+				t.Errorf("a request went out %v before the refusal's body (retryAfterMs 3000) was read", bodyAt.Sub(otherAt).Round(time.Millisecond))
+			}
+		})
+	}
+}
