@@ -364,8 +364,10 @@ func WithIdempotencyKey(key string) RequestOption {
 }
 
 // WithoutIdempotencyKey sends a POST or PATCH without an Idempotency-Key.
-// Such a write is not retried after a connection failure, since the client
-// cannot know whether it took effect (ErrOutcomeUnknown). Money actions
+// Such a write is not retried when its outcome is unknown (a connection
+// that failed after sending, a context that ended while it was out, a 503
+// or 409 that is not the API's refusal), since the client cannot know
+// whether it took effect (ErrOutcomeUnknown). Money actions
 // (Invoices.Pay, Invoices.Refund) require a key: given this option they
 // are not sent and fail with a local *Error, 400 IDEMPOTENCY_KEY_REQUIRED
 // (errors.Is(err, ErrBadRequest)).

@@ -18,9 +18,11 @@ import (
 	"github.com/bodo-app/bodo-go/internal/budget"
 )
 
-// ErrOutcomeUnknown marks a write whose connection failed after the request
-// was sent, without an Idempotency-Key: the client cannot know whether it
-// took effect, so it did not retry. Look for the effect before trying again.
+// ErrOutcomeUnknown marks a write without an Idempotency-Key whose outcome
+// the client cannot know: its connection failed after the request was
+// sent, its context ended while it was out, or a 503 or 409 came back that
+// is not the API's refusal. It did not retry; look for the effect before
+// trying again.
 var ErrOutcomeUnknown = errors.New("bodo: outcome unknown")
 
 // The backoff schedule when the server gives no hint: 1, 2, 4, 8 s with full
@@ -168,6 +170,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			ticket.Finish(answerOf(resp, apiErr))
 			if retryable(apiErr) && mayHaveReached(apiErr) && !retrySafe(cl, nil) {
 				// Only a refusal says the write was not done.
+				c.logRefusal(cl, apiErr, attempt, -1)
 				return nil, nil, fmt.Errorf("bodo: %s: a %d that is not the API's refusal came back for a request without an Idempotency-Key, so it was not retried: %w: %w", cl.op.ID, apiErr.Status, ErrOutcomeUnknown, apiErr)
 			}
 			if lost && goneAlready(cl, apiErr) {

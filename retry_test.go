@@ -509,13 +509,19 @@ func TestProxy503ForAnUnkeyedWriteIsNotRetried(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c, mt := mockClient(t)
+				var buf bytes.Buffer
+				var mu sync.Mutex
+				c, mt := mockClient(t, WithLogger(slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))))
 				var rec recorder
 				mt.RegisterResponder("POST", "=~/v1/contacts", rec.wrap(refuse))
 				_, err := c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada"}, WithoutIdempotencyKey())
 				if !errors.Is(err, ErrOutcomeUnknown) || rec.count() != 1 {
 					t.Errorf("%d requests, err = %v", rec.count(), err)
 				}
+				if mu.Lock(); name != "a 409 in use" && !strings.Contains(buf.String(), `"level":"WARN"`) { // every 429 and 503
+					t.Errorf("the answer is not logged at WARN: %q", buf.String())
+				}
+				mu.Unlock()
 				_, err = c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada"})
 				if rec.count() != 4 {
 					t.Errorf("a keyed write is retried: %d requests, err = %v", rec.count(), err)
