@@ -345,17 +345,17 @@ func WithHeader(name, value string) ClientOrRequestOption {
 }
 
 // WithIdempotencyKey sets the Idempotency-Key of a POST or PATCH (1–255
-// visible ASCII characters: no space, no control character). Without it the
-// client makes a random UUID per call. Either way the key stays the same on
-// every retry of the call. Another key fails the call before it is sent,
-// which saves the points of the server's 400 BAD_REQUEST.
+// ASCII characters, visible or spaces between them: what a header carries
+// as it is). Without it the client makes a random UUID per call. Either way
+// the key stays the same on every retry of the call. Another key fails the
+// call before it is sent.
 func WithIdempotencyKey(key string) RequestOption {
 	return requestOption(func(s *callSettings) error {
 		if len(key) < 1 || len(key) > 255 {
 			return fmt.Errorf("WithIdempotencyKey: a key has 1 to 255 characters, not %d", len(key))
 		}
-		if !visibleASCII(key) {
-			return fmt.Errorf("WithIdempotencyKey: %q holds a space, a control character or one beyond ASCII, which cannot be sent", key)
+		if !visibleASCII(strings.ReplaceAll(key, " ", "!")) || key[0] == ' ' || key[len(key)-1] == ' ' {
+			return fmt.Errorf("WithIdempotencyKey: %q holds a control character or one beyond ASCII, or begins or ends with a space, which a header would not carry as it is", key)
 		}
 		s.idempotencyKey = key
 		s.noIdempotencyKey = false
@@ -813,6 +813,9 @@ func prepareBatch(cl *call) error {
 	if err := json.Unmarshal(cl.body, &br); err != nil {
 		return err
 	}
+	if n := len(br.Requests); n < 1 || n > maxBatchParts {
+		return fmt.Errorf("a batch has 1 to %d parts, not %d", maxBatchParts, n)
+	}
 	batchKey := cl.req.Header.Get("Idempotency-Key")
 	cl.bc.Cost, cl.bc.Demand = 0, nil
 	for i := range br.Requests {
@@ -841,6 +844,9 @@ func prepareBatch(cl *call) error {
 	cl.req.ContentLength = int64(len(body))
 	return nil
 }
+
+// maxBatchParts is the most parts a batch has.
+const maxBatchParts = 20
 
 // batchPartKeys is the namespace of the part keys prepareBatch derives from
 // a batch's Idempotency-Key.

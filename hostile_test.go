@@ -468,10 +468,10 @@ func TestHostileUnsendableInputIsRefusedBeforeSending(t *testing.T) {
 	c, _ := socketClient(t, api.URL, WithOnRetry(func(RetryEvent) { retries++ }))
 	ctx := hostileCtx(t)
 	for name, opts := range map[string][]RequestOption{
-		"CR LF in a header value":       {WithoutIdempotencyKey(), WithHeader("X-Trace", "a\r\nInjected: 1")},
-		"LF in an Idempotency-Key":      {WithIdempotencyKey("key\nInjected: 1")},
-		"a space in an Idempotency-Key": {WithIdempotencyKey("my key")},
-		"NUL in an Idempotency-Key":     {WithIdempotencyKey("key\x00")},
+		"CR LF in a header value":    {WithoutIdempotencyKey(), WithHeader("X-Trace", "a\r\nInjected: 1")},
+		"LF in an Idempotency-Key":   {WithIdempotencyKey("key\nInjected: 1")},
+		"a key that ends in a space": {WithIdempotencyKey("my key ")},
+		"NUL in an Idempotency-Key":  {WithIdempotencyKey("key\x00")},
 	} {
 		_, err := c.Contacts.Create(ctx, ContactCreate{Name: "Ada"}, opts...)
 		var e *Error
@@ -481,6 +481,9 @@ func TestHostileUnsendableInputIsRefusedBeforeSending(t *testing.T) {
 	}
 	if *hits != 0 || retries != 0 {
 		t.Errorf("unsendable input: %d requests, %d retries", *hits, retries)
+	}
+	if _, err := c.Contacts.Create(ctx, ContactCreate{Name: "Ada"}, WithIdempotencyKey("order 42")); err != nil || *hits != 1 {
+		t.Errorf("a key with a space inside, which a header carries as it is: %v, %d sent", err, *hits)
 	}
 
 	tlsAPI := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -538,4 +541,36 @@ func TestHostileLongCursorsAreNotKept(t *testing.T) {
 		t.Error("a cursor followed before is not seen")
 	}
 	runtime.KeepAlive(&pc)
+}
+
+// TestEventsPageOnAfterTheLastEvent: listEvents pages forward with after,
+// an event id, so Events.All passes the last event it read, whatever the
+// server's nextCursor is (here an opaque one it would refuse as after).
+func TestEventsPageOnAfterTheLastEvent(t *testing.T) {
+	const a, b = "evt_01JBD8Y3K5M7Q2W9X4Z6T1V0NA", "evt_01JBD8Y3K5M7Q2W9X4Z6T1V0NB"
+	event := func(id string) string {
+		return `{"id":"` + id + `","type":"contact.created","createdAt":"2026-11-30T10:00:00Z","data":{}}`
+	}
+	api, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Query().Get("after") {
+		case "":
+			_, _ = io.WriteString(w, `{"data":[`+event(a)+`],"nextCursor":"opaque-1"}`)
+		case a:
+			_, _ = io.WriteString(w, `{"data":[`+event(b)+`],"nextCursor":null}`)
+		default:
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	})
+	c, _ := socketClient(t, api.URL)
+	var ids []string
+	for ev, err := range c.Events.All(hostileCtx(t), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ev.ID)
+	}
+	if len(ids) != 2 || ids[1] != b {
+		t.Errorf("events %v, want %s then %s", ids, a, b)
+	}
 }

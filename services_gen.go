@@ -252,7 +252,9 @@ func (s *EventsService) List(ctx context.Context, params *ListEventsParams, opts
 }
 
 // All iterates over every Event that List returns, page by page,
-// following nextCursor. Each page is one call; an error ends the iteration.
+// following nextCursor (as after: the id of the
+// last Event read, which is what the API takes there, or nextCursor
+// after a page without any). Each page is one call; an error ends the iteration.
 // A nextCursor the iteration has followed before ends it with an *Error
 // (ErrRepeatedCursor), and so do 100 pages in a row without data
 // (ErrEmptyPages), so that a server that repeats itself, or answers
@@ -279,6 +281,9 @@ func (s *EventsService) All(ctx context.Context, params *ListEventsParams, opts 
 			next := page.NextCursor.Value()
 			if next == "" {
 				return
+			}
+			if n := len(page.Data); n > 0 {
+				next = page.Data[n-1].ID // after is an id, which the last one read is, whatever the cursor is
 			}
 			if err := cursors.follow(ops.ListEvents.ID, next, len(page.Data) == 0); err != nil {
 				yield(Event{}, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -85,6 +86,13 @@ func TestBatchPartAndDecode(t *testing.T) {
 	_, err = c.Batch(context.Background(), BatchRequest{Requests: []BatchRequestItem{{Method: BatchMethodDelete, Path: "/v1/contacts/%2e%2e"}}})
 	if !errors.Is(err, ErrBadRequest) || rec.count() != 0 {
 		t.Errorf("a batch whose part Batch would not make: %v, %d sent", err, rec.count())
+	}
+	get, _ := BatchPart(BatchMethodGet, "/v1/contacts/con_1", nil)
+	for _, n := range []int{0, maxBatchParts + 1} {
+		_, err = c.Batch(context.Background(), BatchRequest{Requests: slices.Repeat([]BatchRequestItem{get}, n)})
+		if !errors.Is(err, ErrBadRequest) || rec.count() != 0 {
+			t.Errorf("a batch of %d parts: %v, %d sent", n, err, rec.count())
+		}
 	}
 
 	var contact Contact

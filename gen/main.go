@@ -552,7 +552,9 @@ func ({{receiver .}}) {{.MethodName}}(ctx context.Context{{args .}}, opts ...Req
 }
 {{if .PageItem}}
 // {{allName .}} iterates over every {{.PageItem}} that {{.MethodName}} returns, page by page,
-// following nextCursor. Each page is one call; an error ends the iteration.
+// following nextCursor{{if eq .PageParam "After"}} (as after: the id of the
+// last {{.PageItem}} read, which is what the API takes there, or nextCursor
+// after a page without any){{end}}. Each page is one call; an error ends the iteration.
 // A nextCursor the iteration has followed before ends it with an *Error
 // (ErrRepeatedCursor), and so do 100 pages in a row without data
 // (ErrEmptyPages), so that a server that repeats itself, or answers
@@ -580,6 +582,11 @@ func ({{receiver .}}) {{allName .}}(ctx context.Context{{args .}}, opts ...Reque
 			if next == "" {
 				return
 			}
+{{- if eq .PageParam "After"}}
+			if n := len(page.Data); n > 0 {
+				next = page.Data[n-1].ID // after is an id, which the last one read is, whatever the cursor is
+			}
+{{- end}}
 			if err := cursors.follow(ops.{{.GoName}}.ID, next, len(page.Data) == 0); err != nil {
 				yield({{.PageItem}}{}, err)
 				return
