@@ -760,6 +760,7 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 	req.Header["Bodo-Version"] = bodoVersionHeader
 	req.Header["User-Agent"] = userAgentHeader
 	req.Header["Accept"] = acceptHeader
+	ownKey := false // the caller chose the Idempotency-Key
 	if req.Method == http.MethodPost || req.Method == http.MethodPatch {
 		switch {
 		case s.noIdempotencyKey && op.KeyRequired:
@@ -775,7 +776,8 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 		case s.noIdempotencyKey:
 			req.Header.Del("Idempotency-Key")
 		default:
-			if s.idempotencyKey == "" {
+			ownKey = s.idempotencyKey != ""
+			if !ownKey {
 				s.idempotencyKey = uuid.NewString()
 			}
 			req.Header.Set("Idempotency-Key", s.idempotencyKey)
@@ -783,7 +785,7 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 	}
 	cl := &call{op: op, settings: s, req: req, body: body}
 	cl.bc = budget.Call{Op: op.ID, Target: req.Method + " " + req.URL.Path, Budgeted: c.budgeted, PastLevels: s.statusPoll, Status: op == ops.GetRateLimit, OnSlow: c.onSlow,
-		MaxHold: max(s.maxRetryWait, time.Nanosecond)} // MaxRetryWait(0): no server's wait is sat out
+		MaxHold: max(s.maxRetryWait, time.Nanosecond), OwnKey: ownKey} // MaxRetryWait(0): no server's wait is sat out
 	if !s.statusPoll {
 		cl.bc.OnHeld = c.onHeld // the status request would wait for itself
 	}

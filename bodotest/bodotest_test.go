@@ -474,3 +474,38 @@ func TestCloseWaitsForTheRequestsBeingServed(t *testing.T) {
 		<-closed
 	}
 }
+
+// TestReplaysOfOneKeyCostAWriteOnce: six creates with one key of the
+// caller's are one write and five replays, which the server charges a
+// point each and no write; the client's write level stays where the
+// server's is.
+func TestReplaysOfOneKeyCostAWriteOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := bodotest.NewServer()
+		defer srv.Close()
+		c := newClient(t, srv)
+		for range 6 {
+			if _, err := c.Contacts.Create(t.Context(), bodo.ContactCreate{Name: "Ada"}, bodo.WithIdempotencyKey("import-1")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		server, client := -1, -1.0
+		for _, l := range c.Budget().Levels { // before the status answer sets it right
+			if l.Name == "write" {
+				client = l.Remaining
+			}
+		}
+		st, err := c.RateLimit(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range st.Policies {
+			if p.Name == "write" {
+				server = p.Remaining
+			}
+		}
+		if server != 59 || client < 58.5 {
+			t.Errorf("after one write and five replays: the server's write level holds %d, the client's %v; want 59 both", server, client)
+		}
+	})
+}

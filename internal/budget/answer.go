@@ -73,10 +73,13 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 			// back (a 304 is settled by the caller).
 			noRecords := a != nil && a.Status >= http.StatusMultipleChoices && a.Status != http.StatusNotModified
 			replayed := a != nil && a.Status < http.StatusMultipleChoices && a.Header.Get("Idempotent-Replayed") == "true"
-			replay := replayed && c.kept // the attempt that did the call is charged already
-			if replayed && !c.kept {
+			// The attempt that did the call is charged already: an earlier
+			// one of this call, or for a key the caller chose, another call.
+			replay := replayed && (c.kept || c.OwnKey && !c.sentBefore)
+			if replayed && !replay {
 				s.replayedLocked(t, now)
 			}
+			c.sentBefore = c.sentBefore || a != nil || sent
 			c.kept = c.kept || unknown || a != nil && !uncharged
 			var took []budgetstore.Level
 			for _, tk := range t.taken {
@@ -152,7 +155,8 @@ func replayBack(l *level, amount float64) float64 {
 
 // replayedLocked counts what the server charged for the attempt of a call
 // whose answer is a replay when no earlier attempt that may have reached
-// the server kept its take: something sent the request before, unseen
+// the server kept its take, and the client made the key (which no other
+// call had): something sent the request before, unseen
 // (a RoundTripper of the caller's that resends; package bodo holds back
 // net/http's own resends), and the server charged that request in full and
 // the replay besides. The attempt took the call's cost; the replay's point

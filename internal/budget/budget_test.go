@@ -1541,7 +1541,8 @@ func TestALongHeldCallAsksAgain(t *testing.T) {
 // answer): the server charged that request and the replay's point, so the
 // key level holds one point less than the write's cost alone would leave.
 // A replay answering a retry costs its point and is no write: the retry
-// gives back the rest of what it took.
+// gives back the rest of what it took. So does one answering the first
+// attempt of a write whose key the caller chose (OwnKey).
 func TestAnUnseenResendIsCharged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
@@ -1573,6 +1574,16 @@ func TestAnUnseenResendIsCharged(t *testing.T) {
 		admitNow(t, s, c).Finish(replay)
 		if got := before - key.available(time.Now()); got != 5+replayPoints {
 			t.Errorf("a retry after a 503 answered by a replay took %v points, want %v", got, 5+replayPoints)
+		}
+		// A key the caller chose may have been another call's, charged to
+		// that call: its replay on a first attempt costs the point alone.
+		c = call(ops.CreateContact, "")
+		c.OwnKey = true
+		before, writes = key.available(time.Now()), write.available(time.Now())
+		admitNow(t, s, c).Finish(replay)
+		if got := before - key.available(time.Now()); got != replayPoints || writes != write.available(time.Now()) {
+			t.Errorf("a replay of the caller's key on a first attempt took %v points and %v writes, want %v and none",
+				got, writes-write.available(time.Now()), replayPoints)
 		}
 	})
 }

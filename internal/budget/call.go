@@ -35,6 +35,10 @@ type Call struct {
 	// /v1/rate_limit): ObserveStatus reads its answer against what was charged
 	// to each level after it was admitted.
 	Status bool
+	// OwnKey marks a write whose Idempotency-Key the caller chose: a replay
+	// that answers its first attempt replays an earlier call's write, which
+	// that call was charged for, and costs its point alone.
+	OwnKey bool
 	// OnSlow, when set, hears of the call once, when one of its attempts
 	// has waited SlowAfter and is still held: from the waiting goroutine,
 	// without the state's lock held, with the context of Admit.
@@ -55,6 +59,7 @@ type Call struct {
 
 	kindKey      string // see kind
 	kept         bool   // an earlier attempt that may have reached the server kept its take
+	sentBefore   bool   // an earlier attempt may have reached the server
 	w            waiter
 	slowSaid     bool      // OnSlow has heard of the call
 	reported     *level    // the egress level, when the last answer's RateLimit named it
