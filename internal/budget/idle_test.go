@@ -162,16 +162,7 @@ func tokensOf(s *State, name string) float64 {
 // them, as UseStore leaves a state.
 func TestARetiredStatesSuccessorSharesItsStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const host = "successor.idle.test"
-		st := &downStore{}
-		old := For(host, "k")
-		old.UseStore(st, "k", nil)
-		learn(t, old)
-		time.Sleep(IdleTTL + sweepEvery)
-		For("trigger.idle.test", "k") // sweeps
-		if !old.retired.Load() {
-			t.Fatal("the idle state was not retired")
-		}
+		old, st := retiredWithStore(t, "successor.idle.test")
 		cur := old.live()
 		if cur == old || cur.shared != budgetstore.Store(st) || cur.sharedKey != "k" {
 			t.Fatalf("the successor's store: %v under %q", cur.shared, cur.sharedKey)
@@ -185,4 +176,35 @@ func TestARetiredStatesSuccessorSharesItsStore(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestARetiredStatesStoreOutlivesAPlainSuccessor: after the state of a
+// client with a store retired, a client of the same key and host made
+// without one makes the successor; the first client's calls go to that
+// successor, which then shares through the first client's store.
+func TestARetiredStatesStoreOutlivesAPlainSuccessor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const host = "plain-successor.idle.test"
+		old, st := retiredWithStore(t, host)
+		plain := For(host, "k") // a client made without a store
+		if cur := old.live(); cur != plain || cur.shared != budgetstore.Store(st) {
+			t.Errorf("the first client's calls go to %p (the plain successor %p) with the store %v", cur, plain, cur.shared)
+		}
+	})
+}
+
+// retiredWithStore is the state of key "k" on host, given a store (a
+// client made with WithSharedBudget), idle until a sweep retired it.
+func retiredWithStore(t *testing.T, host string) (*State, *downStore) {
+	t.Helper()
+	st := &downStore{}
+	old := For(host, "k")
+	old.UseStore(st, "k", nil)
+	learn(t, old)
+	time.Sleep(IdleTTL + sweepEvery)
+	For("trigger.idle.test", "k") // sweeps
+	if !old.retired.Load() {
+		t.Fatal("the idle state was not retired")
+	}
+	return old, st
 }

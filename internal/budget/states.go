@@ -70,7 +70,10 @@ func forID(id string, from *State, now time.Time) *State {
 }
 
 // live returns the state that holds s's key now: s, or when s was retired,
-// the one in the map of For.
+// the one in the map of For. That one uses s's shared store when it has
+// none: another client of the key and host, made without a store, may have
+// made it after s retired, and every client of the key and host uses the
+// store one of them was given (UseStore).
 func (s *State) live() *State {
 	if !s.retired.Load() {
 		return s
@@ -79,6 +82,15 @@ func (s *State) live() *State {
 		return n
 	}
 	n := forID(s.id, s, time.Now())
+	s.mu.Lock()
+	st, key, logger := s.shared, s.sharedKey, s.logger
+	s.mu.Unlock()
+	n.mu.Lock()
+	adopt := st != nil && n.shared == nil
+	n.mu.Unlock()
+	if adopt {
+		n.UseStore(st, key, logger)
+	}
 	s.next.Store(n)
 	return n
 }
