@@ -84,10 +84,26 @@ func (c *Client) heldBy(reason string) <-chan struct{} {
 		go func() {
 			sent := true
 			defer func() { c.state.StatusDone(sent) }()
+			defer func() {
+				// A transport, middleware or callback of the caller's that
+				// panics on the status request, which the client sent of
+				// its own, is no caller's to recover: it is logged, and the
+				// request counts as sent.
+				if p := recover(); p != nil {
+					c.statusPanicked(p)
+				}
+			}()
 			sent = c.pollStatus()
 		}()
 	}
 	return done
+}
+
+// statusPanicked logs a panic of the client's own status request at ERROR;
+// a logger that panics too is not heard.
+func (c *Client) statusPanicked(p any) {
+	defer func() { _ = recover() }()
+	c.logger.Error("bodo: the status request panicked", slog.String("host", c.host), slog.Any("panic", p))
 }
 
 // slowWait hears of a call that has waited budget.SlowAfter for the budget

@@ -685,3 +685,35 @@ func TestStatusRequestLeavesWithItsTimeLeft(t *testing.T) {
 		}
 	})
 }
+
+// TestAPanickingStatusRequestIsLogged: a transport of the caller's that
+// panics on the status request, which the client sends of its own when a
+// call is held by a level whose word is stale, does not end the process
+// (no caller could recover it): the panic is logged at ERROR.
+func TestAPanickingStatusRequestIsLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New(sandbox.WithLatency(30 * time.Millisecond))
+		rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/v1/rate_limit" {
+				panic("transport bug")
+			}
+			return srv.Transport().RoundTrip(r)
+		})
+		var buf bytes.Buffer
+		var mu sync.Mutex
+		c := newTestClient(t, rt, WithAPIKey(sandbox.TestKey), WithLogger(slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))))
+		if _, err := c.Me(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(budget.StaleAfter)
+		c.state.Spend("org", -1000) // the model believes the org drained
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, _ = c.Contacts.Count(ctx, nil)
+		mu.Lock()
+		defer mu.Unlock()
+		if !strings.Contains(buf.String(), "the status request panicked") {
+			t.Errorf("the panic is not logged: %s", buf.String())
+		}
+	})
+}
