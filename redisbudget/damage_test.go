@@ -229,3 +229,29 @@ func TestARefundWhoseReplyIsLostIsAppliedOnce(t *testing.T) {
 		t.Errorf("one refund of 100 sent %d times: egress holds %v, want about 5100 (5000 + 100 back)", st.applied.Load(), got)
 	}
 }
+
+// TestALeaseKeepsWhatItTookWhileItsCallRuns: a renewed lease keeps what its
+// call took (its :lease: and :leaseld: hashes) for another day, so a call
+// that runs longer than a day still gives back its in-flight amount when
+// it ends; a lease shorter than minLeaseTTL is not set.
+func TestALeaseKeepsWhatItTookWhileItsCallRuns(t *testing.T) {
+	t.Parallel()
+	if b := New(nil, WithLeaseTTL(20*time.Millisecond)); b.leaseTTL != minLeaseTTL {
+		t.Errorf("WithLeaseTTL(20ms) leases for %v, want %v", b.leaseTTL, minLeaseTTL)
+	}
+	rs := startRedis(t)
+	rdb := rs.Client(t)
+	b := New(rdb)
+	ctx, k := context.Background(), testKey()
+	p := DefaultPrefix + "{" + k + "}"
+	if g, err := b.Acquire(ctx, k, acquire("long", time.Minute, key(1))); err != nil || !g.Admitted {
+		t.Fatalf("%+v %v", g, err)
+	}
+	rdb.PExpire(ctx, p+":lease:long", time.Second) // as a day later
+	if _, err := b.Renew(ctx, k, budgetstore.Renew{Process: "p", ProcessTTL: time.Minute, Leases: []string{"long"}, LeaseTTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := rdb.PTTL(ctx, p+":lease:long").Val(); ttl < time.Hour {
+		t.Errorf("a renewed lease keeps what it took for %v more", ttl)
+	}
+}

@@ -48,8 +48,20 @@ func WithPrefix(prefix string) Option { return func(b *Budget) { b.prefix = pref
 // from its process before Redis frees it, overriding the client's default
 // (30 s): the time within which a crashed process's slots come back. The
 // client renews the leases of calls still running every third of it (and
-// at least every 500 ms), so a call may last longer.
-func WithLeaseTTL(d time.Duration) Option { return func(b *Budget) { b.leaseTTL = d } }
+// at least every 500 ms), so a call may last longer. A d under minLeaseTTL
+// counts as minLeaseTTL: a shorter lease could lapse between renewals
+// while its call runs.
+func WithLeaseTTL(d time.Duration) Option {
+	return func(b *Budget) {
+		if d > 0 {
+			d = max(d, minLeaseTTL)
+		}
+		b.leaseTTL = d
+	}
+}
+
+// minLeaseTTL is the shortest lease WithLeaseTTL sets.
+const minLeaseTTL = time.Second
 
 // New returns a budget stored through rdb: a *redis.Client, a
 // *redis.ClusterClient or a *redis.Ring.

@@ -593,12 +593,17 @@ return 1
 
 // renewScript keeps leases in flight and counts the process. ARGV:
 // process, process ttl ms, lease ttl ms, then the leases. A lease the
-// store no longer holds is not made again. It answers {processes, rank}.
+// store no longer holds is not made again; one it holds keeps what it took
+// (':lease:', ':leaseld:') for another day, however long its call runs. It
+// answers {processes, rank}.
 var renewScript = redis.NewScript(luaPrelude + `
 local n, rank = members(ARGV[1], tonumber(ARGV[2]))
 local ttl = tonumber(ARGV[3])
 for i = 4, #ARGV do
-  redis.call('ZADD', p .. ':leases', 'XX', now + ttl, ARGV[i])
+  if redis.call('ZADD', p .. ':leases', 'XX', 'CH', now + ttl, ARGV[i]) == 1 then
+    touch(p .. ':lease:' .. ARGV[i])
+    touch(p .. ':leaseld:' .. ARGV[i])
+  end
 end
 return {n, rank}
 `)
