@@ -15,8 +15,8 @@ import (
 // entry, and so does an error answer to the revalidation (a 404 or 410 for
 // a resource that is gone, or a 412 or 431 for an ETag the server does not
 // take; any 4xx but 429), so that a bad entry fails one call at most. An
-// ETag longer than MaxETagLength is not cached. n <= 0 turns the cache off
-// (the default).
+// ETag longer than MaxETagLength is not cached, nor a body over 1 MiB. n <= 0
+// turns the cache off (the default).
 func WithCache(n int) Option {
 	return clientOption(func(s *clientSettings) error {
 		s.cacheSize = n
@@ -83,8 +83,17 @@ func (c *etagCache) get(key string) (cacheEntry, bool) {
 	return *el.Value.(*cacheEntry), true
 }
 
+// maxCachedBody is the longest body the cache keeps, 1 MiB, far beyond
+// any resource of the API: n entries take at most n MiB, whatever a server
+// answers. A longer one drops what the cache held for the key.
+const maxCachedBody = 1 << 20
+
 func (c *etagCache) put(key, etag string, body []byte) {
 	if c == nil {
+		return
+	}
+	if len(body) > maxCachedBody {
+		c.drop(key)
 		return
 	}
 	c.mu.Lock()

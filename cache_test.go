@@ -112,6 +112,10 @@ func TestCacheEvictsTheLeastRecentlyUsed(t *testing.T) {
 	if _, ok := off.get("/a"); ok {
 		t.Error("a cache of size 0 keeps entries")
 	}
+	c.put("/a", `"4"`, make([]byte, maxCachedBody+1))
+	if _, ok := c.get("/a"); ok {
+		t.Error("a body over maxCachedBody is cached, or leaves the key's older entry")
+	}
 }
 
 func TestIfMatch(t *testing.T) {
