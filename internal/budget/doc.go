@@ -203,9 +203,12 @@
 //   - takes the share it was refused at as a bound from above only once it
 //     counted requests, since the first refusal is of an unpaced burst
 //     (TestAHintlessShareStaysWithItsLimiter);
-//   - after hintlessFor of that time without such a refusal, keeps the
-//     rate it was last read at, or what passed if more, as most likely the
-//     limiter is the same (TestAHintlessLimiterIsReadAgainAfterAQuietSpell).
+//   - after hintlessFor of that time without such a refusal, forgets the
+//     limiter: the share steps up as after any cut, so that within a
+//     minute it holds no call (TestAForgottenHintlessLimiterHoldsNoMore);
+//     at the next such refusal it keeps the rate it was last read at, or
+//     what passed if more, as most likely the limiter is the same
+//     (TestAHintlessLimiterIsReadAgainAfterAQuietSpell).
 //
 // # Rule 7: one model, local or shared
 //

@@ -180,9 +180,14 @@ func (p *pace) cut(kind refusalKind, sent time.Time, wait time.Duration, rate, p
 }
 
 // adapt raises the share by one step per quiet interval since the last
-// change; it reports whether it rose.
+// change; it reports whether it rose. Once a limiter that gave no hint is
+// forgotten (hintlessFor), the share, of its rate of requests until then,
+// steps up as after any cut, in paceStep each quietInterval.
 func (p *pace) adapt(now time.Time) bool {
 	p.skipIdle(now)
+	if p.step == hintlessStep && !p.counting(now) {
+		p.share, p.quiet, p.step = min(p.share, 1), quietInterval, paceStep
+	}
 	if p.share >= p.top(now) || p.changeAt.IsZero() {
 		return false
 	}

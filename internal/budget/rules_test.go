@@ -596,6 +596,19 @@ func TestAHintlessLimiterIsReadAgainAfterAQuietSpell(t *testing.T) {
 	}
 }
 
+// TestAForgottenHintlessLimiterHoldsNoMore: a limiter that let a tenth of
+// the calls' rate through when it refused, and then went, is forgotten
+// after hintlessFor of calls the pace held: the share then climbs as after
+// any cut, and within a minute the pace holds no call.
+func TestAForgottenHintlessLimiterHoldsNoMore(t *testing.T) {
+	p, at := cutByAHintlessLimiter()
+	p.cut(hintless, at(3*time.Second-time.Millisecond), 0, 1, 0.1, at(3*time.Second))
+	paced(p, 1, at(3*time.Second), at(3*time.Second+hintlessFor+time.Minute))
+	if now := at(3*time.Second + hintlessFor + time.Minute); p.counting(now) || p.paces(now) {
+		t.Errorf("a minute after the limiter was forgotten the share is %v, and the pace still holds calls", p.share)
+	}
+}
+
 // TestAHintlessLimiterIsReadFromWhenItWasEmpty: what passed before a
 // limiter's bare 429 was its burst, which the refusal shows spent; what it
 // lets through from then on is its rate. After a first call, 6 go at once
