@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/bodo-app/bodo-go/internal/budget"
 )
 
 // MiddlewareNext sends the request on: to the next middleware, or, after the
@@ -107,19 +109,32 @@ type middlewareError struct{ err error }
 func (e *middlewareError) Error() string { return "middleware: " + e.err.Error() }
 func (e *middlewareError) Unwrap() error { return e.err }
 
-// roundTrip sends req through the call's middleware to the client's
-// *http.Client. It returns a *middlewareError when a middleware failed
-// without calling next.
-func (c *Client) roundTrip(cl *call, req *http.Request, a Attempt) (*http.Response, error) {
+// roundTrip sends req, the attempt of ticket t, through the call's
+// middleware to the client's *http.Client; a refusal it gets is marked
+// as being read (reading) before any middleware sees it. It returns a
+// *middlewareError when a middleware failed without calling next.
+func (c *Client) roundTrip(cl *call, req *http.Request, a Attempt, t *budget.Ticket) (*http.Response, error) {
 	if len(cl.settings.middleware) == 0 {
-		return c.httpClient.Do(req)
+		resp, err := c.httpClient.Do(req)
+		reading(resp, err, t)
+		return resp, err
 	}
-	return c.throughMiddleware(cl, req, a)
+	return c.throughMiddleware(cl, req, a, t)
+}
+
+// reading marks t's refusal as being read: its body may ask for a wait
+// that its headers do not say, and until the answer is read, requests
+// about to be written wait for it (the one that gets this connection when
+// the body is read too).
+func reading(resp *http.Response, err error, t *budget.Ticket) {
+	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		t.Reading()
+	}
 }
 
 // throughMiddleware is roundTrip with middleware, apart so that a call
 // without any allocates nothing for it.
-func (c *Client) throughMiddleware(cl *call, req *http.Request, a Attempt) (*http.Response, error) {
+func (c *Client) throughMiddleware(cl *call, req *http.Request, a Attempt, t *budget.Ticket) (*http.Response, error) {
 	mw := cl.settings.middleware
 	a.Operation, a.Method, a.PathTemplate, a.Class = cl.op.ID, req.Method, cl.op.Path, string(cl.op.Class)
 	a.Cost, a.Client = int(cl.bc.Cost), c
@@ -132,7 +147,9 @@ func (c *Client) throughMiddleware(cl *call, req *http.Request, a Attempt) (*htt
 				if sent.Swap(true) {
 					return nil, fmt.Errorf("bodo: %s attempt %d: %w", a.Operation, a.Number, ErrResent)
 				}
-				return c.httpClient.Do(r)
+				resp, err := c.httpClient.Do(r)
+				reading(resp, err, t)
+				return resp, err
 			}
 		}
 		return func(r *http.Request) (*http.Response, error) { return mw[i](r, step(i+1)) }

@@ -253,7 +253,7 @@ func (c *Client) attempt(ctx context.Context, cl *call, at Attempt, t *budget.Ti
 	if trace.cancel != nil {
 		defer trace.cancel(nil)
 	}
-	resp, err := c.roundTrip(cl, cl.newAttempt(trace.ctx()), at)
+	resp, err := c.roundTrip(cl, cl.newAttempt(trace.ctx()), at, t)
 	trace.ticket.Store(nil) // the request's context holds the trace, and an error may hold the request
 	if err != nil {
 		switch {
@@ -265,12 +265,6 @@ func (c *Client) attempt(ctx context.Context, cl *call, at Attempt, t *budget.Ti
 			err = &notSentError{err}
 		}
 		return nil, nil, err
-	}
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		// Its body may ask for a wait that its headers do not say: until
-		// the answer is read, requests about to be written wait for it,
-		// the one that gets this connection when the body is read too.
-		t.Reading()
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotModified {
 		// The caller reads the problem before the deferred cancel: keep
