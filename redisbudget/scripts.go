@@ -600,7 +600,8 @@ var renewScript = redis.NewScript(luaPrelude + `
 local n, rank = members(ARGV[1], tonumber(ARGV[2]))
 local ttl = tonumber(ARGV[3])
 for i = 4, #ARGV do
-  if redis.call('ZADD', p .. ':leases', 'XX', 'CH', now + ttl, ARGV[i]) == 1 then
+  if redis.call('ZSCORE', p .. ':leases', ARGV[i]) then
+    redis.call('ZADD', p .. ':leases', now + ttl, ARGV[i])
     touch(p .. ':lease:' .. ARGV[i])
     touch(p .. ':leaseld:' .. ARGV[i])
   end
