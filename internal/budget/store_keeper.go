@@ -204,13 +204,13 @@ func (s *State) takenNowLocked(levels []budgetstore.Level, now time.Time) {
 func owedNow(owe []budgetstore.Level, late time.Duration, stale bool) []budgetstore.Level {
 	var out []budgetstore.Level
 	for _, l := range owe {
-		if l.Hold <= late {
-			continue
-		}
-		l.Hold -= late
 		if stale {
+			if l.Hold <= late {
+				continue // nothing left of it to hold
+			}
 			l.Amount = l.Size
 		}
+		l.Hold = max(l.Hold-late, 0)
 		out = append(out, l)
 	}
 	return out

@@ -753,3 +753,18 @@ func TestAProcessCutOffFromTheStoreKeepsToItsShareOfTheGuard(t *testing.T) {
 		time.Sleep(RefusalWindow + time.Minute)
 	})
 }
+
+// TestAKeptReleaseOwesWhatItSaid: a release sent late keeps each owe's cap
+// and its wait, less the time it came late; sent stale, only the waits
+// still to run, uncapped.
+func TestAKeptReleaseOwesWhatItSaid(t *testing.T) {
+	owe := []budgetstore.Level{{Name: Write, Amount: -1, Size: 60}, {Name: Key, Amount: 3, Size: 600, Hold: 2 * time.Second}}
+	fresh := owedNow(owe, 500*time.Millisecond, false)
+	if len(fresh) != 2 || fresh[0].Amount != -1 || fresh[0].Hold != 0 || fresh[1].Amount != 3 || fresh[1].Hold != 1500*time.Millisecond {
+		t.Errorf("sent 0.5 s late: %+v", fresh)
+	}
+	stale := owedNow(owe, 1500*time.Millisecond, true)
+	if len(stale) != 1 || stale[0].Name != Key || stale[0].Amount != 600 || stale[0].Hold != 500*time.Millisecond {
+		t.Errorf("sent 1.5 s late, stale: %+v", stale)
+	}
+}
