@@ -354,7 +354,7 @@ func WithIdempotencyKey(key string) RequestOption {
 		if len(key) < 1 || len(key) > 255 {
 			return fmt.Errorf("WithIdempotencyKey: a key has 1 to 255 characters, not %d", len(key))
 		}
-		if !visibleASCII(strings.ReplaceAll(key, " ", "!")) || key[0] == ' ' || key[len(key)-1] == ' ' {
+		if !fieldContent(key) {
 			return fmt.Errorf("WithIdempotencyKey: %q holds a control character or one beyond ASCII, or begins or ends with a space, which a header would not carry as it is", key)
 		}
 		s.idempotencyKey = key

@@ -36,8 +36,8 @@ func headerValue(v string) string {
 }
 
 // visibleASCII reports whether s is made of visible ASCII characters only
-// (VCHAR: no space, no control, nothing beyond ASCII), what an API key and an
-// Idempotency-Key consist of.
+// (VCHAR: no space, no control, nothing beyond ASCII), what an API key
+// consists of.
 func visibleASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x21 || s[i] > 0x7e {
@@ -49,4 +49,20 @@ func visibleASCII(s string) bool {
 
 func isTokenChar(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c < 0x7f && strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// fieldContent reports whether s is visible ASCII with spaces only between
+// its characters: what a header carries as it is (RFC 9110 field-content;
+// a space at either end of a field value is not part of it). An
+// Idempotency-Key consists of it.
+func fieldContent(s string) bool {
+	if s == "" || s[0] == ' ' || s[len(s)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x21 || c > 0x7e) && c != ' ' {
+			return false
+		}
+	}
+	return true
 }
