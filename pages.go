@@ -75,13 +75,7 @@ func (pc *pageCursors) follow(operation, cursor string, empty bool) error {
 		return repeatedCursor(operation, cursor)
 	}
 	if pc.empty >= maxEmptyPages {
-		return &Error{
-			Operation: operation,
-			Status:    http.StatusOK,
-			Title:     "Empty pages",
-			Detail:    fmt.Sprintf("the server answered %d pages in a row without data, each with a new nextCursor; the iteration stops rather than fetch for ever", maxEmptyPages),
-			sentinel:  ErrEmptyPages,
-		}
+		return endedIteration(operation, "Empty pages", fmt.Sprintf("the server answered %d pages in a row without data, each with a new nextCursor; the iteration stops rather than fetch for ever", maxEmptyPages), ErrEmptyPages)
 	}
 	return nil
 }
@@ -96,11 +90,11 @@ func repeatedCursor(operation, cursor string) *Error {
 	if len(shown) > maxCursorShown {
 		shown = shown[:maxCursorShown] + "…"
 	}
-	return &Error{
-		Operation: operation,
-		Status:    http.StatusOK,
-		Title:     "Repeated cursor",
-		Detail:    fmt.Sprintf("the server answered nextCursor %q, which this iteration has followed already; it stops rather than fetch the same pages for ever", shown),
-		sentinel:  ErrRepeatedCursor,
-	}
+	return endedIteration(operation, "Repeated cursor", fmt.Sprintf("the server answered nextCursor %q, which this iteration has followed already; it stops rather than fetch the same pages for ever", shown), ErrRepeatedCursor)
+}
+
+// endedIteration is the *Error of an iteration of operation that the
+// client ended, though the server answered 200, matching sentinel.
+func endedIteration(operation, title, detail string, sentinel error) *Error {
+	return &Error{Operation: operation, Status: http.StatusOK, Title: title, Detail: detail, sentinel: sentinel}
 }
