@@ -64,6 +64,38 @@ func newRefusingServer(t *testing.T, tls2 bool, refusedID string, release chan s
 	return rs, srv
 }
 
+// warmClient is a client of srv that has had one answer (first), with
+// opts after WithMaxRetries(0), and the context of a test's calls: 10 s.
+func warmClient(t *testing.T, srv *httptest.Server, opts ...Option) (c *Client, ctx context.Context, first *http.Response) {
+	t.Helper()
+	c, _ = socketClient(t, srv.URL, append([]Option{WithMaxRetries(0)}, opts...)...)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	if _, err := c.Contacts.Get(ctx, hostileContactID, WithResponseInto(&first)); err != nil {
+		t.Fatal(err)
+	}
+	return c, ctx, first
+}
+
+// hostClient is an *http.Client of at most conns connections to a host.
+func hostClient(t *testing.T, conns int) *http.Client {
+	tr := &http.Transport{MaxConnsPerHost: conns}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// refuse gets refusedContactID with c in a goroutine, whose outcome goes
+// to the channel it returns, and lets the server answer once the get has
+// arrived; it returns a moment after, the refusal's headers read.
+func (rs *refusingServer) refuse(ctx context.Context, c *Client, release chan struct{}) chan error {
+	done := make(chan error, 2)
+	go func() { _, err := c.Contacts.Get(ctx, refusedContactID); done <- err }()
+	<-rs.arrived
+	close(release)
+	time.Sleep(50 * time.Millisecond)
+	return done
+}
+
 // after is when the calls other than the refused one arrived, after its
 // headers went.
 func (rs *refusingServer) after(t *testing.T) []time.Duration {
@@ -90,8 +122,6 @@ func TestNoRequestLeavesWhileAMiddlewareReadsARefusal(t *testing.T) {
 	const wait = 500 * time.Millisecond
 	release := make(chan struct{})
 	rs, srv := newRefusingServer(t, false, refusedContactID, release, "", wait, 0)
-	tr := &http.Transport{MaxConnsPerHost: 1}
-	t.Cleanup(tr.CloseIdleConnections)
 	buffer := func(r *http.Request, next MiddlewareNext) (*http.Response, error) {
 		resp, err := next(r)
 		if err == nil && resp.StatusCode >= 400 {
@@ -102,12 +132,7 @@ func TestNoRequestLeavesWhileAMiddlewareReadsARefusal(t *testing.T) {
 		}
 		return resp, err
 	}
-	c, _ := socketClient(t, srv.URL, WithMaxRetries(0), WithHTTPClient(&http.Client{Transport: tr}), WithMiddleware(buffer))
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if _, err := c.Contacts.Get(ctx, hostileContactID); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, _ := warmClient(t, srv, WithHTTPClient(hostClient(t, 1)), WithMiddleware(buffer))
 	done := make(chan error, 2)
 	go func() { _, err := c.Contacts.Get(ctx, refusedContactID); done <- err }()
 	<-rs.arrived

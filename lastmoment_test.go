@@ -3,6 +3,7 @@ package bodo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -159,5 +160,76 @@ func TestAWaitSatOutIsLookedAtAgain(t *testing.T) {
 	}
 	if d := lm.arrivedAfter(t); d < second-20*time.Millisecond {
 		t.Errorf("the call admitted before the refusals were read arrived %v after the second, want the %v it asked", d, second)
+	}
+}
+
+// TestARefusalsHeadersBindWhileItsSlowBodyIsRead (rule 5), over real
+// loopback HTTP: an OVERLOADED whose headers ask for 2 s (Retry-After) and
+// whose body comes after more than the second a request at its last moment
+// waits for it; a call that reaches that moment meanwhile is written when
+// the headers' wait is over.
+func TestARefusalsHeadersBindWhileItsSlowBodyIsRead(t *testing.T) {
+	const wait = 2 * time.Second // Retry-After: 2; the body asks for 100ms
+	release := make(chan struct{})
+	rs, srv := newRefusingServer(t, false, refusedContactID, release, "2", 100*time.Millisecond, 1300*time.Millisecond)
+	c, ctx, _ := warmClient(t, srv, WithHTTPClient(hostClient(t, 2)))
+	done := rs.refuse(ctx, c, release)
+	go func() { _, err := c.Contacts.Get(ctx, laterContactID); done <- err }()
+	<-done
+	<-done
+	for _, d := range rs.after(t) {
+		if d < wait-50*time.Millisecond {
+			t.Errorf("a call that reached its last moment while the OVERLOADED's body was read arrived %v after its headers, inside the %v they asked", d, wait)
+		}
+	}
+}
+
+// TestAnHTTP2RequestIsHeldBackInsideALongWait (rule 5), over real loopback
+// HTTP/2: a call that reaches its last moment while an OVERLOADED's body is
+// read learns of a wait longer than it sits out (MaxRetryWait); its
+// request is not written on the connection the other calls share, and the
+// call is admitted anew, where it meets the wait.
+func TestAnHTTP2RequestIsHeldBackInsideALongWait(t *testing.T) {
+	const (
+		wait      = 600 * time.Millisecond
+		bodyDelay = 200 * time.Millisecond
+	)
+	release := make(chan struct{})
+	rs, srv := newRefusingServer(t, true, refusedContactID, release, "", wait, bodyDelay)
+	c, ctx, first := warmClient(t, srv, WithHTTPClient(srv.Client()), WithMaxRetryWait(100*time.Millisecond))
+	if first.ProtoMajor != 2 {
+		t.Fatalf("the calls go over %s, want HTTP/2", first.Proto)
+	}
+	done := rs.refuse(ctx, c, release)
+	_, err := c.Contacts.Get(ctx, laterContactID)
+	<-done
+	var e *Error
+	if !errors.As(err, &e) || !e.Local || e.RetryAfter <= 0 {
+		t.Errorf("the call held back: %v, want a local error with its RetryAfter", err)
+	}
+	for _, d := range rs.after(t) {
+		if d < bodyDelay+wait-20*time.Millisecond {
+			t.Errorf("a call that reached its last moment while the OVERLOADED's body was read arrived %v after its headers, inside the %v its body asked", d, wait)
+		}
+	}
+}
+
+// TestACallThatEndsInsideAWaitIsNotWritten (rule 5), over real loopback
+// HTTP/1: a call whose context ends while it sits out, at its last moment,
+// a wait an OVERLOADED asked for is not written once it ends.
+func TestACallThatEndsInsideAWaitIsNotWritten(t *testing.T) {
+	release := make(chan struct{})
+	rs, srv := newRefusingServer(t, false, refusedContactID, release, "", 500*time.Millisecond, 200*time.Millisecond)
+	c, ctx, _ := warmClient(t, srv, WithHTTPClient(hostClient(t, 2)))
+	done := rs.refuse(ctx, c, release)
+	short, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
+	defer cancel()
+	if _, err := c.Contacts.Get(short, laterContactID); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a call that ended inside the wait: %v, want context.DeadlineExceeded", err)
+	}
+	<-done
+	time.Sleep(100 * time.Millisecond) // what was written has arrived
+	if after := rs.after(t); len(after) > 0 {
+		t.Errorf("a call that ended inside the wait was written, arriving %v after the OVERLOADED's headers", after)
 	}
 }

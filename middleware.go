@@ -128,7 +128,8 @@ func (c *Client) roundTrip(cl *call, req *http.Request, a Attempt, t *budget.Tic
 // the body is read too).
 func reading(resp *http.Response, err error, t *budget.Ticket) {
 	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		t.Reading()
+		wait, _ := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		t.Reading(wait)
 	}
 }
 

@@ -322,12 +322,12 @@ func retrySafe(cl *call, err error) bool {
 }
 
 // notSent reports whether err says the request never left: the attempt
-// failed before its headers were written (a dial, a TLS handshake), or the
-// connection was never made.
+// failed before its headers were written (a dial, a TLS handshake), was
+// held back at its last moment, or the connection was never made.
 func notSent(err error) bool {
 	var op *net.OpError
 	var unsent *notSentError
-	if errors.As(err, &unsent) || errors.As(err, &op) && op.Op == "dial" {
+	if errors.As(err, &unsent) || isDeferred(err) || errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
 	return errors.Is(err, syscall.ECONNREFUSED)

@@ -21,16 +21,17 @@ import (
 // on a request, so a failure before then is a request not sent.
 //
 // It is the attempt's context as well: the context it was made from, with
-// its ClientTrace under httptrace's key, so that one allocation and the two
-// hooks are all an attempt costs.
+// its ClientTrace under httptrace's key, so that one allocation and the
+// hooks are all an attempt costs; one that may go over HTTP/2 (https), or
+// that net/http resends for its key, adds a context gotConn can end.
 type sendTrace struct {
 	context.Context
 	trace        httptrace.ClientTrace
 	began, wrote atomic.Bool
 	ticket       atomic.Pointer[budget.Ticket] // the attempt's admission while it is sent, asked again at its last moment (gotConn)
 	hold         time.Duration                 // the longest server's wait the call sits out (MaxRetryWait)
-	deferred     atomic.Bool                   // gotConn closed the connection: a wait longer than hold was announced
-	cancel       context.CancelCauseFunc       // ends the attempt; set for a request net/http resends only for its Idempotency-Key
+	deferred     atomic.Bool                   // gotConn held the request back: a wait longer than hold was announced, or the call ended inside one
+	cancel       context.CancelCauseFunc       // ends the attempt; set where gotConn may have to end it (multiplexed, resentForItsKey)
 	resent       atomic.Bool                   // gotConn held back net/http's resend of the written request
 }
 
@@ -46,7 +47,7 @@ func (cl *call) sendTrace(ctx context.Context, t *budget.Ticket) *sendTrace {
 	}
 	cl.traced = true
 	st.Context, st.hold, st.cancel = ctx, cl.bc.MaxHold, nil
-	if resentForItsKey(cl.req) {
+	if cl.req.URL.Scheme == "https" || resentForItsKey(cl.req) {
 		st.Context, st.cancel = context.WithCancelCause(ctx)
 	}
 	st.ticket.Store(t)
@@ -75,10 +76,9 @@ func (st *sendTrace) wroteHeaders()  { st.wrote.Store(true) }
 // gotConn is the last moment before the request is written, which the
 // transport does not do before it returns: a wait the server announced
 // since the attempt was admitted (an answer read meanwhile, perhaps on this
-// very connection) is sat out here. One longer than the call sits out
-// closes an HTTP/1 connection instead, so that nothing is written and the
-// call is admitted anew (deferred); an HTTP/2 connection carries other
-// calls, so there the attempt waits at most hold.
+// very connection) is sat out here. One longer than the call sits out, or
+// one the call's context ends inside, holds the request back (deferred):
+// nothing is written, and the call is admitted anew or ends.
 //
 // A connection asked for after the headers were written is net/http's own
 // resend: it sends a request without a body again by itself, unseen by the
@@ -108,27 +108,38 @@ func (st *sendTrace) gotConn(info httptrace.GotConnInfo) {
 	// A wait sat out is looked at again when it ends: another may have
 	// been announced meanwhile (two refusals read a moment apart).
 	left := st.hold
-	for st.Context.Err() == nil {
+	for {
 		d := t.Bound(st.Context)
 		if d <= 0 {
 			return
 		}
-		if d > left && !multiplexed(info.Conn) {
-			st.deferred.Store(true)
-			_ = info.Conn.Close()
+		if d > left || st.Context.Err() != nil {
+			st.holdBack(info.Conn)
 			return
 		}
-		if left <= 0 {
-			return
-		}
-		timer := time.NewTimer(min(d, left))
+		timer := time.NewTimer(d)
 		select {
 		case <-timer.C:
+			left -= d
 		case <-st.Context.Done():
 		}
 		timer.Stop()
-		left -= min(d, left)
 	}
+}
+
+// holdBack keeps the attempt's request from being written: on HTTP/1 it
+// closes conn, which carries nothing else; on HTTP/2, whose connection
+// carries other calls, it ends the attempt's context, which net/http looks
+// at before it writes a stream's headers.
+func (st *sendTrace) holdBack(conn net.Conn) {
+	st.deferred.Store(true)
+	if multiplexed(conn) {
+		if st.cancel != nil {
+			st.cancel(errHeldBack)
+		}
+		return
+	}
+	_ = conn.Close()
 }
 
 // multiplexed reports whether conn carries HTTP/2, whose streams other
@@ -139,6 +150,10 @@ func multiplexed(conn net.Conn) bool {
 	tc, ok := conn.(interface{ ConnectionState() tls.ConnectionState })
 	return ok && tc.ConnectionState().NegotiatedProtocol == "h2"
 }
+
+// errHeldBack is the cause that ends an attempt gotConn held back on an
+// HTTP/2 connection.
+var errHeldBack = errors.New("bodo: request held back at its last moment by a wait the server announced")
 
 // errResendHeld is the cause that ends an attempt whose resend gotConn held
 // back.

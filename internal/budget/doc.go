@@ -163,10 +163,13 @@
 //
 // Also not one that was admitted before the answer was read: the last
 // moment before a request is written, it waits for refusals still being
-// read and sits out any wait announced since its admission, and when that
-// wait ends, any announced meanwhile (lastmoment.go, package bodo's
-// unsent.go; TestNoRequestLeavesAfterAnAnswerThatAsksToWait,
-// TestAWaitSatOutIsLookedAtAgain).
+// read (at most readingWait, then as long as their headers asked) and sits
+// out any wait announced since its admission, and when that wait ends, any
+// announced meanwhile; one it does not sit out holds the request back
+// before anything is written (lastmoment.go, package bodo's unsent.go;
+// TestNoRequestLeavesAfterAnAnswerThatAsksToWait,
+// TestAWaitSatOutIsLookedAtAgain,
+// TestARefusalsHeadersBindWhileItsBodyIsRead).
 //
 // # Rule 6: without any hint, converge just below the limiter
 //

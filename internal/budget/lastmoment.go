@@ -19,15 +19,17 @@ const readingWait = time.Second
 // reading counts the refusals of a key whose answers are being read; done
 // closes when the count falls to zero.
 type reading struct {
-	n    int
-	done chan struct{}
+	n     int
+	done  chan struct{}
+	until time.Time // the latest end of a wait their headers asked (Retry-After)
 }
 
 // Reading marks that the answer to t is a refusal (a 429 or 503) whose body
-// is still being read: until Finish or Unanswered ends t, a request of the
+// is still being read, its headers asking to wait wait (Retry-After; zero
+// when they do not): until Finish or Unanswered ends t, a request of the
 // key about to be written waits for it (Bound), since the body may ask for
 // a wait that its headers did not say.
-func (t *Ticket) Reading() {
+func (t *Ticket) Reading(wait time.Duration) {
 	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -36,9 +38,10 @@ func (t *Ticket) Reading() {
 	}
 	t.reading = true
 	if s.read.n == 0 {
-		s.read.done = make(chan struct{})
+		s.read.done, s.read.until = make(chan struct{}), time.Time{}
 	}
 	s.read.n++
+	s.read.until = later(s.read.until, time.Now().Add(min(max(wait, 0), maxHold)))
 }
 
 // endReadingLocked ends t's mark of Reading, if it has one.
@@ -59,7 +62,9 @@ func (t *Ticket) endReadingLocked() {
 // the call was admitted (a lockout, a wait asked of every call of the key,
 // a refusal's wait on a level the call takes from); zero when none binds.
 // It first waits for the key's refusals still being read (Reading), at most
-// readingWait or until ctx ends.
+// readingWait or until ctx ends; a budgeted call that one is still being
+// read then binds is held as long as its headers asked, as the answer may
+// be to a call of any level.
 func (t *Ticket) Bound(ctx context.Context) time.Duration {
 	s := t.s
 	s.mu.Lock()
@@ -84,6 +89,9 @@ func (t *Ticket) Bound(ctx context.Context) time.Duration {
 	until := s.lockedUntil
 	if t.c.Budgeted {
 		until = later(until, s.heldUntil)
+		if s.read.n > 0 && !t.reading {
+			until = later(until, s.read.until)
+		}
 		for _, tk := range t.taken {
 			until = later(until, tk.l.holdUntil)
 		}

@@ -25,7 +25,7 @@ func TestNoRequestLeavesAfterAnAnswerThatAsksToWait(t *testing.T) {
 			t.Fatalf("bound by %v before any refusal", d)
 		}
 
-		refused.Reading()
+		refused.Reading(0)
 		got := make(chan time.Duration)
 		go func() { got <- early.Bound(context.Background()) }()
 		time.Sleep(100 * time.Millisecond) // the refusal's body takes this long to read
@@ -57,12 +57,34 @@ func TestReadingIsBounded(t *testing.T) {
 		learn(t, s)
 		stuck := admitNow(t, s, call(ops.ListContacts, ""))
 		other := admitNow(t, s, call(ops.GetContact, ""))
-		stuck.Reading()
+		stuck.Reading(0)
 		start := time.Now()
 		if d := other.Bound(context.Background()); d != 0 || time.Since(start) != readingWait {
 			t.Errorf("bound by %v after %v, want none after %v", d, time.Since(start), readingWait)
 		}
 		stuck.Unanswered(true, false)
 		other.Finish(answer("", ""))
+	})
+}
+
+// TestARefusalsHeadersBindWhileItsBodyIsRead: a refusal whose headers asked
+// to wait (Retry-After) and whose body takes longer than readingWait binds
+// a request at its last moment for the rest of that wait, though its body
+// has not said which level it speaks of.
+func TestARefusalsHeadersBindWhileItsBodyIsRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		slow := admitNow(t, s, call(ops.CreateContact, ""))
+		read := admitNow(t, s, call(ops.GetContact, ""))
+		slow.Reading(3 * time.Second)
+		if d := read.Bound(context.Background()); d != 3*time.Second-readingWait {
+			t.Errorf("a request at its last moment while a refusal asking 3s is read for %v is bound by %v, want %v", readingWait, d, 3*time.Second-readingWait)
+		}
+		slow.Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Write, 3*time.Second))
+		if d := read.Bound(context.Background()); d != 0 {
+			t.Errorf("a read is bound by %v once the refusal said it was on write", d)
+		}
+		read.Finish(answer("", ""))
 	})
 }
