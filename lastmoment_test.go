@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -187,8 +188,9 @@ func TestARefusalsHeadersBindWhileItsSlowBodyIsRead(t *testing.T) {
 // TestAnHTTP2RequestIsHeldBackInsideALongWait (rule 5), over real loopback
 // HTTP/2: a call that reaches its last moment while an OVERLOADED's body is
 // read learns of a wait longer than it sits out (MaxRetryWait); its
-// request is not written on the connection the other calls share, and the
-// call is admitted anew, where it meets the wait.
+// request is not written on the connection the other calls share
+// (a middleware is told ErrHeldBack), and the call is admitted anew, where
+// it meets the wait.
 func TestAnHTTP2RequestIsHeldBackInsideALongWait(t *testing.T) {
 	const (
 		wait      = 600 * time.Millisecond
@@ -196,7 +198,15 @@ func TestAnHTTP2RequestIsHeldBackInsideALongWait(t *testing.T) {
 	)
 	release := make(chan struct{})
 	rs, srv := newRefusingServer(t, true, refusedContactID, release, "", wait, bodyDelay)
-	c, ctx, first := warmClient(t, srv, WithHTTPClient(srv.Client()), WithMaxRetryWait(100*time.Millisecond))
+	var heldBack atomic.Int32
+	told := func(r *http.Request, next MiddlewareNext) (*http.Response, error) {
+		resp, err := next(r)
+		if errors.Is(err, ErrHeldBack) {
+			heldBack.Add(1)
+		}
+		return resp, err
+	}
+	c, ctx, first := warmClient(t, srv, WithHTTPClient(srv.Client()), WithMaxRetryWait(100*time.Millisecond), WithMiddleware(told))
 	if first.ProtoMajor != 2 {
 		t.Fatalf("the calls go over %s, want HTTP/2", first.Proto)
 	}
@@ -206,6 +216,9 @@ func TestAnHTTP2RequestIsHeldBackInsideALongWait(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || !e.Local || e.RetryAfter <= 0 {
 		t.Errorf("the call held back: %v, want a local error with its RetryAfter", err)
+	}
+	if n := heldBack.Load(); n != 1 {
+		t.Errorf("the middleware was told of %d attempts held back, want 1", n)
 	}
 	for _, d := range rs.after(t) {
 		if d < bodyDelay+wait-20*time.Millisecond {

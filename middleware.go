@@ -109,17 +109,27 @@ type middlewareError struct{ err error }
 func (e *middlewareError) Error() string { return "middleware: " + e.err.Error() }
 func (e *middlewareError) Unwrap() error { return e.err }
 
-// roundTrip sends req, the attempt of ticket t, through the call's
-// middleware to the client's *http.Client; a refusal it gets is marked
-// as being read (reading) before any middleware sees it. It returns a
-// *middlewareError when a middleware failed without calling next.
-func (c *Client) roundTrip(cl *call, req *http.Request, a Attempt, t *budget.Ticket) (*http.Response, error) {
+// roundTrip sends req, the attempt of ticket t traced by st, through the
+// call's middleware to the client's *http.Client; a refusal it gets is
+// marked as being read (reading), and an attempt held back at its last
+// moment is told by ErrHeldBack, before any middleware sees them. It
+// returns a *middlewareError when a middleware failed without calling next.
+func (c *Client) roundTrip(cl *call, req *http.Request, a Attempt, t *budget.Ticket, st *sendTrace) (*http.Response, error) {
 	if len(cl.settings.middleware) == 0 {
-		resp, err := c.httpClient.Do(req)
-		reading(resp, err, t)
-		return resp, err
+		return c.doHTTP(req, t, st)
 	}
-	return c.throughMiddleware(cl, req, a, t)
+	return c.throughMiddleware(cl, req, a, t, st)
+}
+
+// doHTTP sends req with the client's *http.Client: the innermost step of the
+// middleware chain.
+func (c *Client) doHTTP(req *http.Request, t *budget.Ticket, st *sendTrace) (*http.Response, error) {
+	resp, err := c.httpClient.Do(req)
+	if err != nil && st.deferred.Load() {
+		return nil, &deferredError{err}
+	}
+	reading(resp, err, t)
+	return resp, err
 }
 
 // reading marks t's refusal as being read: its body may ask for a wait
@@ -135,7 +145,7 @@ func reading(resp *http.Response, err error, t *budget.Ticket) {
 
 // throughMiddleware is roundTrip with middleware, apart so that a call
 // without any allocates nothing for it.
-func (c *Client) throughMiddleware(cl *call, req *http.Request, a Attempt, t *budget.Ticket) (*http.Response, error) {
+func (c *Client) throughMiddleware(cl *call, req *http.Request, a Attempt, t *budget.Ticket, st *sendTrace) (*http.Response, error) {
 	mw := cl.settings.middleware
 	a.Operation, a.Method, a.PathTemplate, a.Class = cl.op.ID, req.Method, cl.op.Path, string(cl.op.Class)
 	a.Cost, a.Client = int(cl.bc.Cost), c
@@ -148,9 +158,7 @@ func (c *Client) throughMiddleware(cl *call, req *http.Request, a Attempt, t *bu
 				if sent.Swap(true) {
 					return nil, fmt.Errorf("bodo: %s attempt %d: %w", a.Operation, a.Number, ErrResent)
 				}
-				resp, err := c.httpClient.Do(r)
-				reading(resp, err, t)
-				return resp, err
+				return c.doHTTP(r, t, st)
 			}
 		}
 		return func(r *http.Request) (*http.Response, error) { return mw[i](r, step(i+1)) }

@@ -253,13 +253,13 @@ func (c *Client) attempt(ctx context.Context, cl *call, at Attempt, t *budget.Ti
 	if trace.cancel != nil {
 		defer trace.cancel(nil)
 	}
-	resp, err := c.roundTrip(cl, cl.newAttempt(trace.ctx()), at, t)
+	resp, err := c.roundTrip(cl, cl.newAttempt(trace.ctx()), at, t, trace)
 	trace.ticket.Store(nil) // the request's context holds the trace, and an error may hold the request
 	if err != nil {
 		switch {
 		case trace.resent.Load():
 			err = resendHeldError{}
-		case trace.deferred.Load():
+		case trace.deferred.Load() && !isDeferred(err):
 			err = &deferredError{err}
 		case trace.unsent():
 			err = &notSentError{err}

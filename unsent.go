@@ -168,12 +168,20 @@ func (resendHeldError) Error() string {
 	return "the connection closed without an answer after the request was written"
 }
 
-// deferredError is an attempt held back at its last moment by a wait longer
-// than its call sits out: not sent, and not counted as an attempt.
+// ErrHeldBack is what a middleware's next returns, as errors.Is tells, for
+// an attempt the client held back at the last moment before its request
+// was written: the server announced a wait meanwhile that the call does
+// not sit out there (longer than its MaxRetryWait), or the call's context
+// ended inside one. Nothing was sent; the call is admitted anew, where it
+// meets the wait, and the attempt does not count as one.
+var ErrHeldBack = errors.New("bodo: held back before it was written")
+
+// deferredError is an attempt held back at its last moment (ErrHeldBack).
 type deferredError struct{ err error }
 
-func (e *deferredError) Error() string { return "held back before it was written: " + e.err.Error() }
-func (e *deferredError) Unwrap() error { return e.err }
+func (e *deferredError) Error() string        { return ErrHeldBack.Error() + ": " + e.err.Error() }
+func (e *deferredError) Unwrap() error        { return e.err }
+func (e *deferredError) Is(target error) bool { return target == ErrHeldBack }
 
 func isDeferred(err error) bool {
 	var d *deferredError

@@ -71,6 +71,11 @@ func (t *telemetry) attempt(req *http.Request, next bodo.MiddlewareNext) (*http.
 
 	outcome := server
 	switch {
+	case errors.Is(err, bodo.ErrHeldBack):
+		// Nothing was written: no request failed, and none took time.
+		span.AddEvent(EventHeldBack)
+		span.End()
+		return resp, err
 	case err != nil:
 		errType := errorType(err)
 		outcome = append(outcome, errType)

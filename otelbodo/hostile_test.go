@@ -19,9 +19,12 @@ import (
 	"github.com/bodo-app/bodo-go"
 	"github.com/bodo-app/bodo-go/bodotest"
 	"github.com/bodo-app/bodo-go/otelbodo"
+	"go.opentelemetry.io/otel/codes"
 	om "go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // rt is a RoundTripper of a func.
@@ -215,5 +218,45 @@ func TestTelemetryLetsNoRequestGoWhileARefusalIsRead(t *testing.T) {
 				t.Errorf("a request went out %v before the refusal's body (retryAfterMs 3000) was read", bodyAt.Sub(otherAt).Round(time.Millisecond))
 			}
 		})
+	}
+}
+
+// TestAHeldBackAttemptIsNoFailedRequest: an attempt the client held back
+// before its request was written (bodo.ErrHeldBack) ends its span without
+// an error, with the event EventHeldBack, and records no request duration.
+func TestAHeldBackAttemptIsNoFailedRequest(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	reader := metric.NewManualReader()
+	heldBack := func(*http.Request, bodo.MiddlewareNext) (*http.Response, error) {
+		return nil, fmt.Errorf("gotConn: %w", bodo.ErrHeldBack)
+	}
+	c, err := bodo.NewClient(bodo.WithBaseURL("https://held.bodo.test"), bodo.WithAPIKey(bodotest.APIKey),
+		bodo.WithLogger(slog.New(slog.DiscardHandler)), bodo.WithMaxRetries(0),
+		otelbodo.WithTelemetry(otelbodo.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))),
+			otelbodo.WithMeterProvider(metric.NewMeterProvider(metric.WithReader(reader)))),
+		bodo.WithMiddleware(heldBack))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Contacts.Get(t.Context(), "con_01JBD8Y3K5M7Q2W9X4Z6T1V0AA"); !errors.Is(err, bodo.ErrHeldBack) {
+		t.Fatalf("the call: %v, want bodo.ErrHeldBack", err)
+	}
+	ended := spans.Ended()
+	if len(ended) != 1 || ended[0].Status().Code == codes.Error || len(ended[0].Events()) != 1 || ended[0].Events()[0].Name != otelbodo.EventHeldBack {
+		for _, sp := range ended {
+			t.Logf("span %s: status %v, events %v", sp.Name(), sp.Status(), sp.Events())
+		}
+		t.Fatalf("%d spans, want one without an error and with the event %s", len(ended), otelbodo.EventHeldBack)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == "http.client.request.duration" {
+				t.Errorf("a held-back attempt recorded a request duration: %+v", m.Data)
+			}
+		}
 	}
 }

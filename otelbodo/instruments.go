@@ -33,6 +33,11 @@ const (
 	AttrKeyID         = attribute.Key("bodo.key.id") // the gauges' key: bodo.Client.KeyID, never the key
 )
 
+// EventHeldBack is the event of an attempt's span whose request the client
+// held back at its last moment (bodo.ErrHeldBack): nothing was written, so
+// the span has no error and the attempt no request duration.
+const EventHeldBack = "bodo.held_back"
+
 // budgetWaitBounds are the buckets of the budget's waits, in seconds: from
 // none to past the minute of a level's window.
 var budgetWaitBounds = []float64{0, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
