@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,7 +24,10 @@ func (s *Server) Transport() http.RoundTripper { return HandlerTransport(s) }
 // It reads and closes the request body, returns the context's error when
 // the request is cancelled before the answer (the handler goes on, like a
 // real server), and turns a dropped connection into an error wrapping
-// io.ErrUnexpectedEOF.
+// io.ErrUnexpectedEOF. Like net/http's Transport it tells a ClientTrace in
+// the request's context of GetConn, GotConn (with a connection of its own,
+// one per request) and WroteHeaders; a request whose connection GotConn
+// closed, or whose context ended by then, is not served.
 func HandlerTransport(h http.Handler) http.RoundTripper { return &transport{h: h} }
 
 type transport struct{ h http.Handler }
@@ -44,6 +50,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := lastMoment(req); err != nil {
 		return nil, err
 	}
 
@@ -71,6 +80,51 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// errClosedBeforeWrite is what a client sees when its own GotConn hook
+// closed the connection before the request was written.
+var errClosedBeforeWrite = errors.New("sandbox: connection closed before the request was written")
+
+// lastMoment plays the transport's hooks up to writing the headers of req:
+// GetConn, GotConn with a connection of req's own, then WroteHeaders once
+// neither that connection was closed nor req's context ended.
+func lastMoment(req *http.Request) error {
+	trace := httptrace.ContextClientTrace(req.Context())
+	if trace == nil {
+		return nil
+	}
+	if trace.GetConn != nil {
+		trace.GetConn(req.URL.Host)
+	}
+	if trace.GotConn != nil {
+		c, peer := net.Pipe()
+		conn := &traceConn{Conn: c}
+		trace.GotConn(httptrace.GotConnInfo{Conn: conn})
+		_ = c.Close()
+		_ = peer.Close()
+		if conn.closed.Load() {
+			return errClosedBeforeWrite
+		}
+	}
+	if err := req.Context().Err(); err != nil {
+		return err
+	}
+	if trace.WroteHeaders != nil {
+		trace.WroteHeaders()
+	}
+	return nil
+}
+
+// traceConn is the connection GotConn gets: it notes a Close.
+type traceConn struct {
+	net.Conn
+	closed atomic.Bool
+}
+
+func (c *traceConn) Close() error {
+	c.closed.Store(true)
+	return c.Conn.Close()
 }
 
 func serveRecovered(h http.Handler, w http.ResponseWriter, r *http.Request) (err error) {
