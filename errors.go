@@ -1,7 +1,6 @@
 package bodo
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -324,19 +323,19 @@ func (e *Error) Temporary() bool { return !e.permanent && retryable(e) }
 // maxProblemBody caps how much of an error answer is read.
 const maxProblemBody = 1 << 20
 
-// problem is the wire form of a problem answer; unknown members are ignored.
+// problem is the wire form of a problem answer (parseProblem).
 type problem struct {
-	Type         string       `json:"type"`
-	Title        string       `json:"title"`
-	Status       int          `json:"status"`
-	Detail       string       `json:"detail"`
-	Instance     string       `json:"instance"`
-	Code         string       `json:"code"`
-	RequestID    string       `json:"requestId"`
-	RetryAfterMs *json.Number `json:"retryAfterMs"`
-	Policy       string       `json:"policy"`
-	ResetsAt     string       `json:"resetsAt"`
-	Errors       []FieldError `json:"errors"`
+	Type         string
+	Title        string
+	Status       int
+	Detail       string
+	Instance     string
+	Code         string
+	RequestID    string
+	RetryAfterMs *json.Number
+	Policy       string
+	ResetsAt     string
+	Errors       []FieldError
 }
 
 // newError reads (capped) and closes resp's body and builds the *Error of a
@@ -380,22 +379,46 @@ func newError(operation string, resp *http.Response, now time.Time) *Error {
 }
 
 // parseProblem decodes a problem+json (or plain JSON) body that has at least
-// a code or a type. Anything else is no problem.
+// a code or a type. Anything else is no problem. A member of another type
+// than its own is ignored, as RFC 9457 asks, and the others still count.
 func parseProblem(contentType string, body []byte) (problem, bool) {
 	var p problem
 	mt, _, _ := mime.ParseMediaType(contentType)
 	if mt != "application/problem+json" && mt != "application/json" {
 		return p, false
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(&p); err != nil {
-		return problem{}, false
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(body, &members); err != nil {
+		return p, false
 	}
+	member(members, "type", &p.Type)
+	member(members, "title", &p.Title)
+	member(members, "status", &p.Status)
+	member(members, "detail", &p.Detail)
+	member(members, "instance", &p.Instance)
+	member(members, "code", &p.Code)
+	member(members, "requestId", &p.RequestID)
+	member(members, "retryAfterMs", &p.RetryAfterMs)
+	member(members, "policy", &p.Policy)
+	member(members, "resetsAt", &p.ResetsAt)
+	member(members, "errors", &p.Errors)
 	if p.Code == "" && p.Type == "" {
 		return problem{}, false
 	}
 	return p, true
+}
+
+// member sets *dst to the problem's member name, when it has one of dst's
+// type.
+func member[T any](members map[string]json.RawMessage, name string, dst *T) {
+	raw, ok := members[name]
+	if !ok {
+		return
+	}
+	var v T
+	if json.Unmarshal(raw, &v) == nil {
+		*dst = v
+	}
 }
 
 // maxHint bounds any wait the server can ask for, so that no arithmetic on it

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode"
 
@@ -238,5 +239,34 @@ func TestEveryProblemCodeHasASentinel(t *testing.T) {
 	}
 	if e := (&Error{Code: "CONCURRENCY_LIMITED", Status: 429}); !errors.Is(e, ErrRateLimited) || errors.Is(e, ErrBadRequest) {
 		t.Errorf("an unknown 429 code is not matched by its status")
+	}
+}
+
+// TestAProblemMemberOfAnotherTypeIsIgnored: a problem member whose value
+// has another type than its own is ignored (RFC 9457 3.1), and the others
+// still count: a QUOTA_EXHAUSTED with one mistyped member is not retried.
+func TestAProblemMemberOfAnotherTypeIsIgnored(t *testing.T) {
+	for name, member := range map[string]map[string]any{
+		"instance a number":     {"instance": 42},
+		"errors a string":       {"errors": "none"},
+		"detail a list":         {"detail": []string{"x"}},
+		"status a string":       {"status": "429"},
+		"an extension mistyped": {"policy": 7},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, mt := mockClient(t)
+				var rec recorder
+				members := map[string]any{"policy": "egress", "resetsAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
+				for k, v := range member {
+					members[k] = v
+				}
+				mt.RegisterResponder("GET", "=~/v1/contacts/con_", rec.wrap(problemResponder(429, CodeQuotaExhausted, http.Header{"Retry-After": {"1"}}, members)))
+				_, err := c.Contacts.Get(context.Background(), "con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP")
+				if rec.count() != 1 || !errors.Is(err, ErrQuotaExhausted) {
+					t.Errorf("QUOTA_EXHAUSTED with %v: %d requests (want 1, not retried), err = %v", member, rec.count(), err)
+				}
+			})
+		})
 	}
 }

@@ -406,3 +406,37 @@ func TestLockoutNeverTriggered(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestAReplayedProblemIsNoWrite: the server replays the first answer to a
+// key, a problem too (here 422 VALIDATION_FAILED), and a replay costs 1
+// point and is no write (bodo-api.md): 60 replays of a failed create leave
+// the write level as the first left it, and the next write goes at once.
+func TestAReplayedProblemIsNoWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New()
+		c := sandboxClient(t, srv)
+		ctx := context.Background()
+		for i := 0; i < 61; i++ { // the first answer, then 60 replays of it
+			_, err := c.Contacts.Create(ctx, ContactCreate{Name: ""}, WithIdempotencyKey("reused-for-the-same-request"))
+			if !errors.Is(err, ErrValidation) {
+				t.Fatalf("call %d: %v", i, err)
+			}
+		}
+		var model float64
+		for _, l := range c.Budget().Levels {
+			if l.Name == "write" {
+				model = l.Remaining
+			}
+		}
+		start := time.Now()
+		if _, err := c.Contacts.Create(ctx, ContactCreate{Name: "Ada"}); err != nil {
+			t.Fatal(err)
+		}
+		waited := time.Since(start)
+		// The server counted one write (the first answer, a failed write),
+		// none for the replays: 59 of 60 left.
+		if model < 58 || waited > 0 {
+			t.Errorf("after the first answer and 60 replays of it the server's write level has 59 of 60 left, the client's model %.1f; the next write waited %v (want 0)", model, waited)
+		}
+	})
+}

@@ -140,8 +140,10 @@ type Fault struct {
 
 // Profile names a server that differs from the documented one where the API
 // leaves room: other plans, other limiter shapes, noisier headers, policies
-// of its own, overload, another key eating the organisation's quota. The
-// empty Profile is Documented.
+// of its own, overload, another key eating the organisation's quota. A few
+// go further, as servers in front of the API or a faulty one might: Overloaded
+// leaves out Retry-After, ContradictedHeaders and Gateway say what is not so.
+// The empty Profile is Documented.
 type Profile string
 
 // The profiles; Profiles lists them all.
@@ -177,7 +179,9 @@ const (
 	SearchPolicy Profile = "search-policy"
 	// Overloaded has the documented limits, and answers 5 % of requests 503
 	// OVERLOADED with a retryAfterMs of 300 ms to 3 s in the body and no
-	// Retry-After.
+	// Retry-After: a server that breaks the contract, which asks for
+	// Retry-After on every 429 and 503 that may be retried, as a proxy or
+	// an older version of the API might.
 	Overloaded Profile = "overloaded"
 	// Foreign90 has BigPlan's key, write, principal, delete and egress
 	// levels with the documented org level, of which ForeignKey takes 90 %

@@ -72,7 +72,8 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 			// returns no records: what a read reserved of egress is given
 			// back (a 304 is settled by the caller).
 			noRecords := a != nil && a.Status >= http.StatusMultipleChoices && a.Status != http.StatusNotModified
-			replayed := a != nil && a.Status < http.StatusMultipleChoices && a.Header.Get("Idempotent-Replayed") == "true"
+			// A replay repeats the first answer, a problem too: 1 point, no write.
+			replayed := a != nil && !uncharged && a.Header.Get("Idempotent-Replayed") == "true"
 			// The attempt that did the call is charged already: an earlier
 			// one of this call, or for a key the caller chose, another call.
 			replay := replayed && (c.kept || c.OwnKey && !c.sentBefore)

@@ -67,7 +67,9 @@
 //
 // Profiles. Profiles lists servers that differ from the documented one where
 // bodo-api.md leaves room (plans, limiter shapes, headers, extra policies,
-// overload, foreign load); Profile.New serves one and Profile.Allowance says
+// overload, foreign load), and a few that break it as a faulty server or one
+// in front of the API might (overloaded leaves out Retry-After,
+// contradicted-headers and gateway say what is not so); Profile.New serves one and Profile.Allowance says
 // what one key may get from it. Server.WouldAccept tells, without changing
 // anything, whether a call would be admitted now, and KeyStats.EarlyRequests
 // counts requests that came before an announced wait was over.

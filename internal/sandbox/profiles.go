@@ -67,7 +67,9 @@ func bigPlan() Limits {
 //	search-policy  documented limits and the enforced "bodo-search": 30 requests per 60 s, a
 //	               sliding log, over listContacts and countContacts when q is given
 //	overloaded     documented limits; 5 % of requests answer 503 OVERLOADED with retryAfterMs
-//	               of 300 ms to 3 s in the body and no Retry-After
+//	               of 300 ms to 3 s in the body and no Retry-After, which bodo-api.md asks for
+//	               on every retryable 429 and 503: a server that breaks the contract there, as
+//	               the vendor's staging server does with -retry-after ms-only
 //	foreign-90     the big plan's key, write, principal, delete and egress levels with the
 //	               documented org (3000/min); ForeignKey takes 90 % of the org (45 points/s),
 //	               leaving 5 points/s
