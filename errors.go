@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/bodo-app/bodo-go/internal/budget"
 	"unicode"
 )
 
@@ -404,6 +406,9 @@ func parseProblem(contentType string, body []byte) (problem, bool) {
 	member(members, "errors", &p.Errors)
 	if p.Code == "" && p.Type == "" {
 		return problem{}, false
+	}
+	if len(p.Policy) > budget.MaxNameBytes {
+		p.Policy = "" // no level's name: a refusal of the key
 	}
 	return p, true
 }

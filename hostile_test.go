@@ -1,11 +1,14 @@
 package bodo
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -15,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -573,4 +577,60 @@ func TestEventsPageOnAfterTheLastEvent(t *testing.T) {
 	if len(ids) != 2 || ids[1] != b {
 		t.Errorf("events %v, want %s then %s", ids, a, b)
 	}
+}
+
+// TestARefusalsLogLineKeepsServerStringsShort: a 503 whose problem
+// carries a code and a policy of 400 KiB each, and whose Request-Id header
+// is 4 MiB, is logged in a few KiB.
+func TestARefusalsLogLineKeepsServerStringsShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		big := strings.Repeat("A", 400<<10)
+		body, _ := json.Marshal(map[string]any{"type": "about:blank", "code": "X" + big, "policy": "P" + big})
+		reqID := "req_" + strings.Repeat("R", 4<<20)
+		rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return answerWith(r, http.StatusServiceUnavailable, "application/problem+json", body,
+				http.Header{"Request-Id": {reqID}, "Retry-After": {"0"}}), nil
+		})
+		var out bytes.Buffer
+		c := hostileClient(t, uniqueBaseURL(), rt, WithLogger(slog.New(slog.NewJSONHandler(&out, nil))))
+		const calls = 5
+		for range calls {
+			_, _ = c.Contacts.Get(context.Background(), hostileContactID) // 3 attempts each (MaxRetries 2)
+		}
+		lines := bytes.Count(out.Bytes(), []byte("\n"))
+		if out.Len() > calls*3*4<<10 {
+			t.Errorf("%d calls: %d log lines, %d MiB of log (%d KiB per line) chosen by the server", calls, lines, out.Len()>>20, out.Len()/max(lines, 1)>>10)
+		}
+	})
+}
+
+// TestARefusalsPolicyNameIsBounded: a RATE_LIMITED whose problem names a
+// policy of 1 MiB teaches the key no level of that name (budget.MaxNameBytes),
+// however many come.
+func TestARefusalsPolicyNameIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		i := 0
+		raw, _ := json.Marshal(sampleContact)
+		rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			i++
+			if i%2 == 0 {
+				return answerWith(r, http.StatusOK, "application/json", raw, nil), nil
+			}
+			name := fmt.Sprintf("p%d-%s", i, strings.Repeat("z", (1<<20)-200))
+			body, _ := json.Marshal(map[string]any{"type": "about:blank", "code": "RATE_LIMITED", "policy": name, "retryAfterMs": 1})
+			return answerWith(r, http.StatusTooManyRequests, "application/problem+json", body, nil), nil
+		})
+		c := hostileClient(t, uniqueBaseURL(), rt, WithMaxRetries(0))
+		for range 2 * 64 {
+			_, _ = c.Contacts.Get(context.Background(), hostileContactID)
+			time.Sleep(3 * time.Second) // the refusal guard's window: 25 refusals a minute
+		}
+		names := 0
+		for _, l := range c.Budget().Levels {
+			names += len(l.Name)
+		}
+		if names > 64*8<<10 {
+			t.Errorf("the key's budget keeps %d levels whose names take %d MiB", len(c.Budget().Levels), names>>20)
+		}
+	})
 }

@@ -470,10 +470,10 @@ func (c *Client) logRefusal(cl *call, e *Error, attempt int, wait time.Duration)
 		slog.String("operation", cl.op.ID),
 		slog.String("class", string(cl.op.Class)),
 		slog.Int("status", e.Status),
-		slog.String("code", e.Code),
+		slog.String("code", logValue(e.Code)),
 		slog.String("policy", e.Policy),
 		slog.Int("attempt", attempt),
-		slog.String("request_id", e.RequestID),
+		slog.String("request_id", logValue(e.RequestID)),
 	}
 	if e.RetryAfter > 0 {
 		attrs = append(attrs, slog.Duration("retry_after", e.RetryAfter))
@@ -484,4 +484,17 @@ func (c *Client) logRefusal(cl *call, e *Error, attempt int, wait time.Duration)
 		attrs = append(attrs, slog.Duration("wait", wait))
 	}
 	c.logger.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
+}
+
+// maxLogValue bounds a value the server chose (a problem's code, a request
+// id) in a log line, so that no answer chooses how much is logged.
+const maxLogValue = 256
+
+// logValue is v cut to maxLogValue bytes, whole characters, marked "…" when
+// cut.
+func logValue(v string) string {
+	if len(v) <= maxLogValue {
+		return v
+	}
+	return strings.ToValidUTF8(v[:maxLogValue], "") + "…"
 }

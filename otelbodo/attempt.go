@@ -56,7 +56,7 @@ func (t *telemetry) attempt(req *http.Request, next bodo.MiddlewareNext) (*http.
 	ctx, span := t.tracer.Start(req.Context(), a.Operation, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	if a.Wait > 0 {
 		span.AddEvent("bodo.budget.wait", trace.WithTimestamp(time.Now().Add(-a.Wait)), trace.WithAttributes(
-			AttrHeldBy.String(a.HeldBy), AttrBudgetWait.Float64(a.Wait.Seconds())))
+			AttrHeldBy.String(spanValue(a.HeldBy)), AttrBudgetWait.Float64(a.Wait.Seconds())))
 	}
 	t.record(ctx, a, host)
 

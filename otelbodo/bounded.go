@@ -46,6 +46,16 @@ func metricValue(v string) string {
 	return otherValue
 }
 
+// unitValue is a level's unit as a metric carries it: one the contract
+// names, or otherValue.
+func unitValue(u string) string {
+	switch u {
+	case "points", "requests", "records", "concurrent-requests":
+		return u
+	}
+	return otherValue
+}
+
 // spanValue is v cut to maxSpanValue bytes.
 func spanValue(v string) string {
 	if len(v) > maxSpanValue {

@@ -57,8 +57,22 @@ func (g *gauged) observe(o metric.Observer, remaining metric.Float64Observable, 
 		b := c.Budget()
 		server, id := semconv.ServerAddress(key.host), AttrKeyID.String(key.keyID)
 		o.ObserveInt64(waiting, int64(b.Waiting), metric.WithAttributes(server, id))
+		var others map[string]float64 // by unit: the least remaining of the levels the contract does not name
 		for _, l := range b.Levels {
-			o.ObserveFloat64(remaining, l.Remaining, metric.WithAttributes(server, id, AttrLevel.String(l.Name), AttrUnit.String(l.Unit)))
+			unit := unitValue(l.Unit)
+			if metricValue(l.Name) == otherValue {
+				if r, seen := others[unit]; !seen || l.Remaining < r {
+					if others == nil {
+						others = map[string]float64{}
+					}
+					others[unit] = l.Remaining
+				}
+				continue
+			}
+			o.ObserveFloat64(remaining, l.Remaining, metric.WithAttributes(server, id, AttrLevel.String(l.Name), AttrUnit.String(unit)))
+		}
+		for unit, r := range others {
+			o.ObserveFloat64(remaining, r, metric.WithAttributes(server, id, AttrLevel.String(otherValue), AttrUnit.String(unit)))
 		}
 		return true
 	})

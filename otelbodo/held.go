@@ -37,7 +37,7 @@ func (t *telemetry) held(ev bodo.WaitEvent) {
 	_, span := t.tracer.Start(ev.Context(), ev.Operation, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithTimestamp(now.Add(-ev.Wait)), trace.WithAttributes(append(attrs, AttrBudgetWait.Float64(ev.Wait.Seconds()))...))
 	span.RecordError(ev.Err)
-	span.SetStatus(codes.Error, ev.Err.Error())
+	span.SetStatus(codes.Error, spanValue(ev.Err.Error()))
 	span.End(trace.WithTimestamp(now))
 	attrs[len(attrs)-1] = AttrHeldBy.String(metricValue(ev.Reason))
 	t.budgetWait.Record(ev.Context(), ev.Wait.Seconds(), metric.WithAttributes(attrs...))

@@ -260,3 +260,80 @@ func TestAHeldBackAttemptIsNoFailedRequest(t *testing.T) {
 		}
 	}
 }
+
+// heldHosts numbers the hosts of the tests below, so that each has a
+// budget of its own.
+var heldHosts atomic.Int64
+
+// TestTheGaugesLevelIsAClosedSet: a server that announces a new policy in
+// every answer puts no name of its choosing on the
+// bodo.client.budget.remaining gauge: the levels the contract does not name
+// are one _OTHER series.
+func TestTheGaugesLevelIsAClosedSet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		pad := strings.Repeat("x", 64)
+		hostile := rt(func(r *http.Request) (*http.Response, error) {
+			i := n.Add(1)
+			h := http.Header{"Content-Type": {"application/json"},
+				"Ratelimit-Policy": {fmt.Sprintf(`"p%d%s";q=100;w=60`, i, pad)},
+				"Ratelimit":        {`"key";r=500;t=10`}}
+			body := `{"keyId":"key_1","principal":{"id":"prn_1","type":"user","name":"A"},"organization":{"id":"org_1","name":"O"}}`
+			return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+		})
+		r := newRecorded()
+		c := newC(t, fmt.Sprintf("https://held%d.example.test", heldHosts.Add(1)), bodotest.APIKey, hostile, otelbodo.WithMeterProvider(r.mp))
+		for range 100 {
+			if _, err := c.Me(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		seen := map[string]bool{}
+		d := metricByName(t, r.collect(t), otelbodo.MetricBudgetRemaining).Data.(metricdata.Gauge[float64])
+		for _, p := range d.DataPoints {
+			v, _ := p.Attributes.Value(otelbodo.AttrLevel)
+			seen[v.AsString()] = true
+		}
+		if len(seen) > 20 {
+			t.Errorf("%d distinct bodo.budget.level values on a metric, want a closed set (the contract's levels and _OTHER)", len(seen))
+		}
+	})
+}
+
+// TestAHeldSpanKeepsServerStringsShort: a QUOTA_EXHAUSTED naming a 512 KiB
+// policy makes every later call of the operation be refused locally; the
+// INTERNAL span of each carries no more than a few KiB the server chose.
+func TestAHeldSpanKeepsServerStringsShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		policy := strings.Repeat("q", 512<<10)
+		hostile := rt(func(r *http.Request) (*http.Response, error) {
+			body := fmt.Sprintf(`{"type":"about:blank","code":"QUOTA_EXHAUSTED","policy":%q,"resetsAt":%q}`,
+				policy, time.Now().Add(23*time.Hour).UTC().Format(time.RFC3339))
+			h := http.Header{"Content-Type": {"application/problem+json"}}
+			return &http.Response{StatusCode: 429, Header: h, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+		})
+		r := newRecorded()
+		c := newC(t, fmt.Sprintf("https://held%d.example.test", heldHosts.Add(1)), bodotest.APIKey, hostile, otelbodo.WithTracerProvider(r.tp))
+		const calls = 20
+		for range calls {
+			_, _ = c.Me(context.Background())
+		}
+		held, bytes := 0, 0
+		for _, sp := range r.spans.Ended() {
+			if sp.SpanKind().String() != "internal" {
+				continue
+			}
+			held++
+			bytes += len(sp.Status().Description)
+			for _, ev := range sp.Events() {
+				for _, kv := range ev.Attributes {
+					bytes += len(kv.Value.Emit())
+				}
+			}
+		}
+		if held > 0 && bytes/held > 4<<10 {
+			t.Errorf("%d calls refused locally: %d held spans carry %d MiB of server strings (%d KiB each)", calls, held, bytes>>20, bytes/held>>10)
+		}
+	})
+}

@@ -13,9 +13,13 @@ import (
 // not document and at most MaxPartitions partitions (pk) of them, and a
 // policy or partition past the cap is ignored (logged once per key); a
 // learned level that no call has used and the server has not named for
-// LevelIdleTTL is dropped, and comes back when the server names it again.
+// LevelIdleTTL is dropped, and comes back when the server names it again. A
+// policy's name or unit (qu) longer than MaxNameBytes, in a header member, a
+// refusal or a shared store's answer, is no name: the member is skipped, the
+// refusal names no level.
 const (
 	MaxFieldBytes      = 8 << 10
+	MaxNameBytes       = 128
 	MaxLearnedPolicies = 64
 	MaxPartitions      = 256
 	LevelIdleTTL       = 10 * time.Minute

@@ -53,7 +53,7 @@ func parsePolicyHeader(h http.Header) []policyHeader {
 		}
 		if v, has := params.Get("qu"); has {
 			s, isString := v.(string)
-			if !isString || s == "" {
+			if !isString || s == "" || len(s) > MaxNameBytes {
 				continue
 			}
 			p.unit = s
@@ -122,19 +122,21 @@ func parseList(h http.Header, name string) (httpsfv.List, bool) {
 }
 
 // namedItem returns the name of a list member that is an Item holding a
-// String (as the draft says) or a Token (as some servers send).
+// String (as the draft says) or a Token (as some servers send), of at most
+// MaxNameBytes.
 func namedItem(m httpsfv.Member) (string, *httpsfv.Params, bool) {
 	item, ok := m.(httpsfv.Item)
 	if !ok || item.Params == nil {
 		return "", nil, false
 	}
+	var name string
 	switch v := item.Value.(type) {
 	case string:
-		return v, item.Params, v != ""
+		name = v
 	case httpsfv.Token:
-		return string(v), item.Params, v != ""
+		name = string(v)
 	}
-	return "", nil, false
+	return name, item.Params, name != "" && len(name) <= MaxNameBytes
 }
 
 // intParam returns a non-negative integer parameter. A missing one is
@@ -170,7 +172,7 @@ func parseLimitFast(line string, out []limitHeader) ([]limitHeader, bool) {
 		for j < len(line) && (line[j] >= 'a' && line[j] <= 'z' || line[j] >= 'A' && line[j] <= 'Z' || line[j] >= '0' && line[j] <= '9' || line[j] == '-' || line[j] == '_' || line[j] == '.') {
 			j++
 		}
-		if j == i+1 || j >= len(line) || line[j] != '"' {
+		if j == i+1 || j-i-1 > MaxNameBytes || j >= len(line) || line[j] != '"' {
 			return nil, false
 		}
 		m := limitHeader{name: line[i+1 : j], remaining: -1, reset: -1}

@@ -30,6 +30,8 @@ func TestParsePolicyHeader(t *testing.T) {
 			[]policyHeader{{"d", 2, 60, "requests"}}},
 		{"no valid list", []string{`"key";q=300;w=60, ,`}, nil},
 		{"a field longer than MaxFieldBytes", []string{`"key";q=300;w=60,` + strings.Repeat(" ", MaxFieldBytes)}, nil},
+		{"a name or unit longer than MaxNameBytes", []string{`"` + strings.Repeat("n", MaxNameBytes+1) + `";q=1, ` + strings.Repeat("t", MaxNameBytes+1) + `;q=1, "u";q=1;qu="` + strings.Repeat("u", MaxNameBytes+1) + `", "` + strings.Repeat("n", MaxNameBytes) + `";q=2`},
+			[]policyHeader{{strings.Repeat("n", MaxNameBytes), 2, 0, "requests"}}},
 		{"garbage", []string{`{}}`}, nil},
 		{"empty", nil, nil},
 	}
@@ -67,6 +69,7 @@ func TestParseLimitHeader(t *testing.T) {
 		{"a parameter without =", `"key";rx5`, []limitHeader{}},
 		{"a member that is no string", `key;r=1, "org";r=2`, []limitHeader{{"key", 1, -1, ""}, {"org", 2, -1, ""}}},
 		{"a field longer than MaxFieldBytes", `"key";r=1` + strings.Repeat(" ", MaxFieldBytes), nil},
+		{"a name longer than MaxNameBytes", `"` + strings.Repeat("n", MaxNameBytes+1) + `";r=1, "org";r=2`, []limitHeader{{"org", 2, -1, ""}}},
 	}
 	for _, tc := range cases {
 		if got := parseLimitHeader(http.Header{"Ratelimit": {tc.line}}); !reflect.DeepEqual(got, tc.want) {

@@ -118,7 +118,7 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 		s.startKeeperLocked()
 		s.heldLocked(req.Levels, grant.Levels, now)
 		return req.Lease, 0, "", false, nil
-	case grant.Reason == "quota":
+	case grant.Reason == "quota" && len(grant.Policy) <= MaxNameBytes:
 		s.blocks[grant.Policy] = block{until: sooner(grant.Until, now.Add(maxHold)), name: grant.Policy}
 		if err := s.blockedLocked(c, now); err != nil {
 			return "", 0, "", false, err
