@@ -168,10 +168,13 @@ func WithInsecureHTTP() Option {
 // DefaultResponseHeaderTimeout at most: then slow start ends, and calls go
 // up to the adaptive cap, never more than the parallel quota; past it, each
 // hung call keeps its slot. An *http.Transport resends by itself a request
-// without a body whose reused connection closed without an answer; the
-// client lets it resend a read, and holds back the resend of a keyed write
-// (a payment) and retries it through the budget, as one of the call's
-// retries (WithMaxRetries).
+// without a body whose reused connection closed without an answer, and on
+// HTTP/2 one whose stream was reset or that a GOAWAY cut off; the client
+// lets it resend a read on HTTP/1, and holds back the resend of a keyed
+// write (a payment) and every HTTP/2 resend and retries it through the
+// budget, as one of the call's retries (WithMaxRetries). A write with a
+// body that HTTP/2 says was not processed (RST_STREAM REFUSED_STREAM, a
+// GOAWAY below its stream) counts as not sent, and is retried.
 func WithHTTPClient(hc *http.Client) Option {
 	return clientOption(func(s *clientSettings) error {
 		if hc == nil {

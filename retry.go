@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -261,7 +262,7 @@ func (c *Client) attempt(ctx context.Context, cl *call, at Attempt, t *budget.Ti
 			err = resendHeldError{}
 		case trace.deferred.Load() && !isDeferred(err):
 			err = &deferredError{err}
-		case trace.unsent():
+		case trace.unsent() || h2Unprocessed(err):
 			err = &notSentError{err}
 		}
 		return nil, nil, err
@@ -283,6 +284,37 @@ func (c *Client) attempt(ctx context.Context, cl *call, at Attempt, t *budget.Ti
 		return resp, body, &cutBody{err: err}
 	}
 	return resp, body, nil
+}
+
+// h2Unprocessed reports whether err is net/http's HTTP/2 transport giving
+// up on a request with a body that the server said it did not process:
+// RST_STREAM(REFUSED_STREAM), or a GOAWAY whose last stream is below the
+// request's (RFC 9113 8.7). net/http wraps neither cause, so its text is
+// matched, whole and from its start; text of another form (a later Go) is
+// an attempt that may have arrived, which errs on the safe side.
+func h2Unprocessed(err error) bool {
+	var ue *url.Error
+	if !errors.As(err, &ue) || ue.Err == nil {
+		return false
+	}
+	s, ok := strings.CutPrefix(ue.Err.Error(), "http2: Transport: cannot retry err [")
+	if !ok {
+		return false
+	}
+	cause, _, ok := strings.Cut(s, "] after Request.Body was written")
+	if !ok {
+		return false
+	}
+	if cause == "http2: Transport received Server's graceful shutdown GOAWAY" {
+		return true
+	}
+	id, ok := strings.CutPrefix(cause, "stream error: stream ID ")
+	if !ok {
+		return false
+	}
+	id, ok = strings.CutSuffix(id, "; REFUSED_STREAM; received from peer")
+	_, convErr := strconv.ParseUint(id, 10, 32)
+	return ok && convErr == nil
 }
 
 // cutBody is a 2xx or 304 answer whose body broke off: the server did the

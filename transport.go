@@ -10,8 +10,9 @@ import (
 
 // The timeouts of the *http.Client a Client made without WithHTTPClient
 // uses, when http.DefaultTransport is an *http.Transport: to dial, to
-// finish the TLS handshake, and from the request's end to the answer's
-// headers. Each applies where http.DefaultTransport sets none: its own
+// finish the TLS handshake, from the request's end to the answer's
+// headers, and, on an HTTP/2 connection, from the last frame read to a ping
+// and from the ping to its answer, after which the connection is closed. Each applies where http.DefaultTransport sets none: its own
 // dialer (30 s, as DefaultDialTimeout) and TLS handshake timeout (10 s)
 // stay, and so do any a program set there. There is no timeout on the
 // whole exchange, so a long answer can still be read; a context deadline
@@ -25,6 +26,7 @@ const (
 	DefaultDialTimeout           = 30 * time.Second
 	DefaultTLSHandshakeTimeout   = 10 * time.Second
 	DefaultResponseHeaderTimeout = budget.SlowStartHold
+	DefaultHTTP2PingTimeout      = 15 * time.Second
 )
 
 // defaultHTTPClient is the *http.Client of a Client made without
@@ -45,6 +47,11 @@ func defaultHTTPClient() *http.Client {
 	}
 	if t.ResponseHeaderTimeout == 0 {
 		t.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	}
+	if t.HTTP2 == nil {
+		// An HTTP/2 connection that goes silent stays in the pool, every
+		// later call multiplexed onto it, until a ping finds it dead.
+		t.HTTP2 = &http.HTTP2Config{SendPingTimeout: DefaultHTTP2PingTimeout, PingTimeout: DefaultHTTP2PingTimeout}
 	}
 	return &http.Client{Transport: t}
 }

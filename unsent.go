@@ -31,7 +31,8 @@ type sendTrace struct {
 	ticket       atomic.Pointer[budget.Ticket] // the attempt's admission while it is sent, asked again at its last moment (gotConn)
 	hold         time.Duration                 // the longest server's wait the call sits out (MaxRetryWait)
 	deferred     atomic.Bool                   // gotConn held the request back: a wait longer than hold was announced, or the call ended inside one
-	cancel       context.CancelCauseFunc       // ends the attempt; set where gotConn may have to end it (multiplexed, resentForItsKey)
+	cancel       context.CancelCauseFunc       // ends the attempt; set where gotConn may have to end it (https, keyed)
+	keyed        bool                          // net/http resends the request on HTTP/1 only for its key (resentForItsKey)
 	resent       atomic.Bool                   // gotConn held back net/http's resend of the written request
 }
 
@@ -46,8 +47,8 @@ func (cl *call) sendTrace(ctx context.Context, t *budget.Ticket) *sendTrace {
 		st = new(sendTrace)
 	}
 	cl.traced = true
-	st.Context, st.hold, st.cancel = ctx, cl.bc.MaxHold, nil
-	if cl.req.URL.Scheme == "https" || resentForItsKey(cl.req) {
+	st.Context, st.hold, st.cancel, st.keyed = ctx, cl.bc.MaxHold, nil, resentForItsKey(cl.req)
+	if cl.req.URL.Scheme == "https" || st.keyed {
 		st.Context, st.cancel = context.WithCancelCause(ctx)
 	}
 	st.ticket.Store(t)
@@ -84,10 +85,12 @@ func (st *sendTrace) wroteHeaders()  { st.wrote.Store(true) }
 // resend: it sends a request without a body again by itself, unseen by the
 // budget, when the reused connection it went on closes without an answer
 // and the request is a read or carries an Idempotency-Key (see
-// http.Transport). The first request may have been charged and the resend
-// may be refused, so a keyed write's resend is held back: the attempt ends,
-// and the call's own retry sends the request again through the budget, with
-// its key (WithMaxRetries(0) leaves it unanswered). net/http also resends a
+// http.Transport), and on HTTP/2 after a stream reset (REFUSED_STREAM,
+// PROTOCOL_ERROR) or a GOAWAY, up to 7 times with a backoff of its own.
+// The first request may have been charged and the resend may be refused,
+// so a keyed write's resend, and every HTTP/2 resend, is held back: the
+// attempt ends, and the call's own retry sends the request again through
+// the budget, with its key (WithMaxRetries(0) leaves it unanswered). net/http also resends a
 // request whose headers it buffered but could not write; a keyed write
 // held back then is retried as one that may have arrived, which its key
 // makes safe. A read's resend goes, as it does for a server that closed an
@@ -99,10 +102,16 @@ func (st *sendTrace) gotConn(info httptrace.GotConnInfo) {
 	if t == nil {
 		return
 	}
-	if st.wrote.Load() && st.cancel != nil && !multiplexed(info.Conn) {
+	if st.wrote.Load() && st.cancel != nil {
+		h2 := multiplexed(info.Conn)
+		if !st.keyed && !h2 {
+			return
+		}
 		st.resent.Store(true)
-		st.cancel(errResendHeld) // stops the transport's next try
-		_ = info.Conn.Close()    // and this one, before anything is written
+		st.cancel(errResendHeld) // stops the transport's next try, and this one on HTTP/2
+		if !h2 {
+			_ = info.Conn.Close() // and this one, before anything is written
+		}
 		return
 	}
 	// A wait sat out is looked at again when it ends: another may have
