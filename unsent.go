@@ -115,21 +115,22 @@ func (st *sendTrace) gotConn(info httptrace.GotConnInfo) {
 		return
 	}
 	// A wait sat out is looked at again when it ends: another may have
-	// been announced meanwhile (two refusals read a moment apart).
-	left := st.hold
+	// been announced meanwhile (two refusals read a moment apart). All the
+	// time spent here, the waits for refusals being read too, counts
+	// against hold.
+	start := time.Now()
 	for {
 		d := t.Bound(st.Context)
 		if d <= 0 {
 			return
 		}
-		if d > left || st.Context.Err() != nil {
+		if d > st.hold-time.Since(start) || st.Context.Err() != nil {
 			st.holdBack(info.Conn)
 			return
 		}
 		timer := time.NewTimer(d)
 		select {
 		case <-timer.C:
-			left -= d
 		case <-st.Context.Done():
 		}
 		timer.Stop()
