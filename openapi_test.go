@@ -3,6 +3,8 @@ package bodo_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -145,5 +147,65 @@ func TestOpenAPIMatchesContract(t *testing.T) {
 	}
 	if seen != len(ops.Table) {
 		t.Errorf("bodo-api.md lists %d operations, openapi.json %d", seen, len(ops.Table))
+	}
+}
+
+// TestNoNullableBesideAllOf: OpenAPI 3.0.3, Schema Object (nullable): "A
+// true value adds "null" to the allowed types specified by the type
+// keyword, only if type is explicitly defined within the same Schema
+// Object. Other Schema Object constraints retain their defined behavior,
+// and therefore may disallow the use of null as a value." A nullable schema
+// beside an allOf, oneOf or $ref of an object schema refuses null in a
+// strict validator, so a member the contract writes `x|null` (an
+// Operation's result and error) says null with anyOf instead.
+func TestNoNullableBesideAllOf(t *testing.T) {
+	raw, err := os.ReadFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if v["nullable"] == true {
+				_, all := v["allOf"]
+				_, ref := v["$ref"]
+				_, one := v["oneOf"]
+				if all || ref || one {
+					t.Errorf("%s: nullable beside allOf/oneOf/$ref: null is still refused by the referenced schema under OAS 3.0.3", path)
+				}
+			}
+			for k, e := range v {
+				walk(path+"/"+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s/%d", path, i), e)
+			}
+		}
+	}
+	walk("#", doc)
+}
+
+// TestTheAPIsProblemsAreGerman: bodo-api.md, Basics: "errors
+// application/problem+json (RFC 9457) with Content-Language: de"; only
+// bodotest answers en, which info.description may say, but not of the API.
+func TestTheAPIsProblemsAreGerman(t *testing.T) {
+	raw, err := os.ReadFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Info struct{ Description string } `json:"info"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if i := strings.Index(doc.Info.Description, "or `en` when the request's `Accept-Language` prefers English"); i >= 0 {
+		t.Errorf("info.description promises English problems from the API: %q", doc.Info.Description[max(0, i-80):i+70])
 	}
 }

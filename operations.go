@@ -50,8 +50,9 @@ func (e *OperationFailedError) Unwrap() error {
 // Wait polls the operation id until it is no longer running and returns it:
 // every 0.5 s at first, doubling up to every 8 s, each poll one getOperation
 // call (1 point). A failed operation is returned with an
-// *OperationFailedError. The wait ends early when ctx ends, with an *Error
-// that wraps ctx's error.
+// *OperationFailedError, one whose status this client does not know (a
+// later version of the API's) with an *Error saying so. The wait ends early
+// when ctx ends, with an *Error that wraps ctx's error.
 func (s *OperationsService) Wait(ctx context.Context, id string, opts ...RequestOption) (*Operation, error) {
 	interval := waitFirstPoll
 	for {
@@ -64,6 +65,10 @@ func (s *OperationsService) Wait(ctx context.Context, id string, opts ...Request
 			return op, nil
 		case OperationStatusFailed:
 			return op, &OperationFailedError{Operation: op}
+		case OperationStatusRunning:
+		default:
+			return op, &Error{Operation: ops.GetOperation.ID, Status: http.StatusOK, Title: "Unknown operation status",
+				Detail: oneLine(fmt.Sprintf("operation %s is %q, a status this client does not know; it is no longer running", id, op.Status))}
 		}
 		if err := sleep(ctx, interval); err != nil {
 			return op, &Error{Operation: ops.GetOperation.ID, Title: "Wait ended", Detail: fmt.Sprintf("waiting for operation %s: %v", id, err), cause: err}

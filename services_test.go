@@ -440,3 +440,25 @@ func TestAReplayedProblemIsNoWrite(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitEndsOnAStatusItDoesNotKnow: an operation whose status the client
+// does not know (a later version of the API's "canceled") is no longer
+// running: Wait returns it after one poll, with an *Error saying so.
+func TestWaitEndsOnAStatusItDoesNotKnow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		polls := 0
+		rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			polls++
+			body := `{"id":"op_01JBD8Y3K5M7Q2W9X4Z6T1V0NP","kind":"export","status":"canceled","createdAt":"2026-11-30T10:00:00Z","finishedAt":"2026-11-30T10:00:05Z","result":null,"error":null}`
+			return answerWith(r, http.StatusOK, "application/json", []byte(body), nil), nil
+		})
+		c := hostileClient(t, uniqueBaseURL(), rt)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		op, err := c.Operations.Wait(ctx, "op_01JBD8Y3K5M7Q2W9X4Z6T1V0NP")
+		var e *Error
+		if polls != 1 || op == nil || op.Status != "canceled" || !errors.As(err, &e) || e.Title != "Unknown operation status" {
+			t.Errorf("Wait polled %d times and returned %v, %v; want the operation after one poll, with an *Error", polls, op, err)
+		}
+	})
+}

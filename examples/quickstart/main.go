@@ -92,7 +92,10 @@ func tour(ctx context.Context, client *bodo.Client) error {
 		return err
 	}
 	_, err = client.Contacts.Get(ctx, ada.ID)
-	fmt.Printf("6. Deleted it; reading it again is ErrNotFound: %v\n", errors.Is(err, bodo.ErrNotFound))
+	if !errors.Is(err, bodo.ErrNotFound) {
+		return fmt.Errorf("reading a deleted contact: %v, want ErrNotFound", err)
+	}
+	fmt.Println("6. Deleted it; reading it again is ErrNotFound")
 
 	grace, err := client.Contacts.Create(ctx, bodo.ContactCreate{Name: "Grace Hopper"})
 	if err != nil {
