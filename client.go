@@ -53,6 +53,7 @@ type Client struct {
 	authHeader func() []string // the Authorization header's value, likewise
 	keyID      string
 	httpClient *http.Client
+	answerWait time.Duration // the default client's ResponseHeaderTimeout, from a request's headers (sendTrace); 0 with WithHTTPClient
 	logger     *slog.Logger
 	onRetry    func(RetryEvent)
 	onWait     func(WaitEvent)
@@ -419,8 +420,12 @@ func NewClient(opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, badInput("", false, err.Error(), errors.Unwrap(err))
 	}
+	var answerWait time.Duration
 	if s.httpClient == nil {
 		s.httpClient = defaultHTTPClient()
+		if t, ok := s.httpClient.Transport.(*http.Transport); ok {
+			answerWait = t.ResponseHeaderTimeout
+		}
 	}
 	s.httpClient = withoutRedirects(s.httpClient)
 	if s.logger == nil {
@@ -433,6 +438,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		authHeader: secretHeader("Bearer " + s.apiKey),
 		keyID:      budget.KeyHash(s.apiKey)[:keyIDLen],
 		httpClient: s.httpClient,
+		answerWait: answerWait,
 		logger:     s.logger,
 		onRetry:    s.onRetry,
 		onWait:     s.onWait,

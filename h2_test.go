@@ -197,3 +197,42 @@ func TestASilentConnectionIsLeft(t *testing.T) {
 		})
 	}
 }
+
+// TestAStalledHTTP2WindowEndsAtTheHeaderTimeout (no unbounded wait): a
+// Client made without WithHTTPClient gives up on an answer's headers after
+// DefaultResponseHeaderTimeout. Over HTTP/2 a server that grants no
+// flow-control window (SETTINGS_INITIAL_WINDOW_SIZE 0, never a
+// WINDOW_UPDATE) stalls every request with a body after its HEADERS, and
+// net/http starts its response-header timer only once the body is written:
+// the client's own, from the headers, ends it. The client here is the
+// default one's transport with the loopback CA and a 300 ms header timeout
+// standing in for the 30 s.
+func TestAStalledHTTP2WindowEndsAtTheHeaderTimeout(t *testing.T) {
+	const headerTimeout = 300 * time.Millisecond
+	h := newH2Raw(t, func(n int, c *h2conn, stream uint32) {}, func(h *h2raw) {
+		h.settings = []byte{0, 0x4, 0, 0, 0, 0} // SETTINGS_INITIAL_WINDOW_SIZE = 0
+		h.noWindow = true
+	})
+	if c, err := NewClient(WithAPIKey(testKey)); err != nil || c.answerWait != DefaultResponseHeaderTimeout {
+		t.Fatalf("the default client bounds the wait for an answer by %v (%v), want %v", c.answerWait, err, DefaultResponseHeaderTimeout)
+	}
+	tr := defaultHTTPClient().Transport.(*http.Transport)
+	tr.TLSClientConfig = h.srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	tr.ResponseHeaderTimeout = headerTimeout
+	t.Cleanup(tr.CloseIdleConnections)
+	c, _ := socketClient(t, h.srv.URL, WithHTTPClient(&http.Client{Transport: tr}), WithMaxRetries(0))
+	c.answerWait = headerTimeout // as NewClient sets it for its default client
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Second)
+	defer cancel()
+
+	start := time.Now()
+	_, err := c.Contacts.Get(ctx, hostileContactID)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("a GET the server never answers took %v (%v)", d, err)
+	}
+	start = time.Now()
+	_, err = c.Contacts.Create(ctx, ContactCreate{Name: "Ada"})
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("a create whose body the server's window never lets out ended after %v, at the caller's deadline (%v); the header timeout is %v", d.Round(time.Millisecond), err, headerTimeout)
+	}
+}

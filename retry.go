@@ -250,9 +250,10 @@ func (c *Client) attempt(ctx context.Context, cl *call, at Attempt, t *budget.Ti
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	trace := cl.sendTrace(ctx, t)
+	trace := cl.sendTrace(ctx, t, c.answerWait)
 	if trace.cancel != nil {
 		defer trace.cancel(nil)
+		defer trace.answered()
 	}
 	resp, err := c.roundTrip(cl, cl.newAttempt(trace.ctx()), at, t, trace)
 	trace.ticket.Store(nil) // the request's context holds the trace, and an error may hold the request

@@ -34,6 +34,8 @@ type sendTrace struct {
 	cancel       context.CancelCauseFunc       // ends the attempt; set where gotConn may have to end it (https, keyed)
 	keyed        bool                          // net/http resends the request on HTTP/1 only for its key (resentForItsKey)
 	resent       atomic.Bool                   // gotConn held back net/http's resend of the written request
+	answerWait   time.Duration                 // how long after its headers the request's answer may take to begin; 0: no bound of sendTrace's
+	noAnswer     atomic.Pointer[time.Timer]    // ends the attempt answerWait after its headers were written, unless stopped (answered)
 }
 
 // sendTrace returns the trace of the call's next attempt, made with ctx:
@@ -41,7 +43,7 @@ type sendTrace struct {
 // trace is never used for two attempts, since the hooks of one may still
 // run when the next is sent. Its ctx method is the context to send the
 // attempt with; hooks of a trace already in ctx are still called.
-func (cl *call) sendTrace(ctx context.Context, t *budget.Ticket) *sendTrace {
+func (cl *call) sendTrace(ctx context.Context, t *budget.Ticket, answerWait time.Duration) *sendTrace {
 	st := &cl.firstTrace
 	if cl.traced {
 		st = new(sendTrace)
@@ -55,6 +57,11 @@ func (cl *call) sendTrace(ctx context.Context, t *budget.Ticket) *sendTrace {
 	st.trace.GetConn = st.getConn
 	st.trace.GotConn = st.gotConn
 	st.trace.WroteHeaders = st.wroteHeaders
+	st.answerWait, st.trace.GotFirstResponseByte = 0, nil
+	if st.cancel != nil && answerWait > 0 {
+		st.answerWait = answerWait
+		st.trace.GotFirstResponseByte = st.answered
+	}
 	return st
 }
 
@@ -72,7 +79,31 @@ func resentForItsKey(r *http.Request) bool {
 }
 
 func (st *sendTrace) getConn(string) { st.began.Store(true) }
-func (st *sendTrace) wroteHeaders()  { st.wrote.Store(true) }
+
+// wroteHeaders notes that the request's headers are written, and starts
+// the wait for its answer where the client bounds it: net/http's
+// ResponseHeaderTimeout starts only once the body is written, which an
+// HTTP/2 server that gives no flow-control window can put off for good.
+func (st *sendTrace) wroteHeaders() {
+	st.wrote.Store(true)
+	if st.answerWait > 0 {
+		timer := time.AfterFunc(st.answerWait, func() { st.cancel(errNoAnswer) })
+		if old := st.noAnswer.Swap(timer); old != nil {
+			old.Stop()
+		}
+	}
+}
+
+// answered stops the wait for the answer: it began, or the attempt ended.
+func (st *sendTrace) answered() {
+	if timer := st.noAnswer.Swap(nil); timer != nil {
+		timer.Stop()
+	}
+}
+
+// errNoAnswer is the cause that ends an attempt whose answer did not begin
+// within the default client's ResponseHeaderTimeout of its headers.
+var errNoAnswer = errors.New("bodo: no answer within the response header timeout of the request's headers")
 
 // gotConn is the last moment before the request is written, which the
 // transport does not do before it returns: a wait the server announced
