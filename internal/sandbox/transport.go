@@ -98,11 +98,8 @@ func lastMoment(req *http.Request) error {
 		trace.GetConn(req.URL.Host)
 	}
 	if trace.GotConn != nil {
-		c, peer := net.Pipe()
-		conn := &traceConn{Conn: c}
+		conn := new(traceConn)
 		trace.GotConn(httptrace.GotConnInfo{Conn: conn})
-		_ = c.Close()
-		_ = peer.Close()
 		if conn.closed.Load() {
 			return errClosedBeforeWrite
 		}
@@ -116,16 +113,21 @@ func lastMoment(req *http.Request) error {
 	return nil
 }
 
-// traceConn is the connection GotConn gets: it notes a Close.
-type traceConn struct {
-	net.Conn
-	closed atomic.Bool
-}
+// traceConn is the connection GotConn gets: nothing goes over it, and it
+// notes a Close.
+type traceConn struct{ closed atomic.Bool }
 
-func (c *traceConn) Close() error {
-	c.closed.Store(true)
-	return c.Conn.Close()
-}
+// traceAddr is both ends of a traceConn.
+var traceAddr = &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 49152}
+
+func (c *traceConn) Read([]byte) (int, error)         { return 0, net.ErrClosed }
+func (c *traceConn) Write([]byte) (int, error)        { return 0, net.ErrClosed }
+func (c *traceConn) Close() error                     { c.closed.Store(true); return nil }
+func (c *traceConn) LocalAddr() net.Addr              { return traceAddr }
+func (c *traceConn) RemoteAddr() net.Addr             { return traceAddr }
+func (c *traceConn) SetDeadline(time.Time) error      { return nil }
+func (c *traceConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *traceConn) SetWriteDeadline(time.Time) error { return nil }
 
 func serveRecovered(h http.Handler, w http.ResponseWriter, r *http.Request) (err error) {
 	defer func() {
