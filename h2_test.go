@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -206,7 +207,8 @@ func TestASilentConnectionIsLeft(t *testing.T) {
 // net/http starts its response-header timer only once the body is written:
 // the client's own, from the headers, ends it. The client here is the
 // default one's transport with the loopback CA and a 300 ms header timeout
-// standing in for the 30 s.
+// standing in for the 30 s. The error says a timeout, as net/http's own
+// does, not context.Canceled: the caller's context is live.
 func TestAStalledHTTP2WindowEndsAtTheHeaderTimeout(t *testing.T) {
 	const headerTimeout = 300 * time.Millisecond
 	h := newH2Raw(t, func(n int, c *h2conn, stream uint32) {}, func(h *h2raw) {
@@ -231,8 +233,34 @@ func TestAStalledHTTP2WindowEndsAtTheHeaderTimeout(t *testing.T) {
 		t.Fatalf("a GET the server never answers took %v (%v)", d, err)
 	}
 	start = time.Now()
-	_, err = c.Contacts.Create(ctx, ContactCreate{Name: "Ada"})
+	_, err = c.Contacts.Create(ctx, ContactCreate{Name: "Ada", Tags: []string{strings.Repeat("t", 70_000)}}) // past a window of 65535 too
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("a create whose body the server's window never lets out ended after %v, at the caller's deadline (%v); the header timeout is %v", d.Round(time.Millisecond), err, headerTimeout)
+	}
+	var ne net.Error
+	if errors.Is(err, context.Canceled) || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("a create unanswered past the header timeout, its caller's context live: %v; want a timeout, not context.Canceled", err)
+	}
+}
+
+// TestRefusedStreamsDoNotTripTheRefusalGuard: a server (a proxy shedding
+// streams) answers every HTTP/2 stream with RST_STREAM(REFUSED_STREAM),
+// which RFC 9113 8.7 says was closed before any processing: none was a 429
+// the client did not read, and none counts toward a lockout. Thirty gets in
+// a row (WithMaxRetries(0)) each reach the server and fail with the reset;
+// the refusal guard (25 in a minute) holds none of them.
+func TestRefusedStreamsDoNotTripTheRefusalGuard(t *testing.T) {
+	h := newH2Raw(t, func(n int, c *h2conn, stream uint32) { c.reset(stream, h2RefusedStream) })
+	c, _ := h.client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for i := range 30 {
+		_, err := c.Contacts.Get(ctx, hostileContactID)
+		if e := (*Error)(nil); errors.As(err, &e) && e.Local {
+			t.Fatalf("get %d: %v (the server read %d requests)", i+1, err, h.requests())
+		}
+	}
+	if n := h.requests(); n != 30 {
+		t.Errorf("the server read %d requests of 30 gets", n)
 	}
 }

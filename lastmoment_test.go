@@ -246,3 +246,119 @@ func TestACallThatEndsInsideAWaitIsNotWritten(t *testing.T) {
 		t.Errorf("a call that ended inside the wait was written, arriving %v after the OVERLOADED's headers", after)
 	}
 }
+
+// TestAnHTTPSReadsResendSitsOutAWait (rule 5), over real loopback
+// HTTPS with HTTP/1.1 (no h2 offered): a get admitted and written on a
+// reused connection before an OVERLOADED (500 ms, in its body) was read has
+// its connection closed by the server without an answer; net/http resends
+// the get by itself. That resend is a request written after an answer that
+// asked to wait: it must sit out the wait at its last moment, as it does
+// over plain http.
+func TestAnHTTPSReadsResendSitsOutAWait(t *testing.T) {
+	const wait = 500 * time.Millisecond
+	contact, _ := json.Marshal(sampleContact)
+	var (
+		mu       sync.Mutex
+		refused  time.Time
+		arrivals []time.Time
+		bSeen    int
+	)
+	releaseA, closeB := make(chan struct{}), make(chan struct{})
+	arrivedA, arrivedB := make(chan struct{}, 1), make(chan struct{}, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := strings.TrimPrefix(r.URL.Path, "/v1/contacts/")
+		switch id {
+		case refusedContactID:
+			arrivedA <- struct{}{}
+			<-releaseA
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, `{"type":"https://developers.bodo-app.com/problems/OVERLOADED","title":"Überlastet","status":503,"code":"OVERLOADED","requestId":"req_01JBD8Y3K5M7Q2W9X4Z6T1V0NP","retryAfterMs":%d}`, wait.Milliseconds())
+			mu.Lock()
+			refused = time.Now()
+			mu.Unlock()
+			return
+		case laterContactID:
+			mu.Lock()
+			bSeen++
+			first := bSeen == 1
+			if !first {
+				arrivals = append(arrivals, time.Now())
+			}
+			mu.Unlock()
+			if first {
+				arrivedB <- struct{}{}
+				<-closeB
+				conn, _, err := w.(http.Hijacker).Hijack()
+				if err == nil {
+					conn.Close() // no answer: net/http resends the get
+				}
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(contact)
+	}))
+	srv.StartTLS() // HTTP/1.1 only: EnableHTTP2 is not set
+	t.Cleanup(srv.Close)
+	tr := srv.Client().Transport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	c, _ := socketClient(t, srv.URL, WithMaxRetries(0), WithHTTPClient(&http.Client{Transport: tr}))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var first *http.Response
+	if _, err := c.Contacts.Get(ctx, hostileContactID, WithResponseInto(&first)); err != nil {
+		t.Fatal(err)
+	}
+	if first.ProtoMajor != 1 || first.TLS == nil {
+		t.Fatalf("warm answer over %s (TLS %v), want HTTP/1.1 over TLS", first.Proto, first.TLS != nil)
+	}
+	done := make(chan error, 2)
+	go func() { _, err := c.Contacts.Get(ctx, laterContactID); done <- err }() // takes the warm, reused connection
+	<-arrivedB
+	go func() { _, err := c.Contacts.Get(ctx, refusedContactID); done <- err }()
+	<-arrivedA
+	close(releaseA)
+	time.Sleep(50 * time.Millisecond) // the OVERLOADED is read: a 500 ms wait announced
+	close(closeB)
+	<-done
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(arrivals) != 1 {
+		t.Fatalf("%d resends of the get arrived, want 1", len(arrivals))
+	}
+	if d := arrivals[0].Sub(refused); d < wait-20*time.Millisecond {
+		t.Errorf("net/http's resend of a get admitted before the OVERLOADED was read arrived %v after it, inside the %v wait it asked", d, wait)
+	}
+}
+
+// TestAHeldBackCallMeetsItsWaitLocally: over real loopback HTTP/2, an
+// OVERLOADED whose headers ask for 10 s (Retry-After) and whose body takes
+// 6 s to come holds every call of the key that reaches its last moment
+// meanwhile. A call that does not sit out that long (MaxRetryWait 100 ms)
+// is held back and fails at once with the local wait's error (RetryAfter),
+// as one that meets the wait at admission does; its caller's context never
+// ended, so the error does not say context.Canceled.
+func TestAHeldBackCallMeetsItsWaitLocally(t *testing.T) {
+	release := make(chan struct{})
+	rs, srv := newRefusingServer(t, true, refusedContactID, release, "10", 100*time.Millisecond, 6*time.Second)
+	c, ctx, first := warmClient(t, srv, WithHTTPClient(srv.Client()), WithMaxRetryWait(100*time.Millisecond))
+	if first.ProtoMajor != 2 {
+		t.Fatalf("the calls go over %s, want HTTP/2", first.Proto)
+	}
+	done := rs.refuse(ctx, c, release)
+	start := time.Now()
+	_, err := c.Contacts.Get(ctx, laterContactID)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the call held back ended after %v, want it at once after its last moment's second", took.Round(time.Millisecond))
+	}
+	if ctx.Err() == nil && errors.Is(err, context.Canceled) {
+		t.Errorf("a call whose context is live ended with an error that errors.Is context.Canceled: %v", err)
+	}
+	var e *Error
+	if !errors.As(err, &e) || !e.Local || e.RetryAfter <= 0 {
+		t.Errorf("the call held back: %v, want a local error with its RetryAfter", err)
+	}
+	<-done
+}

@@ -125,8 +125,9 @@ func (c *Client) roundTrip(cl *call, req *http.Request, a Attempt, t *budget.Tic
 // middleware chain.
 func (c *Client) doHTTP(req *http.Request, t *budget.Ticket, st *sendTrace) (*http.Response, error) {
 	resp, err := c.httpClient.Do(req)
+	err = st.ownCause(err)
 	if err != nil && st.deferred.Load() {
-		return nil, &deferredError{err}
+		return nil, &deferredError{err: err, wait: st.heldWait, why: st.heldWhy}
 	}
 	reading(resp, err, t)
 	return resp, err

@@ -109,6 +109,15 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 		}
 		leaving = true
 		resp, body, err := c.attempt(ctx, cl, at, ticket)
+		if d := heldTooLong(err, cl.settings.maxRetryWait); d != nil {
+			ticket.Unanswered(false, false)
+			e := heldError(cl, d.why, d.wait)
+			e.Detail += fmt.Sprintf("; the wait, %v, announced as the request was about to be written, is longer than MaxRetryWait (%v), so the call was not sent", d.wait.Round(time.Millisecond), cl.settings.maxRetryWait)
+			if c.onWait != nil {
+				c.onWait(WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Host: c.host, Reason: d.why, Err: e, ctx: ctx})
+			}
+			return nil, nil, e
+		}
 		if err != nil && deferrals < maxDeferrals && isDeferred(err) {
 			ticket.Unanswered(false, false)
 			deferrals++
@@ -140,7 +149,8 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 		} else if err != nil {
 			// An attempt the caller's context ended is no refusal; one that
 			// failed otherwise after it left may have been refused unseen.
-			ticket.Unanswered(!notSent(err), ctx.Err() != nil)
+			// A reset HTTP/2 stream got no answer, a refusal least of all.
+			ticket.Unanswered(!notSent(err) && !streamReset(err), ctx.Err() != nil)
 			lost = lost || !notSent(err)
 			err = withCtx(ctx, err)
 			if badCertificate(err) {
@@ -260,9 +270,9 @@ func (c *Client) attempt(ctx context.Context, cl *call, at Attempt, t *budget.Ti
 	if err != nil {
 		switch {
 		case trace.resent.Load():
-			err = resendHeldError{}
+			err = resendHeldError{h2: trace.resentH2.Load()}
 		case trace.deferred.Load() && !isDeferred(err):
-			err = &deferredError{err}
+			err = &deferredError{err: err, wait: trace.heldWait, why: trace.heldWhy}
 		case trace.unsent() || h2Unprocessed(err):
 			err = &notSentError{err}
 		}
@@ -316,6 +326,20 @@ func h2Unprocessed(err error) bool {
 	id, ok = strings.CutSuffix(id, "; REFUSED_STREAM; received from peer")
 	_, convErr := strconv.ParseUint(id, 10, 32)
 	return ok && convErr == nil
+}
+
+// heldTooLong returns err's hold-back when the wait that caused it is
+// longer than maxWait: the call meets no wait that long, wherever it was
+// announced.
+func heldTooLong(err error, maxWait time.Duration) *deferredError {
+	if err == nil {
+		return nil
+	}
+	var d *deferredError
+	if errors.As(err, &d) && d.wait > maxWait {
+		return d
+	}
+	return nil
 }
 
 // cutBody is a 2xx or 304 answer whose body broke off: the server did the

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -34,8 +35,11 @@ type sendTrace struct {
 	cancel       context.CancelCauseFunc       // ends the attempt; set where gotConn may have to end it (https, keyed)
 	keyed        bool                          // net/http resends the request on HTTP/1 only for its key (resentForItsKey)
 	resent       atomic.Bool                   // gotConn held back net/http's resend of the written request
-	answerWait   time.Duration                 // how long after its headers the request's answer may take to begin; 0: no bound of sendTrace's
-	noAnswer     atomic.Pointer[time.Timer]    // ends the attempt answerWait after its headers were written, unless stopped (answered)
+	resentH2     atomic.Bool                   // that resend followed a reset of its HTTP/2 stream or a GOAWAY, not an answer
+	heldWait     time.Duration                 // the wait that deferred the request, and why (set before deferred)
+	heldWhy      string
+	answerWait   time.Duration              // how long after its headers the request's answer may take to begin; 0: no bound of sendTrace's
+	noAnswer     atomic.Pointer[time.Timer] // ends the attempt answerWait after its headers were written, unless stopped (answered)
 }
 
 // sendTrace returns the trace of the call's next attempt, made with ctx:
@@ -101,9 +105,39 @@ func (st *sendTrace) answered() {
 	}
 }
 
+// ownCause is err with the client's own reason in place of the
+// context.Canceled net/http reports when the client, not the caller, ended
+// the attempt's context (the wait for its answer, a hold-back).
+func (st *sendTrace) ownCause(err error) error {
+	if err == nil || st.cancel == nil {
+		return err
+	}
+	var ue *url.Error
+	if !errors.As(err, &ue) || !errors.Is(ue.Err, context.Canceled) {
+		return err
+	}
+	switch cause := context.Cause(st.Context); cause {
+	case errNoAnswer, errHeldBack:
+		own := *ue
+		own.Err = cause
+		return &own
+	}
+	return err
+}
+
+// answerTimeout is errNoAnswer: a timeout, as net/http's
+// ResponseHeaderTimeout is.
+type answerTimeout struct{}
+
+func (answerTimeout) Error() string {
+	return "bodo: no answer within the response header timeout of the request's headers"
+}
+func (answerTimeout) Timeout() bool   { return true }
+func (answerTimeout) Temporary() bool { return true }
+
 // errNoAnswer is the cause that ends an attempt whose answer did not begin
 // within the default client's ResponseHeaderTimeout of its headers.
-var errNoAnswer = errors.New("bodo: no answer within the response header timeout of the request's headers")
+var errNoAnswer error = answerTimeout{}
 
 // gotConn is the last moment before the request is written, which the
 // transport does not do before it returns: a wait the server announced
@@ -133,11 +167,8 @@ func (st *sendTrace) gotConn(info httptrace.GotConnInfo) {
 	if t == nil {
 		return
 	}
-	if st.wrote.Load() && st.cancel != nil {
-		h2 := multiplexed(info.Conn)
-		if !st.keyed && !h2 {
-			return
-		}
+	if h2 := multiplexed(info.Conn); st.wrote.Load() && st.cancel != nil && (st.keyed || h2) {
+		st.resentH2.Store(h2)
 		st.resent.Store(true)
 		st.cancel(errResendHeld) // stops the transport's next try, and this one on HTTP/2
 		if !h2 {
@@ -151,11 +182,12 @@ func (st *sendTrace) gotConn(info httptrace.GotConnInfo) {
 	// against hold.
 	start := time.Now()
 	for {
-		d := t.Bound(st.Context)
+		d, why := t.Bound(st.Context)
 		if d <= 0 {
 			return
 		}
 		if d > st.hold-time.Since(start) || st.Context.Err() != nil {
+			st.heldWait, st.heldWhy = d, why
 			st.holdBack(info.Conn)
 			return
 		}
@@ -201,24 +233,43 @@ var errHeldBack = errors.New("bodo: request held back at its last moment by a wa
 var errResendHeld = errors.New("bodo: net/http's resend of a written request held back")
 
 // resendHeldError is an attempt written once whose connection closed
-// without an answer, net/http's resend of it held back (gotConn). It wraps
+// without an answer, or whose HTTP/2 stream the server reset or cut off
+// with a GOAWAY (h2), net/http's resend of it held back (gotConn). It wraps
 // nothing: what the transport returns is the end of that resend.
-type resendHeldError struct{}
+type resendHeldError struct{ h2 bool }
 
-func (resendHeldError) Error() string {
+func (e resendHeldError) Error() string {
+	if e.h2 {
+		return "the server reset the HTTP/2 stream, or sent a GOAWAY, after the request was written"
+	}
 	return "the connection closed without an answer after the request was written"
+}
+
+// streamReset reports whether err is an attempt whose HTTP/2 stream the
+// server ended without an answer: no refusal the client did not read.
+func streamReset(err error) bool {
+	var e resendHeldError
+	return errors.As(err, &e) && e.h2
 }
 
 // ErrHeldBack is what a middleware's next returns, as errors.Is tells, for
 // an attempt the client held back at the last moment before its request
 // was written: the server announced a wait meanwhile that the call does
-// not sit out there (longer than its MaxRetryWait), or the call's context
-// ended inside one. Nothing was sent; the call is admitted anew, where it
-// meets the wait, and the attempt does not count as one.
+// not sit out there (longer than what is left of its MaxRetryWait), or the
+// call's context ended inside one. Nothing was sent, and the attempt does
+// not count as one. A call whose wait is longer than its MaxRetryWait
+// fails at once with a local *Error whose RetryAfter is the wait, as one
+// that meets such a wait at admission does; one whose context ended ends;
+// any other is admitted anew, where it meets the rest of the wait.
 var ErrHeldBack = errors.New("bodo: held back before it was written")
 
-// deferredError is an attempt held back at its last moment (ErrHeldBack).
-type deferredError struct{ err error }
+// deferredError is an attempt held back at its last moment (ErrHeldBack),
+// by a wait of wait for why (none when the call's context ended).
+type deferredError struct {
+	err  error
+	wait time.Duration
+	why  string
+}
 
 func (e *deferredError) Error() string        { return ErrHeldBack.Error() + ": " + e.err.Error() }
 func (e *deferredError) Unwrap() error        { return e.err }

@@ -60,12 +60,13 @@ func (t *Ticket) endReadingLocked() {
 // Bound is for the last moment before t's request is written: it reports
 // how long t's call must still wait for a wait the server announced since
 // the call was admitted (a lockout, a wait asked of every call of the key,
-// a refusal's wait on a level the call takes from); zero when none binds.
+// a refusal's wait on a level the call takes from), and why (a Reason or
+// the level's name); zero when none binds.
 // It first waits for the key's refusals still being read (Reading), at most
 // readingWait or until ctx ends; a budgeted call that one is still being
 // read then binds is held as long as its headers asked, as the answer may
 // be to a call of any level.
-func (t *Ticket) Bound(ctx context.Context) time.Duration {
+func (t *Ticket) Bound(ctx context.Context) (time.Duration, string) {
 	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -86,15 +87,23 @@ func (t *Ticket) Bound(ctx context.Context) time.Duration {
 		timer.Stop()
 		s.mu.Lock()
 	}
-	until := s.lockedUntil
-	if t.c.Budgeted {
-		until = later(until, s.heldUntil)
-		if s.read.n > 0 && !t.reading {
-			until = later(until, s.read.until)
-		}
-		for _, tk := range t.taken {
-			until = later(until, tk.l.holdUntil)
+	until, why := s.lockedUntil, ReasonLockout
+	bind := func(u time.Time, reason string) {
+		if u.After(until) {
+			until, why = u, reason
 		}
 	}
-	return max(time.Until(until), 0)
+	if t.c.Budgeted {
+		bind(s.heldUntil, ReasonServer)
+		if s.read.n > 0 && !t.reading {
+			bind(s.read.until, ReasonServer)
+		}
+		for _, tk := range t.taken {
+			bind(tk.l.holdUntil, tk.l.name)
+		}
+	}
+	if d := time.Until(until); d > 0 {
+		return d, why
+	}
+	return 0, ""
 }

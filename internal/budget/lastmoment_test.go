@@ -21,13 +21,13 @@ func TestNoRequestLeavesAfterAnAnswerThatAsksToWait(t *testing.T) {
 		learn(t, s)
 		refused := admitNow(t, s, call(ops.ListContacts, ""))
 		early := admitNow(t, s, call(ops.GetContact, ""))
-		if d := early.Bound(context.Background()); d != 0 {
+		if d, _ := early.Bound(context.Background()); d != 0 {
 			t.Fatalf("bound by %v before any refusal", d)
 		}
 
 		refused.Reading(0)
 		got := make(chan time.Duration)
-		go func() { got <- early.Bound(context.Background()) }()
+		go func() { d, _ := early.Bound(context.Background()); got <- d }()
 		time.Sleep(100 * time.Millisecond) // the refusal's body takes this long to read
 		refused.Finish(refusal(http.StatusServiceUnavailable, codeOverloaded, "", 350*time.Millisecond))
 		if d := <-got; d != 350*time.Millisecond {
@@ -40,10 +40,10 @@ func TestNoRequestLeavesAfterAnAnswerThatAsksToWait(t *testing.T) {
 		write := admitNow(t, s, call(ops.CreateContact, ""))
 		read := admitNow(t, s, call(ops.GetContact, ""))
 		admitNow(t, s, call(ops.UpdateContact, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Write, 4*time.Second))
-		if d := write.Bound(context.Background()); d != 4*time.Second {
+		if d, why := write.Bound(context.Background()); d != 4*time.Second || why != Write {
 			t.Errorf("a write admitted before a refusal on write is bound by %v, want 4s", d)
 		}
-		if d := read.Bound(context.Background()); d != 0 {
+		if d, _ := read.Bound(context.Background()); d != 0 {
 			t.Errorf("a read is bound by %v after a refusal on write", d)
 		}
 	})
@@ -59,7 +59,7 @@ func TestReadingIsBounded(t *testing.T) {
 		other := admitNow(t, s, call(ops.GetContact, ""))
 		stuck.Reading(0)
 		start := time.Now()
-		if d := other.Bound(context.Background()); d != 0 || time.Since(start) != readingWait {
+		if d, _ := other.Bound(context.Background()); d != 0 || time.Since(start) != readingWait {
 			t.Errorf("bound by %v after %v, want none after %v", d, time.Since(start), readingWait)
 		}
 		stuck.Unanswered(true, false)
@@ -78,11 +78,11 @@ func TestARefusalsHeadersBindWhileItsBodyIsRead(t *testing.T) {
 		slow := admitNow(t, s, call(ops.CreateContact, ""))
 		read := admitNow(t, s, call(ops.GetContact, ""))
 		slow.Reading(3 * time.Second)
-		if d := read.Bound(context.Background()); d != 3*time.Second-readingWait {
+		if d, why := read.Bound(context.Background()); d != 3*time.Second-readingWait || why != ReasonServer {
 			t.Errorf("a request at its last moment while a refusal asking 3s is read for %v is bound by %v, want %v", readingWait, d, 3*time.Second-readingWait)
 		}
 		slow.Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Write, 3*time.Second))
-		if d := read.Bound(context.Background()); d != 0 {
+		if d, _ := read.Bound(context.Background()); d != 0 {
 			t.Errorf("a read is bound by %v once the refusal said it was on write", d)
 		}
 		read.Finish(answer("", ""))
