@@ -4,13 +4,15 @@ import (
 	"container/list"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 )
 
 // WithCache keeps the last n answers of the GETs that carry an ETag
 // (getContact, getInvoice, getOperation) and revalidates them: the request
-// carries If-None-Match, and a 304 Not Modified is served from the cache.
-// The API charges a 304 the GET's points but no egress records, and the
+// carries If-None-Match, and a 304 Not Modified is served from the cache;
+// a 304 whose ETag names another representation drops the entry, and the
+// call asks again without it (one request more). The API charges a 304 the GET's points but no egress records, and the
 // budget counts it so. An update or delete through the client drops its
 // entry, and so does an error answer to the revalidation (a 404 or 410 for
 // a resource that is gone, or a 412 or 431 for an ETag the server does not
@@ -159,6 +161,12 @@ func parseETag(v string) (string, bool) {
 		}
 	}
 	return v, true
+}
+
+// weakMatch reports whether two entity tags match by the weak comparison
+// of RFC 9110 8.8.3.2: the same opaque tag, either of them weak or not.
+func weakMatch(a, b string) bool {
+	return strings.TrimPrefix(a, "W/") == strings.TrimPrefix(b, "W/")
 }
 
 type errInvalidETag string

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
 	"testing/synctest"
 
 	"github.com/bodo-app/bodo-go/internal/sandbox"
+	"github.com/jarcoal/httpmock"
 )
 
 // ifNoneMatchRecorder wraps a transport and keeps each GET's If-None-Match
@@ -197,5 +199,46 @@ func TestClientNeverPrintsItsKey(t *testing.T) {
 	}
 	if !strings.Contains(c.String(), "bodo_test_[REDACTED]cret") {
 		t.Errorf("String() = %q", c.String())
+	}
+}
+
+// TestA304OfAnotherETagIsNotServedFromTheCache: a 304 names in its ETag
+// the representation the server holds now (RFC 9110 15.4.5); one whose ETag
+// is not the cached one's says the cached body is not the current one. The
+// call asks again without If-None-Match, and serves what that answers.
+func TestA304OfAnotherETagIsNotServedFromTheCache(t *testing.T) {
+	c, mt := mockClient(t, WithCache(4), WithoutBudget())
+	id := "con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP"
+	n := 0
+	mt.RegisterResponder(http.MethodGet, "https://"+c.host+"/v1/contacts/"+id, func(r *http.Request) (*http.Response, error) {
+		n++
+		if n == 1 {
+			resp, _ := httpmock.NewJsonResponse(200, sampleContact) // name Ada
+			resp.Header.Set("ETag", `"v1"`)
+			resp.Request = r
+			return resp, nil
+		}
+		// The server's current representation is "v2"; a confused cache or
+		// proxy in front answers 304 with it when asked with "v1".
+		if r.Header.Get("If-None-Match") == "" {
+			fresh := maps.Clone(sampleContact)
+			fresh["name"] = "Grace"
+			resp, _ := httpmock.NewJsonResponse(200, fresh)
+			resp.Header.Set("ETag", `"v2"`)
+			resp.Request = r
+			return resp, nil
+		}
+		resp := httpmock.NewStringResponse(http.StatusNotModified, "")
+		resp.Header.Set("ETag", `"v2"`)
+		resp.Request = r
+		return resp, nil
+	})
+	if _, err := c.Contacts.Get(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	var resp *http.Response
+	got, err := c.Contacts.Get(context.Background(), id, WithResponseInto(&resp))
+	if err != nil || got.Name != "Grace" || resp.Header.Get("ETag") != `"v2"` || n != 3 {
+		t.Errorf("after a 304 with ETag \"v2\" to If-None-Match \"v1\": %v, %v after %d requests; want the fresh body of \"v2\" after 3", got, err, n)
 	}
 }

@@ -87,7 +87,8 @@ type callSettings struct {
 	attemptTimeout   time.Duration
 	idempotencyKey   string
 	noIdempotencyKey bool
-	header           http.Header
+	header           http.Header // the client's (WithHeader given to NewClient)
+	callHeader       http.Header // the call's own, each name in place of the client's
 	ifMatch          string
 	responseInto     **http.Response
 	statusPoll       bool         // the client's own GET /v1/rate_limit (pollStatus): past the levels
@@ -325,27 +326,40 @@ func WithAttemptTimeout(d time.Duration) ClientOrRequestOption {
 	})
 }
 
-// WithHeader adds a header to the requests. Authorization, Idempotency-Key,
+// WithHeader adds a header to the requests. Given to a call, the call's
+// values of that name replace the client's. Authorization, Idempotency-Key,
 // Bodo-Version, User-Agent and Accept are the client's own and cannot be set
 // this way (use WithIdempotencyKey for the key). A name that is no token or
 // a value with a control character (CR, LF, NUL; a tab is fine) is refused:
 // by NewClient, or by the call before it is sent.
 func WithHeader(name, value string) ClientOrRequestOption {
-	return eitherOption(func(s *callSettings) error {
-		switch http.CanonicalHeaderKey(name) {
-		case "Authorization", "Idempotency-Key", "Bodo-Version", "User-Agent", "Accept":
-			return fmt.Errorf("WithHeader: %s is set by the client", name)
-		}
-		if why := cmp.Or(headerName(name), headerValue(value)); why != "" {
-			return fmt.Errorf("WithHeader(%q): %s", name, why)
-		}
-		s.header = s.header.Clone()
-		if s.header == nil {
-			s.header = http.Header{}
-		}
-		s.header.Add(name, value)
-		return nil
-	})
+	return headerOption{name, value}
+}
+
+// headerOption is WithHeader: into the client's headers, or the call's own.
+type headerOption struct{ name, value string }
+
+func (o headerOption) applyClient(s *clientSettings) error {
+	return o.addTo(&s.call.header)
+}
+
+func (o headerOption) applyRequest(s *callSettings) error { return o.addTo(&s.callHeader) }
+
+// addTo adds the header to a copy of *h, which settings may share.
+func (o headerOption) addTo(h *http.Header) error {
+	switch http.CanonicalHeaderKey(o.name) {
+	case "Authorization", "Idempotency-Key", "Bodo-Version", "User-Agent", "Accept":
+		return fmt.Errorf("WithHeader: %s is set by the client", o.name)
+	}
+	if why := cmp.Or(headerName(o.name), headerValue(o.value)); why != "" {
+		return fmt.Errorf("WithHeader(%q): %s", o.name, why)
+	}
+	*h = h.Clone()
+	if *h == nil {
+		*h = http.Header{}
+	}
+	h.Add(o.name, o.value)
+	return nil
 }
 
 // WithIdempotencyKey sets the Idempotency-Key of a POST or PATCH (1–255
@@ -611,6 +625,12 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 		if !hit || cached.etag != cl.req.Header.Get("If-None-Match") {
 			return notModified(op.ID, resp)
 		}
+		if etag, ok := parseETag(resp.Header.Get("ETag")); ok && !weakMatch(etag, cached.etag) {
+			// It names another representation than the one cached, whose
+			// body is then not the current one: asked again, without it.
+			c.cache.drop(cacheKey)
+			return c.do(ctx, op, build, out, opts)
+		}
 		if out == nil {
 			return nil
 		}
@@ -758,6 +778,9 @@ func (c *Client) newCall(op *ops.Operation, build func(string) (*http.Request, e
 		}
 	}
 	for name, values := range s.header {
+		req.Header[name] = values
+	}
+	for name, values := range s.callHeader {
 		req.Header[name] = values
 	}
 	if s.ifMatch != "" {

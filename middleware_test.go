@@ -9,7 +9,9 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
+	"github.com/bodo-app/bodo-go/bodotest"
 	"github.com/jarcoal/httpmock"
 )
 
@@ -234,4 +236,41 @@ func TestMiddlewareNextSendsOnceConcurrently(t *testing.T) {
 	if len(errs) != 2 || (errs[0] == nil) == (errs[1] == nil) || !errors.Is(errors.Join(errs...), ErrResent) {
 		t.Errorf("the two nexts returned %v, want one answer and one ErrResent", errs)
 	}
+}
+
+// TestAttemptsAMiddlewareEndsCostNothing: an error a middleware returns
+// without calling next ends the call, and the budget counts the attempt as
+// never sent: 120 writes a fail-fast middleware (a circuit breaker) ends
+// take nothing of the write level and wait for nothing.
+func TestAttemptsAMiddlewareEndsCostNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := bodotest.NewServer()
+		defer srv.Close()
+		errOpen := errors.New("circuit open")
+		mw := func(req *http.Request, next MiddlewareNext) (*http.Response, error) {
+			return nil, errOpen // never calls next
+		}
+		c, err := NewClient(WithBaseURL(srv.URL), WithHTTPClient(srv.Client()), WithAPIKey(bodotest.APIKey),
+			WithLogger(quiet), WithMiddleware(mw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		for range 120 {
+			if _, err := c.Contacts.Create(t.Context(), ContactCreate{Name: "x"}); !errors.Is(err, errOpen) {
+				t.Fatalf("err = %v", err)
+			}
+		}
+		took := time.Since(start)
+		var write BudgetLevel
+		for _, l := range c.Budget().Levels {
+			if l.Name == "write" {
+				write = l
+			}
+		}
+		if took > 5*time.Second || write.Remaining < 59 {
+			t.Errorf("120 writes ended by a middleware, none sent: they took %v of budget waits and the model's write level has %.0f of %d left (want ~0s and 60)",
+				took.Round(time.Second), write.Remaining, write.Capacity)
+		}
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bodo-app/bodo-go/bodotest"
 	"github.com/bodo-app/bodo-go/internal/budget"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 )
@@ -459,6 +460,35 @@ func TestWaitEndsOnAStatusItDoesNotKnow(t *testing.T) {
 		var e *Error
 		if polls != 1 || op == nil || op.Status != "canceled" || !errors.As(err, &e) || e.Title != "Unknown operation status" {
 			t.Errorf("Wait polled %d times and returned %v, %v; want the operation after one poll, with an *Error", polls, op, err)
+		}
+	})
+}
+
+// TestACallsHeaderReplacesTheClients: a call's WithHeader("Accept-Language",
+// "en") over a client's "de" sends "en", not both, and gets the English
+// problem bodotest answers.
+func TestACallsHeaderReplacesTheClients(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := bodotest.NewServer()
+		defer srv.Close()
+		var sent []string
+		spy := func(req *http.Request, next MiddlewareNext) (*http.Response, error) {
+			sent = req.Header.Values("Accept-Language")
+			return next(req)
+		}
+		c, err := NewClient(WithBaseURL(srv.URL), WithHTTPClient(srv.Client()), WithAPIKey(bodotest.APIKey),
+			WithLogger(quiet), WithHeader("Accept-Language", "de"), WithMiddleware(spy))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Contacts.Get(t.Context(), "con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP", WithHeader("Accept-Language", "en"))
+		var e *Error
+		if !errors.As(err, &e) || e.Response == nil {
+			t.Fatalf("err = %v", err)
+		}
+		if len(sent) != 1 || sent[0] != "en" || e.Response.Header.Get("Content-Language") != "en" {
+			t.Errorf("per-call WithHeader(Accept-Language, en) over the client's de: sent %q, answered Content-Language %q, title %q",
+				sent, e.Response.Header.Get("Content-Language"), e.Title)
 		}
 	})
 }

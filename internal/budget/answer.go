@@ -53,7 +53,10 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		s.reserved--
 		s.lastUse = now
 		refused := a != nil && a.Status == http.StatusTooManyRequests
-		uncharged := refused || a != nil && a.Status == http.StatusServiceUnavailable
+		// Nothing is charged for a refusal, an OVERLOADED, or an attempt
+		// that never left (a middleware ended it, a dial failed, it was
+		// held back).
+		uncharged := refused || a != nil && a.Status == http.StatusServiceUnavailable || a == nil && !sent
 		mayBeRefused := refused || a == nil && sent
 		if mayBeRefused {
 			s.refusals = append(s.refusals, now)
@@ -96,9 +99,10 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 				}
 				if back > 0 {
 					l.give(back)
-					if replay {
-						// A replay takes no turn of a level it is not counted on:
-						// its turn goes back (the next refill caps it at the burst).
+					if replay || a == nil && !sent {
+						// A replay, or an attempt that never left, takes no turn of
+						// a level it is not counted on: its turn goes back (the
+						// next refill caps it at the burst).
 						l.pace.take(-back, now)
 					}
 					rel.refund(l, back, replay, now)
