@@ -12,13 +12,14 @@ import (
 // (getContact, getInvoice, getOperation) and revalidates them: the request
 // carries If-None-Match, and a 304 Not Modified is served from the cache;
 // a 304 whose ETag names another representation drops the entry, and the
-// call asks again without it (one request more). The API charges a 304 the GET's points but no egress records, and the
-// budget counts it so. An update or delete through the client drops its
-// entry, and so does an error answer to the revalidation (a 404 or 410 for
-// a resource that is gone, or a 412 or 431 for an ETag the server does not
-// take; any 4xx but 429), so that a bad entry fails one call at most. An
-// ETag longer than MaxETagLength is not cached, nor a body over 1 MiB. n <= 0
-// turns the cache off (the default).
+// call asks again without it (one request more). The API charges a 304 the
+// GET's points but no egress records, and the budget counts it so. An
+// update or delete through the client drops its entry, and so does an
+// error answer to the revalidation (a 404 or 410 for a resource that is
+// gone, or a 412 or 431 for an ETag the server does not take; any 4xx but
+// 429), so that a bad entry fails one call at most. An ETag longer than
+// MaxETagLength is not cached, nor a body over 1 MiB. n <= 0 turns the
+// cache off (the default).
 func WithCache(n int) Option {
 	return clientOption(func(s *clientSettings) error {
 		s.cacheSize = n

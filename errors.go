@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/bodo-app/bodo-go/internal/budget"
-	"unicode"
 )
 
 // Problem codes of the bodo API: the code member of a problem answer, and

@@ -155,10 +155,11 @@ var errNoAnswer error = answerTimeout{}
 // The first request may have been charged and the resend may be refused,
 // so a keyed write's resend, and every HTTP/2 resend, is held back: the
 // attempt ends, and the call's own retry sends the request again through
-// the budget, with its key (WithMaxRetries(0) leaves it unanswered). net/http also resends a
-// request whose headers it buffered but could not write; a keyed write
-// held back then is retried as one that may have arrived, which its key
-// makes safe. A read's resend goes, as it does for a server that closed an
+// the budget, with its key (WithMaxRetries(0) leaves it unanswered).
+// net/http also resends a request whose headers it buffered but could not
+// write; a keyed write held back then is retried as one that may have
+// arrived, which its key makes safe. On HTTP/1 a read's resend goes, after
+// the waits announced meanwhile, as it does for a server that closed an
 // idle connection: it costs the read's points once more, which the next
 // answer's RateLimit shows. So does a write without a key, which net/http
 // resends only when nothing was written.
@@ -186,7 +187,11 @@ func (st *sendTrace) gotConn(info httptrace.GotConnInfo) {
 		if d <= 0 {
 			return
 		}
-		if d > st.hold-time.Since(start) || st.Context.Err() != nil {
+		if st.Context.Err() != nil {
+			st.holdBack(info.Conn)
+			return
+		}
+		if d > st.hold-time.Since(start) {
 			st.heldWait, st.heldWhy = d, why
 			st.holdBack(info.Conn)
 			return
