@@ -107,10 +107,11 @@ var sentinelByStatus = map[int]error{
 // Most are answers: every problem+json answer becomes an *Error; so does
 // any other non-2xx answer, such as an HTML 502 from a proxy, with Code
 // empty, and a 2xx whose body cannot be read. With Local set the client
-// refused the call without sending it, because the server is known to
-// refuse it: Status and Code are then the server's refusal (429 for the
-// budget's, 400 IDEMPOTENCY_KEY_REQUIRED for a money action sent with
-// WithoutIdempotencyKey).
+// did not send the call. Where it refused because the server is known to
+// refuse it, Status and Code are that refusal (429 for the budget's, 400
+// IDEMPOTENCY_KEY_REQUIRED for a money action sent with
+// WithoutIdempotencyKey); where a middleware, the context, a panicking
+// store or logger, or bad input stopped it, Status is 0.
 //
 // Status is 0 when no answer came: the connection failed or the context
 // ended (Unwrap returns the transport's error, a *url.Error, so errors.Is

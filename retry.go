@@ -50,7 +50,8 @@ type RetryEvent struct {
 // RetryError is returned when a call's retries run out: the retries
 // WithMaxRetries allows, or the 4 retries without a wait from the server
 // that a call makes at most (see WithMaxRetries). It wraps the last
-// attempt's *Error.
+// attempt's *Error. With WithMaxRetries(0) a call returns that *Error
+// itself.
 type RetryError struct {
 	Operation string // operationId, e.g. "createContact"
 	Attempts  int    // attempts made, the first one included

@@ -169,9 +169,10 @@ const (
 	// org and delete levels are fixed windows.
 	FixedWindow Profile = "fixed-window"
 	// NoisyHeaders has the documented limits, varies the rate-limit headers
-	// within what their specification allows, and announces two policies
-	// it does not enforce: "bodo-burst" (20 points/s) and "bodo-money" (100
-	// pay or refund calls/min).
+	// within what their specification allows, and announces four policies
+	// it does not enforce: "bodo-burst" (20 points/s), "bodo-money" (100
+	// pay or refund calls/min), "bodo-export" (q=12;w=3600) and a
+	// partitioned "bodo-tenant" (with pk).
 	NoisyHeaders Profile = "noisy-headers"
 	// SearchPolicy has the documented limits and enforces a policy of its
 	// own, "bodo-search": 30 searches (listing or counting contacts with q)

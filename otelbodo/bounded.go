@@ -34,6 +34,13 @@ var knownValues = map[string]bool{
 	"quota": true, "no-answer": true, "cut-off": true,
 }
 
+// contractLevel are the levels of the contract, which the remaining gauge
+// names; it reports every other as otherValue.
+var contractLevel = map[string]bool{
+	"key": true, "write": true, "parallel": true, "principal": true, "org": true,
+	"delete": true, "delete-day": true, "egress": true,
+}
+
 // metricValue is v as a metric carries it: a known value, an HTTP status
 // (a retry's reason without a code), or otherValue.
 func metricValue(v string) string {

@@ -60,7 +60,7 @@ func (g *gauged) observe(o metric.Observer, remaining metric.Float64Observable, 
 		var others map[string]float64 // by unit: the least remaining of the levels the contract does not name
 		for _, l := range b.Levels {
 			unit := unitValue(l.Unit)
-			if metricValue(l.Name) == otherValue {
+			if !contractLevel[l.Name] {
 				if r, seen := others[unit]; !seen || l.Remaining < r {
 					if others == nil {
 						others = map[string]float64{}

@@ -266,9 +266,10 @@ func TestAHeldBackAttemptIsNoFailedRequest(t *testing.T) {
 var heldHosts atomic.Int64
 
 // TestTheGaugesLevelIsAClosedSet: a server that announces a new policy in
-// every answer puts no name of its choosing on the
-// bodo.client.budget.remaining gauge: the levels the contract does not name
-// are one _OTHER series.
+// every answer, and policies named as the client's reasons or a status,
+// puts no name or unit of its choosing on the bodo.client.budget.remaining
+// gauge: the levels the contract does not name are one _OTHER series per
+// unit.
 func TestTheGaugesLevelIsAClosedSet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var n atomic.Int64
@@ -276,7 +277,7 @@ func TestTheGaugesLevelIsAClosedSet(t *testing.T) {
 		hostile := rt(func(r *http.Request) (*http.Response, error) {
 			i := n.Add(1)
 			h := http.Header{"Content-Type": {"application/json"},
-				"Ratelimit-Policy": {fmt.Sprintf(`"p%d%s";q=100;w=60`, i, pad)},
+				"Ratelimit-Policy": {fmt.Sprintf(`"p%d%s";q=100;w=60, "pace";q=5;w=60, "429";q=5;w=60;qu="bytes"`, i, pad)},
 				"Ratelimit":        {`"key";r=500;t=10`}}
 			body := `{"keyId":"key_1","principal":{"id":"prn_1","type":"user","name":"A"},"organization":{"id":"org_1","name":"O"}}`
 			return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
@@ -289,14 +290,16 @@ func TestTheGaugesLevelIsAClosedSet(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		seen := map[string]bool{}
+		allowed := map[string]bool{"key": true, "write": true, "parallel": true, "principal": true, "org": true,
+			"delete": true, "delete-day": true, "egress": true, "_OTHER": true,
+			"points": true, "requests": true, "records": true, "concurrent-requests": true}
 		d := metricByName(t, r.collect(t), otelbodo.MetricBudgetRemaining).Data.(metricdata.Gauge[float64])
 		for _, p := range d.DataPoints {
-			v, _ := p.Attributes.Value(otelbodo.AttrLevel)
-			seen[v.AsString()] = true
-		}
-		if len(seen) > 20 {
-			t.Errorf("%d distinct bodo.budget.level values on a metric, want a closed set (the contract's levels and _OTHER)", len(seen))
+			level, _ := p.Attributes.Value(otelbodo.AttrLevel)
+			unit, _ := p.Attributes.Value(otelbodo.AttrUnit)
+			if !allowed[level.AsString()] || !allowed[unit.AsString()] && unit.AsString() != "_OTHER" {
+				t.Errorf("a point of bodo.budget.level %.80q, unit %q: want the contract's levels and units, or _OTHER", level.AsString(), unit.AsString())
+			}
 		}
 	})
 }
