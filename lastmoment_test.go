@@ -335,14 +335,14 @@ func TestAnHTTPSReadsResendSitsOutAWait(t *testing.T) {
 
 // TestAHeldBackCallMeetsItsWaitLocally: over real loopback HTTP/2, an
 // OVERLOADED whose headers ask for 10 s (Retry-After) and whose body takes
-// 6 s to come holds every call of the key that reaches its last moment
+// 1.5 s to come holds every call of the key that reaches its last moment
 // meanwhile. A call that does not sit out that long (MaxRetryWait 100 ms)
 // is held back and fails at once with the local wait's error (RetryAfter),
 // as one that meets the wait at admission does; its caller's context never
 // ended, so the error does not say context.Canceled.
 func TestAHeldBackCallMeetsItsWaitLocally(t *testing.T) {
 	release := make(chan struct{})
-	rs, srv := newRefusingServer(t, true, refusedContactID, release, "10", 100*time.Millisecond, 6*time.Second)
+	rs, srv := newRefusingServer(t, true, refusedContactID, release, "10", 100*time.Millisecond, 1500*time.Millisecond)
 	c, ctx, first := warmClient(t, srv, WithHTTPClient(srv.Client()), WithMaxRetryWait(100*time.Millisecond))
 	if first.ProtoMajor != 2 {
 		t.Fatalf("the calls go over %s, want HTTP/2", first.Proto)
