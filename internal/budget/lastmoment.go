@@ -25,8 +25,8 @@ type reading struct {
 }
 
 // Reading marks that the answer to t is a refusal (a 429 or 503) whose body
-// is still being read, its headers asking to wait wait (Retry-After; zero
-// when they do not): until Finish or Unanswered ends t, a request of the
+// is still being read, its headers asking for a wait of wait (Retry-After;
+// zero when they ask none): until Finish or Unanswered ends t, a request of the
 // key about to be written waits for it (Bound), since the body may ask for
 // a wait that its headers did not say.
 func (t *Ticket) Reading(wait time.Duration) {
