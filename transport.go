@@ -11,8 +11,8 @@ import (
 // The timeouts of the *http.Client a Client made without WithHTTPClient
 // uses, when http.DefaultTransport is an *http.Transport: to dial, to
 // finish the TLS handshake, from the request's end to the answer's
-// headers (for an https request from its headers, so that an HTTP/2 server
-// that lets no body through cannot put it off), and, on an HTTP/2 connection, from the last frame read to a ping
+// headers (for an https request with a body from its headers, so that an
+// HTTP/2 server that lets no body through cannot put it off), and, on an HTTP/2 connection, from the last frame read to a ping
 // and from the ping to its answer, after which the connection is closed. Each applies where http.DefaultTransport sets none: its own
 // dialer (30 s, as DefaultDialTimeout) and TLS handshake timeout (10 s)
 // stay, and so do any a program set there. There is no timeout on the

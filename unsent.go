@@ -62,7 +62,7 @@ func (cl *call) sendTrace(ctx context.Context, t *budget.Ticket, answerWait time
 	st.trace.GotConn = st.gotConn
 	st.trace.WroteHeaders = st.wroteHeaders
 	st.answerWait, st.trace.GotFirstResponseByte = 0, nil
-	if st.cancel != nil && answerWait > 0 {
+	if st.cancel != nil && answerWait > 0 && len(cl.body) > 0 { // without a body net/http's own timeout starts with the headers
 		st.answerWait = answerWait
 		st.trace.GotFirstResponseByte = st.answered
 	}
