@@ -75,22 +75,6 @@ func TestAnHTTP2UnprocessedWriteIsNotOutcomeUnknown(t *testing.T) {
 	}
 }
 
-// TestAnHTTP2ReadIsNotResentPastMaxRetries: a server (a proxy shedding
-// load) refuses every stream with REFUSED_STREAM, which net/http's HTTP/2
-// transport would resend up to 7 times with a backoff of its own: with
-// WithMaxRetries(0) the server reads one request of the call, as many as
-// the budget let out.
-func TestAnHTTP2ReadIsNotResentPastMaxRetries(t *testing.T) {
-	h := newH2Raw(t, func(n int, c *h2conn, stream uint32) { c.reset(stream, h2RefusedStream) })
-	c, attempts := h.client(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 3500*time.Millisecond)
-	defer cancel()
-	_, err := c.Contacts.Get(ctx, hostileContactID)
-	if reqs := h.requests(); reqs != int(attempts.Load()) {
-		t.Errorf("WithMaxRetries(0): the server read %d requests of one call, the budget let %d attempts out (%v)", reqs, attempts.Load(), err)
-	}
-}
-
 // blackholeProxy forwards TCP to target; kill makes every connection open
 // at that moment silent both ways (a NAT entry or a peer gone without a
 // RST), while new connections still go through.
@@ -243,15 +227,16 @@ func TestAStalledHTTP2WindowEndsAtTheHeaderTimeout(t *testing.T) {
 	}
 }
 
-// TestRefusedStreamsDoNotTripTheRefusalGuard: a server (a proxy shedding
-// streams) answers every HTTP/2 stream with RST_STREAM(REFUSED_STREAM),
-// which RFC 9113 8.7 says was closed before any processing: none was a 429
-// the client did not read, and none counts toward a lockout. Thirty gets in
-// a row (WithMaxRetries(0)) each reach the server and fail with the reset;
-// the refusal guard (25 in a minute) holds none of them.
-func TestRefusedStreamsDoNotTripTheRefusalGuard(t *testing.T) {
+// TestRefusedStreamsAreNeitherResentNorRefusals: a server (a proxy
+// shedding load) answers every HTTP/2 stream with RST_STREAM
+// (REFUSED_STREAM), which net/http's HTTP/2 transport would resend up to 7
+// times with a backoff of its own, and which RFC 9113 8.7 says was closed
+// before any processing: none was a 429 the client did not read. Thirty
+// gets in a row with WithMaxRetries(0) each send one request, as many as
+// the budget let out, and the refusal guard (25 in a minute) holds none.
+func TestRefusedStreamsAreNeitherResentNorRefusals(t *testing.T) {
 	h := newH2Raw(t, func(n int, c *h2conn, stream uint32) { c.reset(stream, h2RefusedStream) })
-	c, _ := h.client(t)
+	c, attempts := h.client(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	for i := range 30 {
@@ -260,7 +245,7 @@ func TestRefusedStreamsDoNotTripTheRefusalGuard(t *testing.T) {
 			t.Fatalf("get %d: %v (the server read %d requests)", i+1, err, h.requests())
 		}
 	}
-	if n := h.requests(); n != 30 {
-		t.Errorf("the server read %d requests of 30 gets", n)
+	if n, a := h.requests(), attempts.Load(); n != 30 || a != 30 {
+		t.Errorf("the server read %d requests of 30 gets, the budget let %d attempts out", n, a)
 	}
 }
