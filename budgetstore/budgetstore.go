@@ -133,6 +133,26 @@ type Acquire struct {
 	// store counts the processes it heard from within ProcessTTL.
 	Process    string
 	ProcessTTL time.Duration
+	// Reservation is what Process holds in flight outside leases; it
+	// counts against MaxInFlight for every other process's attempts.
+	Reservation Reservation
+}
+
+// Reservation is what a process holds of the parallel quota outside
+// leases: the calls it admitted on its share of the key (Members) while it
+// could not count on the store, and, while it keeps to that share, the
+// rest of the share, which it may take at any moment without asking. A
+// store counts the Slots of every other process in flight when it decides
+// on an Acquire, until TTL after the reservation came, so that a process
+// that lost the store alone (its replies late or lost) and the processes
+// that still reach it stay within MaxInFlight together. Of the
+// reservations of one process it keeps the one of the highest Seq: its
+// requests may arrive in another order than they were sent. A zero Seq
+// gives none.
+type Reservation struct {
+	Slots int
+	Seq   uint64
+	TTL   time.Duration
 }
 
 // Grant is the answer to Acquire.
@@ -176,10 +196,11 @@ type Members struct {
 
 // Renew asks to keep the leases of attempts still in flight.
 type Renew struct {
-	Process    string        // as in Acquire
-	ProcessTTL time.Duration // as in Acquire
-	Leases     []string      // the leases to extend
-	LeaseTTL   time.Duration // by how long from now
+	Process     string        // as in Acquire
+	ProcessTTL  time.Duration // as in Acquire
+	Leases      []string      // the leases to extend
+	LeaseTTL    time.Duration // by how long from now
+	Reservation Reservation   // as in Acquire
 }
 
 // Release is what an answered (or failed) attempt tells the store.
@@ -216,4 +237,10 @@ type Release struct {
 	MaxInFlight   int
 	Block         string    // an exhausted quota's policy ("*" for one the client does not know)
 	BlockUntil    time.Time // and when it resets
+	// Process and Reservation are as in Acquire: the process's
+	// reservation once the attempt ended, given with the release, so
+	// that a slot it keeps to its share of does not pass to another
+	// process in between.
+	Process     string
+	Reservation Reservation
 }

@@ -96,6 +96,66 @@ func TestInFlightLeasesExpire(t *testing.T) {
 	}
 }
 
+// TestAReservationHoldsItsSlotsFromTheOthers: the slots a process holds
+// outside leases (budgetstore.Reservation) count in flight for every other
+// process's Acquire, not for its own; of its reservations the one of the
+// highest Seq counts, whichever request brought it, until its TTL.
+func TestAReservationHoldsItsSlotsFromTheOthers(t *testing.T) {
+	srv := startRedis(t)
+	a, b := New(srv.Client(t)), New(srv.Client(t))
+	ctx, k := context.Background(), testKey()
+	from := func(process string, req budgetstore.Acquire) budgetstore.Acquire {
+		req.Process, req.ProcessTTL = process, time.Minute
+		return req
+	}
+	reserve := func(slots int, seq uint64, ttl time.Duration) {
+		t.Helper()
+		r := budgetstore.Reservation{Slots: slots, Seq: seq, TTL: ttl}
+		if _, err := a.Renew(ctx, k, budgetstore.Renew{Process: "a", ProcessTTL: time.Minute, LeaseTTL: time.Minute, Reservation: r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admitted := func(bud *Budget, process, lease string) bool {
+		t.Helper()
+		g, err := bud.Acquire(ctx, k, from(process, acquire(lease, time.Minute, key(1))))
+		if err != nil || !g.Admitted && g.Reason != "in-flight" {
+			t.Fatalf("%s: %+v %v", lease, g, err)
+		}
+		return g.Admitted
+	}
+	reserve(2, 2, time.Minute)
+	for i := range 4 {
+		if !admitted(b, "b", fmt.Sprint("b", i)) {
+			t.Fatalf("b's call %d, with 2 of 6 slots reserved by a", i)
+		}
+	}
+	if admitted(b, "b", "b4") {
+		t.Errorf("b's fifth call went into a's reservation")
+	}
+	if !admitted(a, "a", "a0") {
+		t.Errorf("a's own reservation held its call")
+	}
+	if err := a.Release(ctx, k, budgetstore.Release{Lease: "a0", RefusalWindow: time.Minute, MaxInFlight: 6,
+		Process: "a", Reservation: budgetstore.Reservation{Slots: 0, Seq: 1, TTL: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	if admitted(b, "b", "b5") {
+		t.Errorf("a reservation older than the one the store has freed its slots")
+	}
+	reserve(0, 3, time.Minute)
+	if !admitted(b, "b", "b6") {
+		t.Errorf("a's slots stayed reserved after it gave them up")
+	}
+	reserve(1, 4, 300*time.Millisecond)
+	if admitted(b, "b", "b7") {
+		t.Errorf("b's call went into a's new reservation")
+	}
+	time.Sleep(400 * time.Millisecond)
+	if !admitted(b, "b", "b8") {
+		t.Errorf("a reservation held its slot past its TTL")
+	}
+}
+
 // TestALingeringReleaseKeepsItsSlot: the release of an attempt that got
 // no answer keeps its slot taken for its Linger, for every process: the
 // server may still be running it.

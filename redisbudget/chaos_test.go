@@ -42,6 +42,21 @@ func chaosPlan(seed uint64, run time.Duration) []chaosEpisode {
 	}
 }
 
+// lateReplies delays a reply by up to 150 ms, and one in ten by 300 to
+// 700 ms, past the agents' Redis timeout of 300 ms, at random from seed.
+func lateReplies(seed uint64) func() time.Duration {
+	r := rand.New(rand.NewPCG(seed, 2))
+	var mu sync.Mutex
+	return func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.IntN(10) == 0 {
+			return time.Duration(300+r.IntN(400)) * time.Millisecond
+		}
+		return time.Duration(r.IntN(150)) * time.Millisecond
+	}
+}
+
 // TestChaos runs the agents program in 4 OS processes on one key sharing
 // its budget through Redis, and meanwhile stops and restarts Redis (which
 // comes back empty), pauses it (DEBUG SLEEP), cuts the network to it and
@@ -118,16 +133,7 @@ func TestChaos(t *testing.T) {
 			time.Sleep(e.length)
 			px.Cut(false)
 		case "delay":
-			r := rand.New(rand.NewPCG(rng.Uint64(), 2))
-			var mu sync.Mutex
-			px.Delay(func() time.Duration {
-				mu.Lock()
-				defer mu.Unlock()
-				if r.IntN(10) == 0 {
-					return time.Duration(300+r.IntN(400)) * time.Millisecond
-				}
-				return time.Duration(r.IntN(150)) * time.Millisecond
-			})
+			px.Delay(lateReplies(rng.Uint64()))
 			time.Sleep(e.length)
 			px.Delay(nil)
 		}

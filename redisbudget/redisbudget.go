@@ -100,6 +100,7 @@ func (b *Budget) Acquire(ctx context.Context, key string, req budgetstore.Acquir
 	}
 	args := []any{req.Lease, ms(ttl), num(req.Cost), num(req.KeyRate), req.MaxInFlight,
 		req.RefusalLimit, ms(req.RefusalWindow), unbudgeted, req.Process, ms(req.ProcessTTL)}
+	args = reservationArgs(args, req.Reservation)
 	args = levelArgs(args, req.Levels)
 	res, err := acquireScript.Run(ctx, b.rdb, b.keys(key), args...).Slice()
 	if err != nil {
@@ -166,8 +167,9 @@ func (b *Budget) Renew(ctx context.Context, key string, req budgetstore.Renew) (
 	if b.leaseTTL > 0 {
 		ttl = b.leaseTTL
 	}
-	args := make([]any, 0, 3+len(req.Leases))
+	args := make([]any, 0, 6+len(req.Leases))
 	args = append(args, req.Process, ms(req.ProcessTTL), ms(ttl))
+	args = reservationArgs(args, req.Reservation)
 	for _, l := range req.Leases {
 		args = append(args, l)
 	}
@@ -202,7 +204,8 @@ func (b *Budget) Release(ctx context.Context, key string, rel budgetstore.Releas
 		factor = 0.5
 	}
 	args := []any{rel.Lease, flag(rel.Refused), flag(rel.Cut), ms(rel.RefusalWindow), rel.MaxInFlight, pause, rel.Block, block, num(factor),
-		max(ms(rel.RefusedAgo), 0), max(ms(rel.Linger), 0)}
+		max(ms(rel.RefusedAgo), 0), max(ms(rel.Linger), 0), rel.Process}
+	args = reservationArgs(args, rel.Reservation)
 	args = levelArgs(args, rel.Refund)
 	args = levelArgs(args, rel.Left)
 	args = levelArgs(args, rel.Owe)
@@ -210,6 +213,12 @@ func (b *Budget) Release(ctx context.Context, key string, rel budgetstore.Releas
 		return fmt.Errorf("redisbudget: release: %w", err)
 	}
 	return nil
+}
+
+// reservationArgs appends r's slots, seq and ttl ms; a seq above 2^53,
+// which Lua's numbers no longer hold exactly, counts as 2^53.
+func reservationArgs(args []any, r budgetstore.Reservation) []any {
+	return append(args, max(r.Slots, 0), min(r.Seq, 1<<53), max(ms(r.TTL), 0))
 }
 
 // Refund implements budgetstore.Store.

@@ -124,7 +124,12 @@ func (a *attempt) admitLocked(lease string, now time.Time) (*Ticket, Event, erro
 		s.waits++
 		s.waited += waited
 	}
-	c.ticket = Ticket{s: s, c: c, taken: c.takes, lease: lease, ref: s.leases[lease], start: now, flight: c.flight && c.Budgeted}
+	c.ticket = Ticket{s: s, c: c, taken: c.takes, lease: lease, ref: s.leases[lease], start: now, flight: c.flight && c.Budgeted,
+		unleased: c.Budgeted && lease == "" && s.shared != nil}
+	if c.ticket.unleased {
+		s.unleased++
+		s.startKeeperLocked()
+	}
 	s.lastUse = now
 	s.mu.Unlock()
 	a.stopSlow()

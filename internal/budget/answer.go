@@ -66,10 +66,10 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		}
 		if c.Budgeted {
 			s.open = s.open.minus(sentCount{1, c.Cost})
-			if linger > 0 {
-				time.AfterFunc(linger, s.freeSlot)
+			if unleased := t.unleased; linger > 0 {
+				time.AfterFunc(linger, func() { s.freeSlot(unleased) })
 			} else {
-				s.inflight--
+				s.freeSlotLocked(unleased)
 			}
 			// An error answer, or a redirect the client does not follow,
 			// returns no records: what a read reserved of egress is given

@@ -250,6 +250,14 @@
 //     the keeper looks at once and then every probeEvery, so that a passing
 //     failure ends before the drain does
 //     (TestAPassingFailureOfTheStoreEndsBeforeTheDrain).
+//   - Every request to the store says what the process holds in flight
+//     outside leases: its calls admitted without one and, while it keeps
+//     to its share, the rest of the share; the store leaves those slots to
+//     it (store_reserve.go; TestAProcessOnItsShareReservesItFromTheOthers,
+//     redisbudget's TestAReservationHoldsItsSlotsFromTheOthers), so that a
+//     process that lost the store alone and the others that still reach it
+//     keep within the parallel quota together (redisbudget's
+//     TestProcessesThatLoseTheStoreOneByOneKeepToTheParallelQuota).
 //   - A store back without its counts starts each level from what the
 //     model holds (redisbudget's
 //     TestAStoreBackEmptyStartsFromWhatTheProcessBelieves,

@@ -108,9 +108,18 @@ func (s *State) lingerLocked(t *Ticket, now time.Time) time.Duration {
 }
 
 // freeSlot frees the slot of an attempt whose linger ended.
-func (s *State) freeSlot() {
+func (s *State) freeSlot(unleased bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.inflight--
+	s.freeSlotLocked(unleased)
 	s.slotGate.wakeHead()
+}
+
+// freeSlotLocked frees the slot of an attempt that ended, unleased when
+// the store gave it no lease.
+func (s *State) freeSlotLocked(unleased bool) {
+	s.inflight--
+	if unleased {
+		s.unleased--
+	}
 }

@@ -137,9 +137,10 @@ func sweep(now time.Time) {
 // idleLocked reports whether s has had no use for IdleTTL and holds nothing
 // that forgetting it would lose: a call in flight or waiting, a lockout, a
 // server's wait or an exhausted quota still running, a refusal in the
-// guard's window, a release the shared store has not had.
+// guard's window, a release the shared store has not had, slots the store
+// last heard it holds outside leases.
 func (s *State) idleLocked(now time.Time) bool {
-	if s.waiting > 0 || s.reserved > 0 || s.inflight > 0 || len(s.pending) > 0 || len(s.leases) > 0 ||
+	if s.waiting > 0 || s.reserved > 0 || s.inflight > 0 || len(s.pending) > 0 || len(s.leases) > 0 || s.reservation.heard > 0 ||
 		now.Sub(s.lastUse) < IdleTTL || now.Before(s.lockedUntil) || now.Before(s.heldUntil) {
 		return false
 	}

@@ -63,10 +63,12 @@ type store struct {
 	outageSaid bool                // the outage was logged, and its end is not yet
 	outagePart float64             // the part of the pooled levels this process takes now (level.parts.outage); 1: all
 
-	leases  map[string]leaseRef // the leases of attempts in flight
-	pending []pendingOp         // what the store has not had yet
-	keeping bool                // the keeper runs
-	kick    chan struct{}       // wakes the keeper out of its sleep when the store fails
+	leases      map[string]leaseRef // the leases of attempts in flight
+	unleased    int                 // budgeted attempts in flight, or whose slots linger, that the store gave no lease
+	reservation reservation         // what the store was told of the slots held outside leases
+	pending     []pendingOp         // what the store has not had yet
+	keeping     bool                // the keeper runs
+	kick        chan struct{}       // wakes the keeper out of its sleep when the store fails
 
 	// The longest call that ended in this minute and in the one before.
 	longest, longestPrev time.Duration

@@ -85,6 +85,7 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 		Unbudgeted:    !c.Budgeted,
 		Process:       s.member,
 		ProcessTTL:    processTTL,
+		Reservation:   s.reservationLocked(now),
 	}
 	ref := leaseRef{st: s.shared, seq: s.storeSeq, key: s.sharedKey}
 	s.mu.Unlock()
@@ -96,6 +97,9 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 	logErr := s.storeResult(err, &grant.Members)
 	s.mu.Lock()
 	now = time.Now()
+	if err == nil {
+		s.reservationHeardLocked(req.Reservation)
+	}
 	if err != nil || logErr != nil && grant.Admitted {
 		// The store may have run it: end the lease there.
 		s.keepLocked(pendingOp{leaseRef: ref, rel: budgetstore.Release{Lease: req.Lease, RefusalWindow: RefusalWindow, MaxInFlight: s.parallel}, at: now})

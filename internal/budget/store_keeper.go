@@ -27,7 +27,7 @@ func (s *State) keepLocked(op pendingOp) {
 }
 
 func (s *State) startKeeperLocked() {
-	if s.keeping || len(s.leases) == 0 && len(s.pending) == 0 {
+	if s.keeping || len(s.leases) == 0 && len(s.pending) == 0 && !s.reservingLocked(time.Now()) {
 		return
 	}
 	s.keeping = true
@@ -82,7 +82,7 @@ func (s *State) keepOnce() bool {
 		sleep.Stop()
 	}
 	s.mu.Lock()
-	if len(s.leases) == 0 && len(s.pending) == 0 {
+	if len(s.leases) == 0 && len(s.pending) == 0 && !s.reservingLocked(time.Now()) {
 		s.keeping = false
 		s.mu.Unlock()
 		return false
@@ -105,6 +105,9 @@ func (s *State) keepOnce() bool {
 	if renew[cur] == nil && s.shared != nil {
 		renew[cur] = &renewal{leaseRef: leaseRef{st: s.shared, key: s.sharedKey}, req: budgetstore.Renew{Process: s.member, ProcessTTL: processTTL}}
 	}
+	if r := renew[cur]; r != nil {
+		r.req.Reservation = s.reservationLocked(time.Now())
+	}
 	s.mu.Unlock()
 
 	up := map[int]bool{}
@@ -120,6 +123,9 @@ func (s *State) keepOnce() bool {
 		}
 	}
 	s.mu.Lock()
+	if up[cur] {
+		s.reservationHeardLocked(renew[cur].req.Reservation)
+	}
 	pending := s.pending
 	s.pending = nil
 	now := time.Now()

@@ -78,7 +78,10 @@ func (s *State) releaseSharedLocked(rel *release, refused bool, now time.Time) {
 		s.mu.Unlock()
 		return
 	}
-	rel.Refused, rel.MaxInFlight = refused, s.parallel
+	rel.Refused, rel.MaxInFlight, rel.Process = refused, s.parallel, s.member
+	if rel.ref.seq == s.storeSeq {
+		rel.Reservation = s.reservationLocked(now)
+	}
 	s.sendLocked(pendingOp{leaseRef: rel.ref, rel: rel.Release, at: now}, now)
 }
 

@@ -109,6 +109,14 @@ func (d *downStore) Renew(context.Context, string, budgetstore.Renew) (budgetsto
 	return budgetstore.Members{Processes: 4}, d.fail()
 }
 
+// storeBack brings st back and waits until the keeper has sent what the
+// store missed and, once the process's share ends, that it holds no slot
+// outside leases: then the keeper ends.
+func storeBack(st *downStore) {
+	st.setDown(false)
+	time.Sleep(rejoinWindow + 2*keepEvery)
+}
+
 // drainedKey returns a State sharing its budget through st after the
 // server said its key, of 600 points a minute, is drained.
 func drainedKey(t *testing.T, st budgetstore.Store) *State {
@@ -168,8 +176,7 @@ func TestAProcessThatLostTheStoreTakesItsPartOfTheKey(t *testing.T) {
 		if points > part+1 || points < part/2 {
 			t.Errorf("%.0f points in 30 s, want at most the part of the refill, %.0f, and at least half of it", points, part)
 		}
-		st.setDown(false) // the keeper sends what the store missed, and ends
-		time.Sleep(time.Second)
+		storeBack(st)
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		if got := st.refunded[Key]; got != -points {
@@ -199,8 +206,7 @@ func TestAnOutagePartsWhatIsLeftThen(t *testing.T) {
 		if first > 2*time.Second || points < 20 || points > 126 {
 			t.Errorf("%.0f points in the outage's first 30 s, the first after %v: want the first within 2 s and the part of the refill, at most with the part of what was left: 25 to 125", points, first)
 		}
-		st.setDown(false)
-		time.Sleep(time.Second)
+		storeBack(st)
 	})
 }
 
@@ -320,8 +326,7 @@ func outageTakesItsPartOfTheRefill(t *testing.T, s *State, st *downStore, after 
 	if part := 600.0 / 60 * 5 / 6; points > part+1 {
 		t.Errorf("%.0f points in the outage's first 5 s, %s, want at most the part of the refill, %.0f", points, after, part)
 	}
-	st.setDown(false)
-	time.Sleep(time.Second)
+	storeBack(st)
 }
 
 // TestAnOutagePartsWhatTheStoreHeld is rule 7 when the answers name
@@ -408,8 +413,7 @@ func TestAWordInAnOutageLowersAPartNeverRaisesIt(t *testing.T) {
 		time.Sleep(sharedRetry + time.Second)
 		read("")
 		partIsOfTheRefill("after the store was tried again and failed")
-		st.setDown(false)
-		time.Sleep(time.Second)
+		storeBack(st)
 	})
 }
 
@@ -767,4 +771,73 @@ func TestAKeptReleaseOwesWhatItSaid(t *testing.T) {
 	if len(stale) != 1 || stale[0].Name != Key || stale[0].Amount != 600 || stale[0].Hold != 500*time.Millisecond {
 		t.Errorf("sent 1.5 s late, stale: %+v", stale)
 	}
+}
+
+// reservingStore is a downStore that notes the reservation of every
+// request, whether or not it fails (a reply lost after the store had it),
+// with when it came.
+type reservingStore struct {
+	downStore
+	mu2  sync.Mutex
+	said []reservationSaid
+}
+
+type reservationSaid struct {
+	at    time.Time
+	slots int
+}
+
+func (d *reservingStore) note(r budgetstore.Reservation) {
+	d.mu2.Lock()
+	defer d.mu2.Unlock()
+	if r.Seq > 0 {
+		d.said = append(d.said, reservationSaid{time.Now(), r.Slots})
+	}
+}
+
+func (d *reservingStore) Acquire(ctx context.Context, key string, a budgetstore.Acquire) (budgetstore.Grant, error) {
+	d.note(a.Reservation)
+	return d.downStore.Acquire(ctx, key, a)
+}
+func (d *reservingStore) Renew(ctx context.Context, key string, r budgetstore.Renew) (budgetstore.Members, error) {
+	d.note(r.Reservation)
+	return d.downStore.Renew(ctx, key, r)
+}
+func (d *reservingStore) Release(ctx context.Context, key string, r budgetstore.Release) error {
+	d.note(r.Reservation)
+	return d.downStore.Release(ctx, key, r)
+}
+
+// TestAProcessOnItsShareReservesItFromTheOthers is rule 7 when one process
+// alone loses the store (its replies late or lost) while the others still
+// reach it: before its first call on its share of the slots (one of six,
+// of four processes) goes, the store has been told that the process holds
+// that share, so that the others leave it; once the share ends after the
+// store is back, that it holds none.
+func TestAProcessOnItsShareReservesItFromTheOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &reservingStore{downStore: downStore{refunded: map[string]float64{}}}
+		s := New()
+		s.UseStore(st, "k", nil)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=600;t=0`))
+		st.setDown(true)
+		tk := admitNow(t, s, call(ops.GetContact, ""))
+		local := time.Now()
+		tk.Finish(answer("", ""))
+		st.mu2.Lock()
+		reserved := false
+		for _, r := range st.said {
+			reserved = reserved || r.slots == 1 && !r.at.After(local)
+		}
+		st.mu2.Unlock()
+		if !reserved {
+			t.Errorf("the call on the process's share went before the store was told of the share: %v", st.said)
+		}
+		storeBack(&st.downStore)
+		st.mu2.Lock()
+		defer st.mu2.Unlock()
+		if n := len(st.said); n == 0 || st.said[n-1].slots != 0 {
+			t.Errorf("after the share ended the store last heard %v", st.said[max(n-1, 0):])
+		}
+	})
 }
