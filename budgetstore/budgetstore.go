@@ -142,15 +142,16 @@ type Acquire struct {
 // leases: the calls it admitted on its share of the key (Members) while it
 // could not count on the store, and, while it keeps to that share, the
 // rest of the share, which it may take at any moment without asking. A
-// store counts the Slots of every other process in flight when it decides
-// on an Acquire, until TTL after the reservation came, so that a process
-// that lost the store alone (its replies late or lost) and the processes
-// that still reach it stay within MaxInFlight together. Of the
-// reservations of one process it keeps the one of the highest Seq: its
-// requests may arrive in another order than they were sent. A zero Seq
-// gives none.
+// store counts in flight, when it decides on an Acquire, the Slots of
+// every other process and the Calls of the one asking, until TTL after
+// the reservation came, so that a process that lost the store alone (its
+// replies late or lost) and the processes that still reach it stay within
+// MaxInFlight together, also once it is back. Of the reservations of one
+// process it keeps the one of the highest Seq: its requests may arrive in
+// another order than they were sent. A zero Seq gives none.
 type Reservation struct {
-	Slots int
+	Slots int // all it holds outside leases
+	Calls int // of Slots, its calls in flight without a lease
 	Seq   uint64
 	TTL   time.Duration
 }

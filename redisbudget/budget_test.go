@@ -98,32 +98,32 @@ func TestInFlightLeasesExpire(t *testing.T) {
 
 // TestAReservationHoldsItsSlotsFromTheOthers: the slots a process holds
 // outside leases (budgetstore.Reservation) count in flight for every other
-// process's Acquire, not for its own; of its reservations the one of the
-// highest Seq counts, whichever request brought it, until its TTL.
+// process's Acquire, and of them its own calls for its own; of its
+// reservations the one of the highest Seq counts, whichever request
+// brought it, until its TTL.
 func TestAReservationHoldsItsSlotsFromTheOthers(t *testing.T) {
 	srv := startRedis(t)
 	a, b := New(srv.Client(t)), New(srv.Client(t))
-	ctx, k := context.Background(), testKey()
-	from := func(process string, req budgetstore.Acquire) budgetstore.Acquire {
-		req.Process, req.ProcessTTL = process, time.Minute
-		return req
-	}
-	reserve := func(slots int, seq uint64, ttl time.Duration) {
+	ctx := context.Background()
+	k := testKey()
+	reserve := func(slots, calls int, seq uint64, ttl time.Duration) {
 		t.Helper()
-		r := budgetstore.Reservation{Slots: slots, Seq: seq, TTL: ttl}
+		r := budgetstore.Reservation{Slots: slots, Calls: calls, Seq: seq, TTL: ttl}
 		if _, err := a.Renew(ctx, k, budgetstore.Renew{Process: "a", ProcessTTL: time.Minute, LeaseTTL: time.Minute, Reservation: r}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	admitted := func(bud *Budget, process, lease string) bool {
 		t.Helper()
-		g, err := bud.Acquire(ctx, k, from(process, acquire(lease, time.Minute, key(1))))
+		req := acquire(lease, time.Minute, key(1))
+		req.Process, req.ProcessTTL = process, time.Minute
+		g, err := bud.Acquire(ctx, k, req)
 		if err != nil || !g.Admitted && g.Reason != "in-flight" {
 			t.Fatalf("%s: %+v %v", lease, g, err)
 		}
 		return g.Admitted
 	}
-	reserve(2, 2, time.Minute)
+	reserve(2, 0, 2, time.Minute)
 	for i := range 4 {
 		if !admitted(b, "b", fmt.Sprint("b", i)) {
 			t.Fatalf("b's call %d, with 2 of 6 slots reserved by a", i)
@@ -133,7 +133,7 @@ func TestAReservationHoldsItsSlotsFromTheOthers(t *testing.T) {
 		t.Errorf("b's fifth call went into a's reservation")
 	}
 	if !admitted(a, "a", "a0") {
-		t.Errorf("a's own reservation held its call")
+		t.Errorf("a's own reservation, of no call, held its call")
 	}
 	if err := a.Release(ctx, k, budgetstore.Release{Lease: "a0", RefusalWindow: time.Minute, MaxInFlight: 6,
 		Process: "a", Reservation: budgetstore.Reservation{Slots: 0, Seq: 1, TTL: time.Minute}}); err != nil {
@@ -142,17 +142,24 @@ func TestAReservationHoldsItsSlotsFromTheOthers(t *testing.T) {
 	if admitted(b, "b", "b5") {
 		t.Errorf("a reservation older than the one the store has freed its slots")
 	}
-	reserve(0, 3, time.Minute)
+	reserve(2, 1, 3, time.Minute)
+	if !admitted(a, "a", "a1") || admitted(a, "a", "a2") {
+		t.Errorf("a's call without a lease did not count for a once: 4 leases, 1 call of a's")
+	}
+	reserve(0, 0, 4, time.Minute)
 	if !admitted(b, "b", "b6") {
 		t.Errorf("a's slots stayed reserved after it gave them up")
 	}
-	reserve(1, 4, 300*time.Millisecond)
-	if admitted(b, "b", "b7") {
-		t.Errorf("b's call went into a's new reservation")
+	for _, l := range []string{"a1", "b6"} {
+		if err := a.Release(ctx, k, budgetstore.Release{Lease: l, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	time.Sleep(400 * time.Millisecond)
-	if !admitted(b, "b", "b8") {
-		t.Errorf("a reservation held its slot past its TTL")
+	reserve(1, 0, 10, 200*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	reserve(2, 0, 5, time.Minute) // a later state of the same process, numbering anew
+	if admitted(b, "b", "b7") {
+		t.Errorf("a reservation after one of a higher seq had run out was passed over")
 	}
 }
 

@@ -167,7 +167,7 @@ func (b *Budget) Renew(ctx context.Context, key string, req budgetstore.Renew) (
 	if b.leaseTTL > 0 {
 		ttl = b.leaseTTL
 	}
-	args := make([]any, 0, 6+len(req.Leases))
+	args := make([]any, 0, 7+len(req.Leases))
 	args = append(args, req.Process, ms(req.ProcessTTL), ms(ttl))
 	args = reservationArgs(args, req.Reservation)
 	for _, l := range req.Leases {
@@ -215,10 +215,10 @@ func (b *Budget) Release(ctx context.Context, key string, rel budgetstore.Releas
 	return nil
 }
 
-// reservationArgs appends r's slots, seq and ttl ms; a seq above 2^53,
-// which Lua's numbers no longer hold exactly, counts as 2^53.
+// reservationArgs appends r's slots, calls, seq and ttl ms; a seq above
+// 2^53, which Lua's numbers no longer hold exactly, counts as 2^53.
 func reservationArgs(args []any, r budgetstore.Reservation) []any {
-	return append(args, max(r.Slots, 0), min(r.Seq, 1<<53), max(ms(r.TTL), 0))
+	return append(args, max(r.Slots, 0), max(r.Calls, 0), min(r.Seq, 1<<53), max(ms(r.TTL), 0))
 }
 
 // Refund implements budgetstore.Store.

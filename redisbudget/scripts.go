@@ -202,30 +202,42 @@ local function members(me, ttl)
   return #ids, rank
 end
 
--- reserve keeps what process me holds in flight outside leases
--- (budgetstore.Reservation): slots until ttl ms from now, unless a
--- reservation of me with a seq as high came first.
-local function reserve(me, slots, seq, ttl)
+-- A reservation (budgetstore.Reservation) is kept in ':rsv' as
+-- "slots:calls:seq:until" under its process's name.
+local function reservation(v)
+  local slots, calls, seq, until_ms = string.match(v or '', '^([^:]*):([^:]*):([^:]*):([^:]*)$')
+  return math.max(num(slots, 0), 0), math.max(num(calls, 0), 0), num(seq, 0), num(until_ms, 0)
+end
+
+-- reserve keeps what process me holds in flight outside leases: slots,
+-- of them calls its calls in flight, until ttl ms from now; unless a
+-- reservation of me with a seq as high that has not run out came first.
+local function reserve(me, slots, calls, seq, ttl)
   if me == '' or not (seq > 0) then return end
   local k = p .. ':rsv'
-  local old = redis.call('HGET', k, me)
-  if old and num(string.match(old, '^[^:]*:([^:]*)'), 0) >= seq then return end
-  redis.call('HSET', k, me, math.max(0, math.floor(num(slots, 0))) .. ':' .. seq .. ':' .. (now + ttl))
+  local _, _, oseq, ountil = reservation(redis.call('HGET', k, me))
+  if oseq >= seq and ountil > now then return end
+  slots = math.max(0, math.floor(num(slots, 0)))
+  calls = math.min(slots, math.max(0, math.floor(num(calls, 0))))
+  redis.call('HSET', k, me, slots .. ':' .. calls .. ':' .. seq .. ':' .. (now + ttl))
   touch(k)
 end
 
--- reserved_by_others is what the processes other than me hold in flight
--- outside leases; a reservation whose time ran out is dropped.
-local function reserved_by_others(me)
+-- reserved is what the processes hold in flight outside leases for one of
+-- process me: the slots of the others, and me's own calls. A reservation
+-- that ran out is dropped.
+local function reserved(me)
   local k = p .. ':rsv'
   local h = redis.call('HGETALL', k)
   local sum = 0
   for i = 1, #h, 2 do
-    local slots, until_ms = string.match(h[i + 1], '^([^:]*):[^:]*:([^:]*)$')
-    if num(until_ms, 0) <= now then
+    local slots, calls, _, until_ms = reservation(h[i + 1])
+    if until_ms <= now then
       redis.call('HDEL', k, h[i])
     elseif h[i] ~= me then
-      sum = sum + math.max(num(slots, 0), 0)
+      sum = sum + slots
+    else
+      sum = sum + calls
     end
   end
   return sum
@@ -293,7 +305,7 @@ end
 // acquireScript admits one attempt or says why not.
 // ARGV: lease, ttl ms, cost, key rate, max in flight, refusal limit,
 // refusal window ms, unbudgeted (0/1), process, process ttl ms, the
-// process's reserved slots, their seq and ttl ms, number of levels, then
+// process's reservation (slots, calls, seq, ttl ms), number of levels, then
 // per level name, amount, rate, size, pace, burst, quota, window ms, reset
 // ms, hold ms. It answers {admitted (0/1), wait ms,
 // reason, policy, ms until reset, ttl ms, processes, rank, refusal
@@ -314,8 +326,8 @@ local rlimit = tonumber(ARGV[6])
 local rwindow = tonumber(ARGV[7])
 local unbudgeted = ARGV[8] == '1'
 local n, rank = members(ARGV[9], tonumber(ARGV[10]))
-reserve(ARGV[9], tonumber(ARGV[11]), num(ARGV[12], 0), num(ARGV[13], 0))
-local levels = levels_from(15, tonumber(ARGV[14]))
+reserve(ARGV[9], ARGV[11], ARGV[12], num(ARGV[13], 0), num(ARGV[14], 0))
+local levels = levels_from(16, tonumber(ARGV[15]))
 local function no(wait, reason, policy, untilms, refusal)
   return {0, wait, reason, policy or '', untilms or 0, ttl, n, rank, refusal and 1 or 0, {}}
 end
@@ -362,7 +374,7 @@ end
 local held = {}
 if not unbudgeted then
   local cap, pace, lc = aimd(maxinflight)
-  if leases + reserved_by_others(ARGV[9]) >= math.floor(cap) then
+  if leases + reserved(ARGV[9]) >= math.floor(cap) then
     save_aimd(cap, pace, lc)
     return no(0, 'in-flight')
   end
@@ -491,7 +503,7 @@ return {1, 0, '', '', 0, ttl, n, rank, 0, held}
 // does nothing. ARGV: lease, refused (0/1), cut (0/1), refusal window ms,
 // max in flight, pause ms, block policy, block ms, cut factor, ms since
 // the refusal, linger ms (the lease holds its slot that long after), the
-// process, its reserved slots, their seq and ttl ms, then three lists, each a count followed by name, amount,
+// process, its reservation (slots, calls, seq, ttl ms), then three lists, each a count followed by name, amount,
 // rate, size, pace, burst, quota, window ms, reset ms, hold ms per level:
 // refund, left, owe.
 var releaseScript = redis.NewScript(luaPrelude + `
@@ -506,12 +518,12 @@ local blockms = tonumber(ARGV[8])
 local factor = tonumber(ARGV[9])
 local ago = tonumber(ARGV[10])
 local linger = tonumber(ARGV[11])
-local i = 16
+local i = 17
 local nref = tonumber(ARGV[i]); local refund = levels_from(i + 1, nref); i = i + 1 + nref * level_args
 local nleft = tonumber(ARGV[i]); local left = levels_from(i + 1, nleft); i = i + 1 + nleft * level_args
 local nowe = tonumber(ARGV[i]); local owe = levels_from(i + 1, nowe)
 
-reserve(ARGV[12], tonumber(ARGV[13]), num(ARGV[14], 0), num(ARGV[15], 0))
+reserve(ARGV[12], ARGV[13], ARGV[14], num(ARGV[15], 0), num(ARGV[16], 0))
 if gone(lease) then
   return 0
 end
@@ -624,16 +636,16 @@ return 1
 `)
 
 // renewScript keeps leases in flight, counts the process and keeps its
-// reservation. ARGV: process, process ttl ms, lease ttl ms, the reserved
-// slots, their seq and ttl ms, then the leases. A lease the
+// reservation. ARGV: process, process ttl ms, lease ttl ms, the
+// reservation (slots, calls, seq, ttl ms), then the leases. A lease the
 // store no longer holds is not made again; one it holds keeps what it took
 // (':lease:', ':leaseld:') for another day, however long its call runs. It
 // answers {processes, rank}.
 var renewScript = redis.NewScript(luaPrelude + `
 local n, rank = members(ARGV[1], tonumber(ARGV[2]))
 local ttl = tonumber(ARGV[3])
-reserve(ARGV[1], tonumber(ARGV[4]), num(ARGV[5], 0), num(ARGV[6], 0))
-for i = 7, #ARGV do
+reserve(ARGV[1], ARGV[4], ARGV[5], num(ARGV[6], 0), num(ARGV[7], 0))
+for i = 8, #ARGV do
   if redis.call('ZSCORE', p .. ':leases', ARGV[i]) then
     redis.call('ZADD', p .. ':leases', now + ttl, ARGV[i])
     touch(p .. ':lease:' .. ARGV[i])

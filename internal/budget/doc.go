@@ -253,11 +253,15 @@
 //   - Every request to the store says what the process holds in flight
 //     outside leases: its calls admitted without one and, while it keeps
 //     to its share, the rest of the share; the store leaves those slots to
-//     it (store_reserve.go; TestAProcessOnItsShareReservesItFromTheOthers,
-//     redisbudget's TestAReservationHoldsItsSlotsFromTheOthers), so that a
-//     process that lost the store alone and the others that still reach it
-//     keep within the parallel quota together (redisbudget's
-//     TestProcessesThatLoseTheStoreOneByOneKeepToTheParallelQuota).
+//     it, and counts its calls without a lease for it too (store_reserve.go;
+//     TestAProcessOnItsShareReservesItFromTheOthers, redisbudget's
+//     TestAReservationHoldsItsSlotsFromTheOthers). No call goes on the share
+//     before a request has carried it
+//     (TestTheStoreHearsTheShareBeforeACallGoesOnIt). So a process that
+//     lost the store alone and the others that still reach it keep within
+//     the parallel quota together, also once it is back (redisbudget's
+//     TestProcessesThatLoseTheStoreOneByOneKeepToTheParallelQuota,
+//     TestAProcessBackFromItsShareCountsItsOwnCallsStillInFlight).
 //   - A store back without its counts starts each level from what the
 //     model holds (redisbudget's
 //     TestAStoreBackEmptyStartsFromWhatTheProcessBelieves,

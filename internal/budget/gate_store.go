@@ -37,10 +37,11 @@ func (s *State) storeGateLocked(c *Call, why string) *gate {
 
 // drainingLocked holds every budgeted call of a process that lost the
 // store until the calls the store admitted on others' shares have ended
-// (storeResult).
+// (storeResult), and until a request to the store has carried its share
+// (unsentLocked).
 func (s *State) drainingLocked(share fallbackShare, now time.Time) (*gate, time.Duration, string) {
 	if share.on && now.Before(s.drainUntil) {
 		return &s.slotGate, s.drainUntil.Sub(now), ReasonInFlight
 	}
-	return nil, 0, ""
+	return s.unsentLocked(share, now)
 }

@@ -58,6 +58,7 @@ func forID(id string, from *State, now time.Time) *State {
 			from.mu.Lock()
 			s.shared, s.sharedKey, s.logger = from.shared, from.sharedKey, from.logger
 			s.storeSeq, s.member, s.members, s.share = from.storeSeq, from.member, from.members, from.share
+			s.reservation.seq = from.reservation.seq // the store keeps the latest reservation of the member
 			from.mu.Unlock()
 			for _, l := range s.levels {
 				l.pooled = s.shared != nil
@@ -137,10 +138,10 @@ func sweep(now time.Time) {
 // idleLocked reports whether s has had no use for IdleTTL and holds nothing
 // that forgetting it would lose: a call in flight or waiting, a lockout, a
 // server's wait or an exhausted quota still running, a refusal in the
-// guard's window, a release the shared store has not had, slots the store
-// last heard it holds outside leases.
+// guard's window, a release the shared store has not had, a keeper that
+// still has to tell the store something (store_keeper.go).
 func (s *State) idleLocked(now time.Time) bool {
-	if s.waiting > 0 || s.reserved > 0 || s.inflight > 0 || len(s.pending) > 0 || len(s.leases) > 0 || s.reservation.heard > 0 ||
+	if s.waiting > 0 || s.reserved > 0 || s.inflight > 0 || len(s.pending) > 0 || len(s.leases) > 0 || s.keeping ||
 		now.Sub(s.lastUse) < IdleTTL || now.Before(s.lockedUntil) || now.Before(s.heldUntil) {
 		return false
 	}

@@ -10,6 +10,7 @@ import (
 // in flight outside leases (budgetstore.Reservation).
 type reservation struct {
 	seq      uint64 // numbers the reservations sent, from 1
+	sent     int    // the slots of the latest one sent
 	heardSeq uint64 // the latest one a request the store answered carried
 	heard    int    // its slots
 }
@@ -32,7 +33,26 @@ func (s *State) reservedLocked(now time.Time) int {
 // reservationLocked is the reservation a request to the store carries now.
 func (s *State) reservationLocked(now time.Time) budgetstore.Reservation {
 	s.reservation.seq++
-	return budgetstore.Reservation{Slots: s.reservedLocked(now), Seq: s.reservation.seq, TTL: leaseTTL}
+	r := budgetstore.Reservation{Slots: s.reservedLocked(now), Seq: s.reservation.seq, TTL: leaseTTL}
+	r.Calls = min(s.unleased, r.Slots)
+	s.reservation.sent = r.Slots
+	return r
+}
+
+// unsentLocked holds a call that would go on the process's share while no
+// request to the store has carried the share yet, and has the keeper send
+// one: the others that still reach the store leave the share to this
+// process only once the store has it.
+func (s *State) unsentLocked(share fallbackShare, now time.Time) (*gate, time.Duration, string) {
+	if !share.on || s.reservation.sent >= s.reservedLocked(now) {
+		return nil, 0, ""
+	}
+	select {
+	case s.kickLocked() <- struct{}{}:
+	default:
+	}
+	s.startKeeperLocked()
+	return &s.slotGate, sharedPoll, ReasonInFlight
 }
 
 // reservationHeardLocked notes that the store had r.

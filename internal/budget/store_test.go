@@ -841,3 +841,130 @@ func TestAProcessOnItsShareReservesItFromTheOthers(t *testing.T) {
 		}
 	})
 }
+
+// lateStore is a store of two processes, this one first, that admits
+// every call; while late, every request reaches it (its reservation is
+// had, and noted with the time it came) and its reply never comes back
+// before the request's deadline.
+type lateStore struct {
+	mu   sync.Mutex
+	late bool
+	said []reservationSaid
+}
+
+func (d *lateStore) setLate(late bool) { d.mu.Lock(); d.late = late; d.mu.Unlock() }
+
+func (d *lateStore) arrive(ctx context.Context, r budgetstore.Reservation) error {
+	d.mu.Lock()
+	if r.Seq > 0 {
+		d.said = append(d.said, reservationSaid{time.Now(), r.Slots})
+	}
+	late := d.late
+	d.mu.Unlock()
+	if late {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return nil
+}
+
+var two = budgetstore.Members{Processes: 2, Rank: 0}
+
+func (d *lateStore) Acquire(ctx context.Context, _ string, a budgetstore.Acquire) (budgetstore.Grant, error) {
+	if err := d.arrive(ctx, a.Reservation); err != nil {
+		return budgetstore.Grant{}, err
+	}
+	return budgetstore.Grant{Admitted: true, Members: two}, nil
+}
+func (d *lateStore) Renew(ctx context.Context, _ string, r budgetstore.Renew) (budgetstore.Members, error) {
+	if err := d.arrive(ctx, r.Reservation); err != nil {
+		return budgetstore.Members{}, err
+	}
+	return two, nil
+}
+func (d *lateStore) Release(ctx context.Context, _ string, r budgetstore.Release) error {
+	return d.arrive(ctx, r.Reservation)
+}
+func (d *lateStore) Refund(ctx context.Context, _ string, _ []budgetstore.Level) error {
+	return d.arrive(ctx, budgetstore.Reservation{})
+}
+
+// TestTheStoreHearsTheShareBeforeACallGoesOnIt is rule 7 for a process
+// whose replies come late: its first failure is a call's Acquire, sent
+// while the keeper is about to renew (the keeper's request, which says it
+// holds nothing outside leases, fails sharedTimeout later, and the keeper
+// waits probeEvery after it). The call that goes on the share waits,
+// after the drain (minDrain), until a request has carried the share.
+func TestTheStoreHearsTheShareBeforeACallGoesOnIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &lateStore{}
+		s := New()
+		s.UseStore(st, "k", nil)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=600;t=0`))
+		tk0 := admitNow(t, s, call(ops.GetContact, "")) // a lease: the keeper renews every keepEvery from now
+		start := time.Now()
+		time.Sleep(100 * time.Millisecond)
+		st.setLate(true)
+		tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		went := time.Now()
+		st.mu.Lock()
+		var heard time.Duration = -1
+		for _, r := range st.said {
+			if r.slots > 0 {
+				heard = r.at.Sub(start)
+				break
+			}
+		}
+		if heard < 0 || heard > went.Sub(start) {
+			t.Errorf("the call on the share went at %v, the store first heard of a reservation at %v (-1: never)", went.Sub(start), heard)
+		}
+		st.late = false
+		st.mu.Unlock()
+		tk.Finish(answer("", ""))
+		tk0.Finish(answer("", ""))
+		time.Sleep(time.Minute) // the keeper ends
+	})
+}
+
+// TestAStateIsNotRetiredWhileItsKeeperReserves: the store is down, and the
+// process, on its share, has no call for IdleTTL; its keeper goes on
+// telling the store of the share. A sweep does not retire it meanwhile, and
+// a successor, which takes its name among the processes (member), numbers
+// its reservations on from the retired state's: a store keeping the
+// highest Seq of each process would pass over every reservation numbered
+// from 1 again.
+func TestAStateIsNotRetiredWhileItsKeeperReserves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &downStore{refunded: map[string]float64{}}
+		old := For("reserving.idle.test", "k")
+		old.UseStore(st, "k", nil)
+		learn(t, old)
+		st.setDown(true)
+		tk, _, err := old.Admit(context.Background(), call(ops.GetMe, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Finish(answer("", ""))
+		time.Sleep(IdleTTL + sweepEvery)
+		For("trigger2.idle.test", "k") // sweeps
+		old.mu.Lock()
+		retired, keeping, oldSeq, reserved := old.retired.Load(), old.keeping, old.reservation.seq, old.reservedLocked(time.Now())
+		old.mu.Unlock()
+		if retired && keeping {
+			t.Errorf("retired while its keeper runs, telling the store it holds %d slots", reserved)
+		}
+		if retired {
+			cur := old.live()
+			cur.mu.Lock()
+			if cur.member == old.member && cur.reservation.seq < oldSeq {
+				t.Errorf("the successor is process %s as the retired state was, its reservations numbered from %d, below the retired one's %d", cur.member, cur.reservation.seq, oldSeq)
+			}
+			cur.mu.Unlock()
+		}
+		storeBack(st)
+		time.Sleep(time.Minute)
+	})
+}
