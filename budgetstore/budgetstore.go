@@ -52,8 +52,11 @@ type Store interface {
 	// Refund again, and the first may have been carried out.
 	Refund(ctx context.Context, key string, levels []Level) error
 	// Renew extends the leases of attempts still in flight by their lease
-	// time from now (a lease it does not hold stays gone), and counts
-	// req.Process among the processes that use the key, as Acquire does.
+	// time from now, and counts req.Process among the processes that use
+	// the key, as Acquire does. A lease it no longer holds and had no
+	// Release of (the store lost its state, or the lease ran out while
+	// the process could not reach it) holds its slot in flight again:
+	// its attempt still runs.
 	Renew(ctx context.Context, key string, req Renew) (Members, error)
 }
 

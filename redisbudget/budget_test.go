@@ -163,6 +163,38 @@ func TestAReservationHoldsItsSlotsFromTheOthers(t *testing.T) {
 	}
 }
 
+// TestARenewalHoldsALostLeaseAgain: Redis restarted empty while a call was
+// in flight; the renewal of its lease holds its slot again, for every
+// process, and a lease that was released is not held again.
+func TestARenewalHoldsALostLeaseAgain(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client(t)
+	a, b := New(rdb), New(rdb)
+	ctx, k := context.Background(), testKey()
+	for _, l := range []string{"long", "done"} {
+		if g, err := a.Acquire(ctx, k, acquire(l, time.Minute, key(1))); err != nil || !g.Admitted {
+			t.Fatalf("%s: %+v %v", l, g, err)
+		}
+	}
+	if err := a.Release(ctx, k, budgetstore.Release{Lease: "done", RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Del(ctx, DefaultPrefix+"{"+k+"}:leases").Err(); err != nil { // the slots of a Redis back empty
+		t.Fatal(err)
+	}
+	if _, err := a.Renew(ctx, k, budgetstore.Renew{Process: "a", ProcessTTL: time.Minute, Leases: []string{"long", "done"}, LeaseTTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if g, err := b.Acquire(ctx, k, acquire(fmt.Sprint("b", i), time.Minute, key(1))); err != nil || !g.Admitted {
+			t.Fatalf("b's call %d of the 5 slots left: %+v %v", i, g, err)
+		}
+	}
+	if g, err := b.Acquire(ctx, k, acquire("b5", time.Minute, key(1))); err != nil || g.Admitted {
+		t.Errorf("a sixth call of b while a's renewed lease is in flight: %+v %v", g, err)
+	}
+}
+
 // TestALingeringReleaseKeepsItsSlot: the release of an attempt that got
 // no answer keeps its slot taken for its Linger, for every process: the
 // server may still be running it.
