@@ -638,18 +638,19 @@ return 1
 // renewScript keeps leases in flight, counts the process and keeps its
 // reservation. ARGV: process, process ttl ms, lease ttl ms, the
 // reservation (slots, calls, seq, ttl ms), then the leases. A lease it
-// holds keeps what it took (':lease:', ':leaseld:') for another day,
-// however long its call runs. One it no longer holds and has had no
-// release of (Redis came back empty, or the lease ran out while its
-// process could not reach Redis) holds its slot again, since its call is
-// still in flight; what it took is not taken again. It answers
+// had no release of holds its slot for the lease time from now, and keeps
+// what it took (':lease:', ':leaseld:') for another day, however long its
+// call runs; also one it no longer holds (Redis came back empty, or the
+// lease ran out while its process could not reach Redis), since its call
+// is still in flight, without taking again what it took. A released one,
+// lingering or not, is left as its release left it. It answers
 // {processes, rank}.
 var renewScript = redis.NewScript(luaPrelude + `
 local n, rank = members(ARGV[1], tonumber(ARGV[2]))
 local ttl = tonumber(ARGV[3])
 reserve(ARGV[1], ARGV[4], ARGV[5], num(ARGV[6], 0), num(ARGV[7], 0))
 for i = 8, #ARGV do
-  if redis.call('ZSCORE', p .. ':leases', ARGV[i]) or not gone(ARGV[i]) then
+  if not gone(ARGV[i]) then
     redis.call('ZADD', p .. ':leases', now + ttl, ARGV[i])
     touch(p .. ':lease:' .. ARGV[i])
     touch(p .. ':leaseld:' .. ARGV[i])

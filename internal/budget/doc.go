@@ -257,7 +257,11 @@
 //     TestAProcessOnItsShareReservesItFromTheOthers, redisbudget's
 //     TestAReservationHoldsItsSlotsFromTheOthers). No call goes on the share
 //     before a request has carried it
-//     (TestTheStoreHearsTheShareBeforeACallGoesOnIt). So a process that
+//     (TestTheStoreHearsTheShareBeforeACallGoesOnIt,
+//     TestAQueuedReleaseDoesNotCountAsSent); a process with no call lets
+//     the store drop its share (TestTheKeeperEndsDuringALongOutage), and
+//     its next call sends it again and drains from then
+//     (TestACallAfterTheKeeperEndedSendsTheShareAgain). So a process that
 //     lost the store alone and the others that still reach it keep within
 //     the parallel quota together, also once it is back (redisbudget's
 //     TestProcessesThatLoseTheStoreOneByOneKeepToTheParallelQuota,

@@ -187,7 +187,7 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 			s.slotGate.wakeHead()
 			s.guardGate.wakeHead()
 		}
-		s.sharedRetryAt = time.Time{}
+		s.sharedRetryAt, s.reservation.redrain = time.Time{}, false
 		if members != nil && members.Processes > 0 {
 			s.members = *members
 			s.shareLocked(now)

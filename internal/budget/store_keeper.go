@@ -84,6 +84,7 @@ func (s *State) keepOnce() bool {
 	s.mu.Lock()
 	if len(s.leases) == 0 && len(s.pending) == 0 && !s.reservingLocked(time.Now()) {
 		s.keeping = false
+		s.keeperEndedLocked()
 		s.mu.Unlock()
 		return false
 	}

@@ -79,7 +79,7 @@ func (s *State) releaseSharedLocked(rel *release, refused bool, now time.Time) {
 		return
 	}
 	rel.Refused, rel.MaxInFlight, rel.Process = refused, s.parallel, s.member
-	if rel.ref.seq == s.storeSeq {
+	if rel.ref.seq == s.storeSeq && s.sharedActiveLocked(now) { // one kept for the keeper would count as sent (unsentLocked)
 		rel.Reservation = s.reservationLocked(now)
 	}
 	s.sendLocked(pendingOp{leaseRef: rel.ref, rel: rel.Release, at: now}, now)

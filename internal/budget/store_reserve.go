@@ -9,10 +9,12 @@ import (
 // reservation is what the store was told of the slots this process holds
 // in flight outside leases (budgetstore.Reservation).
 type reservation struct {
-	seq      uint64 // numbers the reservations sent, from 1
-	sent     int    // the slots of the latest one sent
-	heardSeq uint64 // the latest one a request the store answered carried
-	heard    int    // its slots
+	seq        uint64    // numbers the reservations sent, from 1
+	sent       int       // the slots of the latest one sent; 0 once the store may have dropped it
+	heardSeq   uint64    // the latest one a request the store answered carried
+	heard      int       // its slots
+	heardUntil time.Time // when the store drops it at the latest
+	redrain    bool      // the keeper ended while the store was down: the share goes again only after a drain from when it is sent
 }
 
 // reservedLocked is how many slots this process holds outside leases: its
@@ -36,6 +38,13 @@ func (s *State) reservationLocked(now time.Time) budgetstore.Reservation {
 	r := budgetstore.Reservation{Slots: s.reservedLocked(now), Seq: s.reservation.seq, TTL: leaseTTL}
 	r.Calls = min(s.unleased, r.Slots)
 	s.reservation.sent = r.Slots
+	if s.reservation.redrain && r.Slots > 0 {
+		// The store dropped the share it no longer heard of, and the
+		// others may have taken it: their calls end before this
+		// process's go on it.
+		s.reservation.redrain = false
+		s.drainUntil = later(s.drainUntil, now.Add(max(minDrain, s.rollLongestLocked(now))))
+	}
 	return r
 }
 
@@ -59,12 +68,24 @@ func (s *State) unsentLocked(share fallbackShare, now time.Time) (*gate, time.Du
 func (s *State) reservationHeardLocked(r budgetstore.Reservation) {
 	if r.Seq > s.reservation.heardSeq {
 		s.reservation.heardSeq, s.reservation.heard = r.Seq, r.Slots
+		s.reservation.heardUntil = time.Now().Add(r.TTL)
 	}
 }
 
 // reservingLocked reports whether the store is to hear of this process's
-// reservation: it holds slots outside leases, or the store last heard it
-// did.
+// reservation: the store holds slots for it that it may no longer need,
+// or it has calls that hold or may take slots outside leases. A process
+// on its share with no call leaves the store to drop the share; the next
+// call sends it again (keeperEndedLocked).
 func (s *State) reservingLocked(now time.Time) bool {
-	return s.reservation.heard > 0 || s.reservedLocked(now) > 0
+	return s.reservation.heard > 0 && now.Before(s.reservation.heardUntil) ||
+		(s.inflight > 0 || s.waiting > 0) && s.reservedLocked(now) > 0
+}
+
+// keeperEndedLocked notes that the keeper ended: while the store is down,
+// it no longer hears of the share, and drops it.
+func (s *State) keeperEndedLocked() {
+	if !s.sharedRetryAt.IsZero() {
+		s.reservation.sent, s.reservation.redrain = 0, true
+	}
 }

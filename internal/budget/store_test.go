@@ -968,3 +968,140 @@ func TestAStateIsNotRetiredWhileItsKeeperReserves(t *testing.T) {
 		time.Sleep(time.Minute)
 	})
 }
+
+// TestAQueuedReleaseDoesNotCountAsSent: as in
+// TestTheStoreHearsTheShareBeforeACallGoesOnIt, the process's replies come
+// late from the moment a call's Acquire fails, while the keeper's request
+// (which said it holds nothing outside leases) hangs. A leased call ends
+// during the drain; the store is down, so its Release is only kept for the
+// keeper. The calls on the share still wait until a request the store got
+// carried the share.
+func TestAQueuedReleaseDoesNotCountAsSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &lateStore{}
+		s := New()
+		s.UseStore(st, "k", nil)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=600;t=0`))
+		tk0 := admitNow(t, s, call(ops.GetContact, "")) // leases: the keeper renews every keepEvery from now
+		tk1 := admitNow(t, s, call(ops.GetContact, ""))
+		start := time.Now()
+		time.Sleep(100 * time.Millisecond)
+		st.setLate(true)
+		go func() {
+			// ends during the drain (the Acquire below fails at 600 ms, the drain ends at 850 ms)
+			time.Sleep(650 * time.Millisecond)
+			tk1.Finish(answer("", ""))
+		}()
+		tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		went := time.Now()
+		st.mu.Lock()
+		var heard time.Duration = -1
+		for _, r := range st.said {
+			if r.slots > 0 {
+				heard = r.at.Sub(start)
+				break
+			}
+		}
+		if heard < 0 || heard > went.Sub(start) {
+			t.Errorf("the call on the share went at %v, the store first heard of a reservation at %v (-1: never); the store's view of this process: its 2 leases (tk1's release not sent), its calls in flight: tk0 and this one, and a third may go on the share of 3",
+				went.Sub(start), heard)
+		}
+		st.late = false
+		st.mu.Unlock()
+		tk.Finish(answer("", ""))
+		tk0.Finish(answer("", ""))
+		time.Sleep(time.Minute) // the keeper ends
+	})
+}
+
+// TestTheKeeperEndsDuringALongOutage: the store is down for good (Redis
+// gone, or a client's store closed) and the process has had no call for
+// half an hour. The keeper ends once nothing is pending, as the store
+// drops a reservation it does not hear of within its TTL anyway, and the
+// state can be retired.
+func TestTheKeeperEndsDuringALongOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &renewCounter{downStore: downStore{refunded: map[string]float64{}}}
+		s := New()
+		s.UseStore(st, "k", nil)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=600;t=0`))
+		st.setDown(true)
+		tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Finish(answer("", ""))
+		time.Sleep(30 * time.Minute)
+		s.mu.Lock()
+		keeping, idle := s.keeping, s.idleLocked(time.Now())
+		s.mu.Unlock()
+		st.mu.Lock()
+		n := st.renews
+		st.renews = 0
+		st.mu.Unlock()
+		time.Sleep(time.Minute)
+		st.mu.Lock()
+		perMinute := st.renews
+		st.mu.Unlock()
+		if keeping || !idle {
+			t.Errorf("half an hour after the last call, the store still down: keeping %v, idle %v; %d renewals so far, %d in the last minute", keeping, idle, n, perMinute)
+		}
+		storeBack(&st.downStore) // lets the keeper end, else the bubble never does
+		time.Sleep(time.Minute)
+	})
+}
+
+type renewCounter struct {
+	downStore
+	renews int
+}
+
+func (d *renewCounter) Renew(ctx context.Context, key string, r budgetstore.Renew) (budgetstore.Members, error) {
+	d.mu.Lock()
+	d.renews++
+	d.mu.Unlock()
+	return d.downStore.Renew(ctx, key, r)
+}
+
+// TestACallAfterTheKeeperEndedSendsTheShareAgain: the store has been down
+// for half an hour, long enough that the keeper ended and the store, if the
+// others still reach it, dropped this process's share and let them take
+// it. The next call on the share goes only after a request carried the
+// share again, and after a drain from then, so that the others' calls
+// admitted into it meanwhile are done.
+func TestACallAfterTheKeeperEndedSendsTheShareAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &reservingStore{downStore: downStore{refunded: map[string]float64{}}}
+		s := New()
+		s.UseStore(st, "k", nil)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=600;t=0`))
+		st.setDown(true)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+		time.Sleep(30 * time.Minute)
+		s.mu.Lock()
+		keeping := s.keeping
+		s.mu.Unlock()
+		if keeping {
+			t.Fatal("the keeper still runs after half an hour without a call")
+		}
+		again := time.Now()
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+		went := time.Since(again)
+		st.mu2.Lock()
+		sent := time.Duration(-1)
+		for _, r := range st.said {
+			if r.slots > 0 && !r.at.Before(again) {
+				sent = r.at.Sub(again)
+				break
+			}
+		}
+		st.mu2.Unlock()
+		if sent < 0 || went < sent+minDrain {
+			t.Errorf("the call went %v after it came, the share was sent again %v after it came (-1: never): want the drain of %v after that", went, sent, minDrain)
+		}
+		storeBack(&st.downStore)
+	})
+}
