@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -773,12 +774,11 @@ func TestAKeptReleaseOwesWhatItSaid(t *testing.T) {
 	}
 }
 
-// reservingStore is a downStore that notes the reservation of every
-// request, whether or not it fails (a reply lost after the store had it),
-// with when it came.
-type reservingStore struct {
-	downStore
-	mu2  sync.Mutex
+// reservationLog notes the reservation of every request a store got,
+// whether or not it failed (a reply lost after the store had it), with
+// when it came.
+type reservationLog struct {
+	mu   sync.Mutex
 	said []reservationSaid
 }
 
@@ -787,12 +787,41 @@ type reservationSaid struct {
 	slots int
 }
 
-func (d *reservingStore) note(r budgetstore.Reservation) {
-	d.mu2.Lock()
-	defer d.mu2.Unlock()
+func (d *reservationLog) note(r budgetstore.Reservation) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if r.Seq > 0 {
 		d.said = append(d.said, reservationSaid{time.Now(), r.Slots})
 	}
+}
+
+// shareSent is how long after since a request first carried a share (a
+// reservation of slots), -1 if none did.
+func (d *reservationLog) shareSent(since time.Time) time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range d.said {
+		if r.slots > 0 && !r.at.Before(since) {
+			return r.at.Sub(since)
+		}
+	}
+	return -1
+}
+
+// last is the reservation the store got last.
+func (d *reservationLog) last() (reservationSaid, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.said) == 0 {
+		return reservationSaid{}, false
+	}
+	return d.said[len(d.said)-1], true
+}
+
+// reservingStore is a downStore with a reservationLog.
+type reservingStore struct {
+	downStore
+	reservationLog
 }
 
 func (d *reservingStore) Acquire(ctx context.Context, key string, a budgetstore.Acquire) (budgetstore.Grant, error) {
@@ -817,51 +846,32 @@ func (d *reservingStore) Release(ctx context.Context, key string, r budgetstore.
 func TestAProcessOnItsShareReservesItFromTheOthers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &reservingStore{downStore: downStore{refunded: map[string]float64{}}}
-		s := New()
-		s.UseStore(st, "k", nil)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=600;t=0`))
+		s := keyAfter(t, st, `"key";r=600;t=0`)
 		st.setDown(true)
+		down := time.Now()
 		tk := admitNow(t, s, call(ops.GetContact, ""))
-		local := time.Now()
+		if sent := st.shareSent(down); sent < 0 || sent > time.Since(down) {
+			t.Errorf("the call on the process's share went %v after the store went down, the share was sent %v after (-1: never)", time.Since(down), sent)
+		}
 		tk.Finish(answer("", ""))
-		st.mu2.Lock()
-		reserved := false
-		for _, r := range st.said {
-			reserved = reserved || r.slots == 1 && !r.at.After(local)
-		}
-		st.mu2.Unlock()
-		if !reserved {
-			t.Errorf("the call on the process's share went before the store was told of the share: %v", st.said)
-		}
 		storeBack(&st.downStore)
-		st.mu2.Lock()
-		defer st.mu2.Unlock()
-		if n := len(st.said); n == 0 || st.said[n-1].slots != 0 {
-			t.Errorf("after the share ended the store last heard %v", st.said[max(n-1, 0):])
+		if r, ok := st.last(); !ok || r.slots != 0 {
+			t.Errorf("after the share ended the store last heard %+v", r)
 		}
 	})
 }
 
 // lateStore is a store of two processes, this one first, that admits
 // every call; while late, every request reaches it (its reservation is
-// had, and noted with the time it came) and its reply never comes back
-// before the request's deadline.
+// had) and its reply never comes back before the request's deadline.
 type lateStore struct {
-	mu   sync.Mutex
-	late bool
-	said []reservationSaid
+	reservationLog
+	late atomic.Bool
 }
 
-func (d *lateStore) setLate(late bool) { d.mu.Lock(); d.late = late; d.mu.Unlock() }
-
 func (d *lateStore) arrive(ctx context.Context, r budgetstore.Reservation) error {
-	d.mu.Lock()
-	if r.Seq > 0 {
-		d.said = append(d.said, reservationSaid{time.Now(), r.Slots})
-	}
-	late := d.late
-	d.mu.Unlock()
-	if late {
+	d.note(r)
+	if d.late.Load() {
 		<-ctx.Done()
 		return ctx.Err()
 	}
@@ -889,43 +899,57 @@ func (d *lateStore) Refund(ctx context.Context, _ string, _ []budgetstore.Level)
 	return d.arrive(ctx, budgetstore.Reservation{})
 }
 
+// lateShare has s's store st answer late 100 ms after a call was admitted
+// (a lease: the keeper renews every keepEvery from then), with during
+// (given the time of that call) running meanwhile, and fails t when the
+// call made then goes on the share before a request carried the share:
+// its first failure is the call's Acquire, sent while the keeper is about
+// to renew, whose request says the process holds nothing outside leases
+// and fails sharedTimeout later.
+func lateShare(t *testing.T, st *lateStore, s *State, during func(start time.Time)) {
+	t.Helper()
+	tk0 := admitNow(t, s, call(ops.GetContact, ""))
+	start := time.Now()
+	time.Sleep(100 * time.Millisecond)
+	st.late.Store(true)
+	during(start)
+	tk := admitNow(t, s, call(ops.GetContact, ""))
+	if sent, went := st.shareSent(start), time.Since(start); sent < 0 || sent > went {
+		t.Errorf("the call on the share went at %v, a request first carried the share at %v (-1: never)", went, sent)
+	}
+	st.late.Store(false)
+	tk.Finish(answer("", ""))
+	tk0.Finish(answer("", ""))
+	time.Sleep(time.Minute) // the keeper ends
+}
+
 // TestTheStoreHearsTheShareBeforeACallGoesOnIt is rule 7 for a process
-// whose replies come late: its first failure is a call's Acquire, sent
-// while the keeper is about to renew (the keeper's request, which says it
-// holds nothing outside leases, fails sharedTimeout later, and the keeper
-// waits probeEvery after it). The call that goes on the share waits,
-// after the drain (minDrain), until a request has carried the share.
+// whose replies come late: the call that goes on the share waits, after
+// the drain (minDrain), until a request has carried the share.
 func TestTheStoreHearsTheShareBeforeACallGoesOnIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &lateStore{}
-		s := New()
-		s.UseStore(st, "k", nil)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=600;t=0`))
-		tk0 := admitNow(t, s, call(ops.GetContact, "")) // a lease: the keeper renews every keepEvery from now
-		start := time.Now()
-		time.Sleep(100 * time.Millisecond)
-		st.setLate(true)
-		tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		went := time.Now()
-		st.mu.Lock()
-		var heard time.Duration = -1
-		for _, r := range st.said {
-			if r.slots > 0 {
-				heard = r.at.Sub(start)
-				break
-			}
-		}
-		if heard < 0 || heard > went.Sub(start) {
-			t.Errorf("the call on the share went at %v, the store first heard of a reservation at %v (-1: never)", went.Sub(start), heard)
-		}
-		st.late = false
-		st.mu.Unlock()
-		tk.Finish(answer("", ""))
-		tk0.Finish(answer("", ""))
-		time.Sleep(time.Minute) // the keeper ends
+		lateShare(t, st, keyAfter(t, st, `"key";r=600;t=0`), func(time.Time) {})
+	})
+}
+
+// TestAQueuedReleaseDoesNotCountAsSent: as in
+// TestTheStoreHearsTheShareBeforeACallGoesOnIt, and a leased call ends
+// during the drain; the store is down, so its Release is only kept for the
+// keeper. The call on the share still waits until a request the store got
+// carried the share.
+func TestAQueuedReleaseDoesNotCountAsSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &lateStore{}
+		s := keyAfter(t, st, `"key";r=600;t=0`)
+		tk1 := admitNow(t, s, call(ops.GetContact, ""))
+		lateShare(t, st, s, func(start time.Time) {
+			go func() {
+				// The Acquire fails at 600 ms, the drain ends at 850 ms.
+				time.Sleep(time.Until(start.Add(750 * time.Millisecond)))
+				tk1.Finish(answer("", ""))
+			}()
+		})
 	})
 }
 
@@ -943,11 +967,7 @@ func TestAStateIsNotRetiredWhileItsKeeperReserves(t *testing.T) {
 		old.UseStore(st, "k", nil)
 		learn(t, old)
 		st.setDown(true)
-		tk, _, err := old.Admit(context.Background(), call(ops.GetMe, ""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tk.Finish(answer("", ""))
+		admitNow(t, old, call(ops.GetMe, "")).Finish(answer("", ""))
 		time.Sleep(IdleTTL + sweepEvery)
 		For("trigger2.idle.test", "k") // sweeps
 		old.mu.Lock()
@@ -969,54 +989,6 @@ func TestAStateIsNotRetiredWhileItsKeeperReserves(t *testing.T) {
 	})
 }
 
-// TestAQueuedReleaseDoesNotCountAsSent: as in
-// TestTheStoreHearsTheShareBeforeACallGoesOnIt, the process's replies come
-// late from the moment a call's Acquire fails, while the keeper's request
-// (which said it holds nothing outside leases) hangs. A leased call ends
-// during the drain; the store is down, so its Release is only kept for the
-// keeper. The calls on the share still wait until a request the store got
-// carried the share.
-func TestAQueuedReleaseDoesNotCountAsSent(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		st := &lateStore{}
-		s := New()
-		s.UseStore(st, "k", nil)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=600;t=0`))
-		tk0 := admitNow(t, s, call(ops.GetContact, "")) // leases: the keeper renews every keepEvery from now
-		tk1 := admitNow(t, s, call(ops.GetContact, ""))
-		start := time.Now()
-		time.Sleep(100 * time.Millisecond)
-		st.setLate(true)
-		go func() {
-			// ends during the drain (the Acquire below fails at 600 ms, the drain ends at 850 ms)
-			time.Sleep(650 * time.Millisecond)
-			tk1.Finish(answer("", ""))
-		}()
-		tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		went := time.Now()
-		st.mu.Lock()
-		var heard time.Duration = -1
-		for _, r := range st.said {
-			if r.slots > 0 {
-				heard = r.at.Sub(start)
-				break
-			}
-		}
-		if heard < 0 || heard > went.Sub(start) {
-			t.Errorf("the call on the share went at %v, the store first heard of a reservation at %v (-1: never); the store's view of this process: its 2 leases (tk1's release not sent), its calls in flight: tk0 and this one, and a third may go on the share of 3",
-				went.Sub(start), heard)
-		}
-		st.late = false
-		st.mu.Unlock()
-		tk.Finish(answer("", ""))
-		tk0.Finish(answer("", ""))
-		time.Sleep(time.Minute) // the keeper ends
-	})
-}
-
 // TestTheKeeperEndsDuringALongOutage: the store is down for good (Redis
 // gone, or a client's store closed) and the process has had no call for
 // half an hour. The keeper ends once nothing is pending, as the store
@@ -1025,44 +997,29 @@ func TestAQueuedReleaseDoesNotCountAsSent(t *testing.T) {
 func TestTheKeeperEndsDuringALongOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &renewCounter{downStore: downStore{refunded: map[string]float64{}}}
-		s := New()
-		s.UseStore(st, "k", nil)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=600;t=0`))
+		s := keyAfter(t, st, `"key";r=600;t=0`)
 		st.setDown(true)
-		tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tk.Finish(answer("", ""))
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
 		time.Sleep(30 * time.Minute)
+		before := st.renews.Load()
+		time.Sleep(time.Minute)
 		s.mu.Lock()
 		keeping, idle := s.keeping, s.idleLocked(time.Now())
 		s.mu.Unlock()
-		st.mu.Lock()
-		n := st.renews
-		st.renews = 0
-		st.mu.Unlock()
-		time.Sleep(time.Minute)
-		st.mu.Lock()
-		perMinute := st.renews
-		st.mu.Unlock()
-		if keeping || !idle {
-			t.Errorf("half an hour after the last call, the store still down: keeping %v, idle %v; %d renewals so far, %d in the last minute", keeping, idle, n, perMinute)
+		if n := st.renews.Load() - before; keeping || !idle || n > 0 {
+			t.Errorf("half an hour after the last call, the store still down: keeping %v, idle %v; %d renewals in the last minute", keeping, idle, n)
 		}
-		storeBack(&st.downStore) // lets the keeper end, else the bubble never does
-		time.Sleep(time.Minute)
+		storeBack(&st.downStore)
 	})
 }
 
 type renewCounter struct {
 	downStore
-	renews int
+	renews atomic.Int64
 }
 
 func (d *renewCounter) Renew(ctx context.Context, key string, r budgetstore.Renew) (budgetstore.Members, error) {
-	d.mu.Lock()
-	d.renews++
-	d.mu.Unlock()
+	d.renews.Add(1)
 	return d.downStore.Renew(ctx, key, r)
 }
 
@@ -1075,9 +1032,7 @@ func (d *renewCounter) Renew(ctx context.Context, key string, r budgetstore.Rene
 func TestACallAfterTheKeeperEndedSendsTheShareAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &reservingStore{downStore: downStore{refunded: map[string]float64{}}}
-		s := New()
-		s.UseStore(st, "k", nil)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(answer(`"key";q=600;w=60`, `"key";r=600;t=0`))
+		s := keyAfter(t, st, `"key";r=600;t=0`)
 		st.setDown(true)
 		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
 		time.Sleep(30 * time.Minute)
@@ -1090,16 +1045,7 @@ func TestACallAfterTheKeeperEndedSendsTheShareAgain(t *testing.T) {
 		again := time.Now()
 		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
 		went := time.Since(again)
-		st.mu2.Lock()
-		sent := time.Duration(-1)
-		for _, r := range st.said {
-			if r.slots > 0 && !r.at.Before(again) {
-				sent = r.at.Sub(again)
-				break
-			}
-		}
-		st.mu2.Unlock()
-		if sent < 0 || went < sent+minDrain {
+		if sent := st.shareSent(again); sent < 0 || went < sent+minDrain {
 			t.Errorf("the call went %v after it came, the share was sent again %v after it came (-1: never): want the drain of %v after that", went, sent, minDrain)
 		}
 		storeBack(&st.downStore)
