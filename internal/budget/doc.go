@@ -256,12 +256,16 @@
 //     it, and counts its calls without a lease for it too (store_reserve.go;
 //     TestAProcessOnItsShareReservesItFromTheOthers, redisbudget's
 //     TestAReservationHoldsItsSlotsFromTheOthers). No call goes on the share
-//     before a request has carried it
+//     before a request that carried it has come back
 //     (TestTheStoreHearsTheShareBeforeACallGoesOnIt,
-//     TestAQueuedReleaseDoesNotCountAsSent); a process with no call lets
-//     the store drop its share (TestTheKeeperEndsDuringALongOutage), and
-//     its next call sends it again and drains from then
-//     (TestACallAfterTheKeeperEndedSendsTheShareAgain). So a process that
+//     TestAQueuedReleaseDoesNotCountAsSent, TestAShareOnItsWayIsNotSent),
+//     and, where the store may not have held the share until then (an
+//     outage began, or the keeper ended in one and the store dropped it),
+//     not before a drain from then (TestAShareSentAfterTheDrainDrainsFromThen,
+//     TestACallAfterTheKeeperEndedSendsTheShareAgain,
+//     TestAFailureInTheRejoinWindowAfterTheShareWasDroppedDrains); a
+//     process with no call lets the store drop its share
+//     (TestTheKeeperEndsDuringALongOutage). So a process that
 //     lost the store alone and the others that still reach it keep within
 //     the parallel quota together, also once it is back (redisbudget's
 //     TestProcessesThatLoseTheStoreOneByOneKeepToTheParallelQuota,

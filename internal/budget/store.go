@@ -164,8 +164,11 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 			// The drain: the calls the store admitted on others' shares
 			// end by then, and a single request that failed (a reply late
 			// past its deadline) is found out by the keeper's next look
-			// (keepInterval) before any call goes on the share.
+			// (keepInterval) before any call goes on the share. The store
+			// holds the share only once a request carries it: the drain
+			// runs from then too (reservationDoneLocked).
 			s.drainUntil = now.Add(max(minDrain, s.rollLongestLocked(now)))
+			s.reservation.redrain = true
 			// A sleeping keeper looks at once, and every probeEvery from
 			// then on: the store may be back before the drain ends.
 			select {
@@ -187,7 +190,7 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 			s.slotGate.wakeHead()
 			s.guardGate.wakeHead()
 		}
-		s.sharedRetryAt, s.reservation.redrain = time.Time{}, false
+		s.sharedRetryAt = time.Time{}
 		if members != nil && members.Processes > 0 {
 			s.members = *members
 			s.shareLocked(now)

@@ -97,6 +97,7 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 	logErr := s.storeResult(err, &grant.Members)
 	s.mu.Lock()
 	now = time.Now()
+	s.reservationDoneLocked(req.Reservation, now)
 	if err == nil {
 		s.reservationHeardLocked(req.Reservation)
 	}

@@ -124,8 +124,11 @@ func (s *State) keepOnce() bool {
 		}
 	}
 	s.mu.Lock()
-	if up[cur] {
-		s.reservationHeardLocked(renew[cur].req.Reservation)
+	if r := renew[cur]; r != nil {
+		s.reservationDoneLocked(r.req.Reservation, time.Now())
+		if up[cur] {
+			s.reservationHeardLocked(r.req.Reservation)
+		}
 	}
 	pending := s.pending
 	s.pending = nil

@@ -10,11 +10,12 @@ import (
 // in flight outside leases (budgetstore.Reservation).
 type reservation struct {
 	seq        uint64    // numbers the reservations sent, from 1
-	sent       int       // the slots of the latest one sent; 0 once the store may have dropped it
+	doneSeq    uint64    // the latest one whose request came back, answered or not: the store has it if it had the request at all
+	sent       int       // its slots; 0 once the store may have dropped it
 	heardSeq   uint64    // the latest one a request the store answered carried
 	heard      int       // its slots
 	heardUntil time.Time // when the store drops it at the latest
-	redrain    bool      // the keeper ended while the store was down: the share goes again only after a drain from when it is sent
+	redrain    bool      // the store may not hold the share (an outage began, or the keeper ended in one): the share goes only after a drain from when a request carrying it came back
 }
 
 // reservedLocked is how many slots this process holds outside leases: its
@@ -37,20 +38,28 @@ func (s *State) reservationLocked(now time.Time) budgetstore.Reservation {
 	s.reservation.seq++
 	r := budgetstore.Reservation{Slots: s.reservedLocked(now), Seq: s.reservation.seq, TTL: leaseTTL}
 	r.Calls = min(s.unleased, r.Slots)
-	s.reservation.sent = r.Slots
-	if s.reservation.redrain && r.Slots > 0 {
-		// The store dropped the share it no longer heard of, and the
-		// others may have taken it: their calls end before this
-		// process's go on it.
-		s.reservation.redrain = false
-		s.drainUntil = later(s.drainUntil, now.Add(max(minDrain, s.rollLongestLocked(now))))
-	}
 	return r
 }
 
+// reservationDoneLocked notes that the request that carried r came back,
+// answered or not: the store has r by now if it had the request at all.
+// When the store may not have held the share until then, the others may
+// have taken it meanwhile: their calls end before this process's go on
+// it.
+func (s *State) reservationDoneLocked(r budgetstore.Reservation, now time.Time) {
+	if r.Seq <= s.reservation.doneSeq {
+		return
+	}
+	s.reservation.doneSeq, s.reservation.sent = r.Seq, r.Slots
+	if s.reservation.redrain && r.Slots > 0 {
+		s.reservation.redrain = false
+		s.drainUntil = later(s.drainUntil, now.Add(max(minDrain, s.rollLongestLocked(now))))
+	}
+}
+
 // unsentLocked holds a call that would go on the process's share while no
-// request to the store has carried the share yet, and has the keeper send
-// one: the others that still reach the store leave the share to this
+// request that carried the share has come back yet, and has the keeper
+// send one: the others that still reach the store leave the share to this
 // process only once the store has it.
 func (s *State) unsentLocked(share fallbackShare, now time.Time) (*gate, time.Duration, string) {
 	if !share.on || s.reservation.sent >= s.reservedLocked(now) {
@@ -83,7 +92,7 @@ func (s *State) reservingLocked(now time.Time) bool {
 }
 
 // keeperEndedLocked notes that the keeper ended: while the store is down,
-// it no longer hears of the share, and drops it.
+// it no longer hears of the share, and drops it (redrain).
 func (s *State) keeperEndedLocked() {
 	if !s.sharedRetryAt.IsZero() {
 		s.reservation.sent, s.reservation.redrain = 0, true

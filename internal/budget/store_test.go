@@ -1051,3 +1051,117 @@ func TestACallAfterTheKeeperEndedSendsTheShareAgain(t *testing.T) {
 		storeBack(&st.downStore)
 	})
 }
+
+// TestAShareSentAfterTheDrainDrainsFromThen: the store's replies come late
+// from the moment a call's Acquire fails, and the keeper is stuck in a
+// renewal that hangs: the first request carrying the share comes back
+// after the drain that began at the failure. The others may have filled
+// the share's slots in between: the call on the share waits a drain from
+// then.
+func TestAShareSentAfterTheDrainDrainsFromThen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &lateStore{}
+		s := keyAfter(t, st, `"key";r=600;t=0`)
+		tk0 := admitNow(t, s, call(ops.GetContact, ""))
+		start := time.Now()
+		time.Sleep(100 * time.Millisecond)
+		st.late.Store(true)
+		tk := admitNow(t, s, call(ops.GetContact, ""))
+		went := time.Since(start)
+		sent := st.shareSent(start)
+		if sent < 0 || went < sent+minDrain {
+			t.Errorf("the call went %v after the share first reached the store, want at least the drain %v", went-sent, minDrain)
+		}
+		st.late.Store(false)
+		tk.Finish(answer("", ""))
+		tk0.Finish(answer("", ""))
+		time.Sleep(time.Minute)
+	})
+}
+
+// fullStore is a reservingStore whose Acquire, while full, says the key's
+// slots are all taken (the others hold them).
+type fullStore struct {
+	reservingStore
+	full atomic.Bool
+}
+
+func (d *fullStore) Acquire(ctx context.Context, key string, a budgetstore.Acquire) (budgetstore.Grant, error) {
+	g, err := d.reservingStore.Acquire(ctx, key, a)
+	if err == nil && d.full.Load() {
+		g.Admitted, g.Reason = false, "in-flight"
+	}
+	return g, err
+}
+
+// TestAFailureInTheRejoinWindowAfterTheShareWasDroppedDrains: the keeper
+// ended in an outage, so the store dropped the share and the others took
+// every slot. The store is back; the first request carries no share (the
+// store counts as active again once sharedRetry passed) and is refused (the
+// others hold all 6); in the rejoin window the call's next Acquire carries
+// the share, which the store records over the others' 6. The store fails
+// again within the window: the call goes on the share only a drain after
+// the share came back.
+func TestAFailureInTheRejoinWindowAfterTheShareWasDroppedDrains(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &fullStore{reservingStore: reservingStore{downStore: downStore{refunded: map[string]float64{}}}}
+		s := keyAfter(t, st, `"key";r=600;t=0`)
+		st.setDown(true)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+		time.Sleep(30 * time.Minute)
+		s.mu.Lock()
+		keeping, redrain := s.keeping, s.reservation.redrain
+		s.mu.Unlock()
+		if keeping || !redrain {
+			t.Fatalf("keeping %v redrain %v", keeping, redrain)
+		}
+		st.full.Store(true)
+		st.setDown(false)
+		back := time.Now()
+		go func() {
+			time.Sleep(100 * time.Millisecond) // within the rejoin window
+			st.setDown(true)
+		}()
+		tk := admitNow(t, s, call(ops.GetContact, ""))
+		went := time.Since(back)
+		sent := st.shareSent(back)
+		s.mu.Lock()
+		onShare, redrain := tk.lease == "", s.reservation.redrain
+		s.mu.Unlock()
+		if onShare && (sent < 0 || went < sent+minDrain) {
+			t.Errorf("the call went on the share %v after the store first held the share again (over the others' 6), want at least the drain %v", went-sent, minDrain)
+		}
+		tk.Finish(answer("", ""))
+		st.full.Store(false)
+		storeBack(&st.downStore)
+		time.Sleep(time.Minute)
+	})
+}
+
+// slowArrivalStore is a lateStore whose requests take 30 ms to reach it
+// (one way).
+type slowArrivalStore struct{ lateStore }
+
+func (d *slowArrivalStore) Acquire(ctx context.Context, k string, a budgetstore.Acquire) (budgetstore.Grant, error) {
+	time.Sleep(30 * time.Millisecond)
+	return d.lateStore.Acquire(ctx, k, a)
+}
+func (d *slowArrivalStore) Renew(ctx context.Context, k string, r budgetstore.Renew) (budgetstore.Members, error) {
+	time.Sleep(30 * time.Millisecond)
+	return d.lateStore.Renew(ctx, k, r)
+}
+func (d *slowArrivalStore) Release(ctx context.Context, k string, r budgetstore.Release) error {
+	time.Sleep(30 * time.Millisecond)
+	return d.lateStore.Release(ctx, k, r)
+}
+
+// TestAShareOnItsWayIsNotSent: the store's requests take 30 ms to reach
+// it: a call on the share waits until the request carrying the share came
+// back, not only until it left.
+func TestAShareOnItsWayIsNotSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &slowArrivalStore{}
+		s := keyAfter(t, st, `"key";r=600;t=0`)
+		lateShare(t, &st.lateStore, s, func(time.Time) {})
+	})
+}
