@@ -67,7 +67,11 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		if c.Budgeted {
 			s.open = s.open.minus(sentCount{1, c.Cost})
 			if unleased := t.unleased; linger > 0 {
-				time.AfterFunc(linger, func() { s.freeSlot(unleased) })
+				leased := t.lease != ""
+				if leased {
+					s.lingering++
+				}
+				time.AfterFunc(linger, func() { s.freeSlot(unleased, leased) })
 			} else {
 				s.freeSlotLocked(unleased)
 			}

@@ -254,7 +254,8 @@
 //     outside leases: its calls admitted without one and, while it keeps
 //     to its share, the rest of the share; the store leaves those slots to
 //     it, and counts its calls without a lease for it too (store_reserve.go;
-//     TestAProcessOnItsShareReservesItFromTheOthers, redisbudget's
+//     TestAProcessOnItsShareReservesItFromTheOthers,
+//     TestALingeringLeaseOnTheShareKeepsItsSlotInTheStore, redisbudget's
 //     TestAReservationHoldsItsSlotsFromTheOthers). No call goes on the share
 //     before a request that carried it has come back
 //     (TestTheStoreHearsTheShareBeforeACallGoesOnIt,

@@ -108,9 +108,12 @@ func (s *State) lingerLocked(t *Ticket, now time.Time) time.Duration {
 }
 
 // freeSlot frees the slot of an attempt whose linger ended.
-func (s *State) freeSlot(unleased bool) {
+func (s *State) freeSlot(unleased, leased bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if leased {
+		s.lingering--
+	}
 	s.freeSlotLocked(unleased)
 	s.slotGate.wakeHead()
 }

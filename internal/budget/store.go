@@ -65,6 +65,7 @@ type store struct {
 
 	leases      map[string]leaseRef // the leases of attempts in flight
 	unleased    int                 // budgeted attempts in flight, or whose slots linger, that the store gave no lease
+	lingering   int                 // leased attempts whose slots linger: the store drops their leases when the linger ends
 	reservation reservation         // what the store was told of the slots held outside leases
 	pending     []pendingOp         // what the store has not had yet
 	keeping     bool                // the keeper runs

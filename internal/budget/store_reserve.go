@@ -21,14 +21,16 @@ type reservation struct {
 // reservedLocked is how many slots this process holds outside leases: its
 // calls in flight that the store gave no lease, and, while it keeps to its
 // share of the key, the rest of that share, which it may take at any
-// moment without asking the store.
+// moment without asking the store. A leased slot that lingers counts in
+// the rest as well: the store drops its lease as the linger ends, when
+// the process frees the slot, before any request can tell it so.
 func (s *State) reservedLocked(now time.Time) int {
 	if s.shared == nil {
 		return 0
 	}
 	r := s.unleased
 	if sh := s.shareLocked(now); sh.on {
-		r = max(r, sh.slots-(s.inflight-s.unleased))
+		r = max(r, sh.slots-(s.inflight-s.unleased-s.lingering))
 	}
 	return min(max(r, 0), s.parallel)
 }

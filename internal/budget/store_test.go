@@ -1165,3 +1165,152 @@ func TestAShareOnItsWayIsNotSent(t *testing.T) {
 		lateShare(t, &st.lateStore, s, func(time.Time) {})
 	})
 }
+
+// holdStore models what Redis holds for this process (rank 0 of two): its
+// leases, each until it runs out (TTL, renewal, a release's linger), and
+// its latest reservation by Seq. While down, every request reaches it and
+// its reply is lost.
+type holdStore struct {
+	mu     sync.Mutex
+	down   bool
+	leases map[string]time.Time
+	rsv    budgetstore.Reservation
+	rsvTil time.Time
+}
+
+func (d *holdStore) reserve(r budgetstore.Reservation) {
+	now := time.Now()
+	if r.Seq == 0 || r.Seq <= d.rsv.Seq && now.Before(d.rsvTil) {
+		return
+	}
+	d.rsv, d.rsvTil = r, now.Add(r.TTL)
+}
+
+// hold is how many slots the others see this process hold now.
+func (d *holdStore) hold() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	n := 0
+	for _, until := range d.leases {
+		if until.After(now) {
+			n++
+		}
+	}
+	if now.Before(d.rsvTil) {
+		n += d.rsv.Slots
+	}
+	return n
+}
+
+var errLost = errors.New("reply lost")
+
+func (d *holdStore) Acquire(_ context.Context, _ string, a budgetstore.Acquire) (budgetstore.Grant, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.reserve(a.Reservation)
+	d.leases[a.Lease] = time.Now().Add(a.LeaseTTL)
+	if d.down {
+		return budgetstore.Grant{}, errLost
+	}
+	return budgetstore.Grant{Admitted: true, Members: two}, nil
+}
+func (d *holdStore) Renew(_ context.Context, _ string, r budgetstore.Renew) (budgetstore.Members, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.reserve(r.Reservation)
+	for _, id := range r.Leases {
+		d.leases[id] = time.Now().Add(r.LeaseTTL)
+	}
+	if d.down {
+		return budgetstore.Members{}, errLost
+	}
+	return two, nil
+}
+func (d *holdStore) Release(_ context.Context, _ string, r budgetstore.Release) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.reserve(r.Reservation)
+	d.leases[r.Lease] = time.Now().Add(r.Linger)
+	if d.down {
+		return errLost
+	}
+	return nil
+}
+func (d *holdStore) Refund(context.Context, string, []budgetstore.Level) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.down {
+		return errLost
+	}
+	return nil
+}
+func (d *holdStore) setDown(b bool) { d.mu.Lock(); d.down = b; d.mu.Unlock() }
+
+// TestALingeringLeaseOnTheShareKeepsItsSlotInTheStore: in the rejoin
+// window (the process still keeps to its share, 3 of 6), a leased call is
+// given up on and its slot lingers; the release tells the store to hold
+// the lease for the linger. The reservation covers the lingering slot as
+// well, so that when the linger ends the store still holds the whole share
+// for the process, and the other process (which always has calls waiting)
+// cannot take that slot before the process's next request. The store then
+// fails within the rejoin window and the process goes on its full share
+// with no drain.
+func TestALingeringLeaseOnTheShareKeepsItsSlotInTheStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &holdStore{leases: map[string]time.Time{}}
+		s := keyAfter(t, st, `"key";r=600;t=0`)
+		long := admitNow(t, s, call(ops.GetContact, ""))
+		time.Sleep(time.Second) // the longest call: 1 s
+		long.Finish(answer("", ""))
+
+		// An outage, and the store back.
+		st.setDown(true)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+		st.setDown(false)
+		for {
+			s.mu.Lock()
+			back := s.sharedActiveLocked(time.Now()) && !s.rejoinedAt.IsZero()
+			s.mu.Unlock()
+			if back {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if h := st.hold(); h != 3 {
+			t.Fatalf("back in the rejoin window, the store holds %d slots of the process, want its share 3", h)
+		}
+		// A leased call given up on: its slot lingers ~1 s.
+		c1 := admitNow(t, s, call(ops.GetContact, ""))
+		c1.Unanswered(true, false)
+		minHold := 3
+		end := time.Now().Add(1100 * time.Millisecond)
+		for time.Now().Before(end) {
+			minHold = min(minHold, st.hold())
+			time.Sleep(time.Millisecond)
+		}
+		others := 6 - minHold // the other process took every slot the store let go
+		// The store fails within the rejoin window.
+		st.setDown(true)
+		var tks []*Ticket
+		for range 3 {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			tk, _, err := s.Admit(ctx, call(ops.GetContact, ""))
+			cancel()
+			if err == nil {
+				tks = append(tks, tk)
+			}
+		}
+		s.mu.Lock()
+		mine := s.inflight
+		s.mu.Unlock()
+		if mine+others > 6 {
+			t.Errorf("the store held as few as %d slots for the process (others then took %d); it then went on %d calls on its share within 50 ms each: %d in flight", minHold, others, mine, mine+others)
+		}
+		for _, tk := range tks {
+			tk.Finish(answer("", ""))
+		}
+		st.setDown(false)
+		time.Sleep(time.Minute)
+	})
+}
