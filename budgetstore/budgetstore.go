@@ -56,7 +56,8 @@ type Store interface {
 	// the key, as Acquire does. A lease it no longer holds and had no
 	// Release of (the store lost its state, or the lease ran out while
 	// the process could not reach it) holds its slot in flight again:
-	// its attempt still runs.
+	// its attempt still runs. A lease it had a Release of stays as the
+	// Release left it (a Renew sent before the Release may come after).
 	Renew(ctx context.Context, key string, req Renew) (Members, error)
 }
 
@@ -136,8 +137,9 @@ type Acquire struct {
 	// store counts the processes it heard from within ProcessTTL.
 	Process    string
 	ProcessTTL time.Duration
-	// Reservation is what Process holds in flight outside leases; it
-	// counts against MaxInFlight for every other process's attempts.
+	// Reservation is what Process holds in flight outside leases: its
+	// Slots count against MaxInFlight for every other process's
+	// attempts, its Calls for its own as well.
 	Reservation Reservation
 }
 
