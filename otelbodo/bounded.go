@@ -19,23 +19,22 @@ const (
 	maxSpanValue = 256
 )
 
-// knownValues are the values a metric carries as they are.
+// knownValues are the values a metric carries as they are, besides the
+// contract's levels (contractLevel).
 var knownValues = map[string]bool{
 	bodo.CodeRateLimited: true, bodo.CodeOverloaded: true, bodo.CodeQuotaExhausted: true, bodo.CodeBadRequest: true,
 	bodo.CodeIdempotencyKeyRequired: true, bodo.CodeUnauthenticated: true, bodo.CodeNotFound: true,
 	bodo.CodeMethodNotAllowed: true, bodo.CodeInvalidState: true, bodo.CodeIdempotencyKeyInUse: true,
 	bodo.CodePreconditionFailed: true, bodo.CodeValidationFailed: true, bodo.CodeIdempotencyKeyReused: true,
 	bodo.CodeInternal: true,
-	// the levels of the contract
-	"key": true, "write": true, "parallel": true, "principal": true, "org": true, "delete": true,
-	"delete-day": true, "egress": true, "lockout": true,
-	// what else holds a call, and why an attempt is sent again
-	"in-flight": true, "pace": true, "refusal-guard": true, "server-wait": true, "shared-store": true,
+	// the lockout, what else holds a call, and why an attempt is sent again
+	"lockout": true, "in-flight": true, "pace": true, "refusal-guard": true, "server-wait": true, "shared-store": true,
 	"quota": true, "no-answer": true, "cut-off": true,
 }
 
 // contractLevel are the levels of the contract, which the remaining gauge
-// names; it reports every other as otherValue.
+// names (it reports every other as otherValue) and metrics carry as they
+// are.
 var contractLevel = map[string]bool{
 	"key": true, "write": true, "parallel": true, "principal": true, "org": true,
 	"delete": true, "delete-day": true, "egress": true,
@@ -44,7 +43,7 @@ var contractLevel = map[string]bool{
 // metricValue is v as a metric carries it: a known value, an HTTP status
 // (a retry's reason without a code), or otherValue.
 func metricValue(v string) string {
-	if knownValues[v] {
+	if knownValues[v] || contractLevel[v] {
 		return v
 	}
 	if n, err := strconv.Atoi(v); err == nil && n >= 100 && n <= 599 && len(v) == 3 {

@@ -159,6 +159,16 @@ func (f *faultyBudget) Refund(ctx context.Context, key string, levels []budgetst
 	return f.do("refund", func() error { return f.real.Refund(ctx, key, levels) })
 }
 
+// faultWhile picks f for every request while on is set, and none else.
+func faultWhile(on *atomic.Bool, f Fault) func(string) Fault {
+	return func(string) Fault {
+		if on.Load() {
+			return f
+		}
+		return faultNone
+	}
+}
+
 // randomFaults picks a fault for each request with the given odds of each,
 // from a seeded source.
 func randomFaults(seed uint64, odds map[Fault]float64) func(string) Fault {

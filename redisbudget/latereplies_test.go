@@ -73,12 +73,7 @@ func TestProcessesThatLoseTheStoreOneByOneKeepToTheParallelQuota(t *testing.T) {
 func TestAProcessBackFromItsShareCountsItsOwnCallsStillInFlight(t *testing.T) {
 	rs := startRedis(t)
 	var lost atomic.Bool
-	fa := &faultyBudget{real: New(rs.Client(t)), pick: func(string) Fault {
-		if lost.Load() {
-			return faultLostReply
-		}
-		return faultNone
-	}}
+	fa := &faultyBudget{real: New(rs.Client(t)), pick: faultWhile(&lost, faultLostReply)}
 	a, b := budget.New(), budget.New()
 	k := testKey()
 	a.UseStore(fa, k, nil)

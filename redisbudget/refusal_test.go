@@ -100,12 +100,7 @@ func TestARefusalsWaitSentLateStillHoldsEveryProcess(t *testing.T) {
 			rs := startRedis(t)
 			k := testKey()
 			var down atomic.Bool
-			sa := &faultyBudget{real: New(rs.Client(t)), pick: func(string) Fault {
-				if down.Load() {
-					return faultError
-				}
-				return faultNone
-			}}
+			sa := &faultyBudget{real: New(rs.Client(t)), pick: faultWhile(&down, faultError)}
 			a, b := budget.New(), budget.New()
 			a.UseStore(sa, k, nil)
 			b.UseStore(New(rs.Client(t)), k, nil)
