@@ -953,14 +953,15 @@ func TestAQueuedReleaseDoesNotCountAsSent(t *testing.T) {
 	})
 }
 
-// TestAStateIsNotRetiredWhileItsKeeperReserves: the store is down, and the
-// process, on its share, has no call for IdleTTL; its keeper goes on
-// telling the store of the share. A sweep does not retire it meanwhile, and
-// a successor, which takes its name among the processes (member), numbers
-// its reservations on from the retired state's: a store keeping the
-// highest Seq of each process would pass over every reservation numbered
-// from 1 again.
-func TestAStateIsNotRetiredWhileItsKeeperReserves(t *testing.T) {
+// TestARetiredStatesSuccessorNumbersItsReservationsOn: the store is down,
+// and the process, on its share, has no call for IdleTTL; its keeper ends
+// once nothing is pending, and a sweep retires the state. The successor
+// takes its name among the processes (member) and numbers its
+// reservations on from the retired state's: a store keeping the highest
+// Seq of each process would pass over every reservation numbered from 1
+// again. A state whose keeper still runs is not idle: its keeper goes on
+// numbering under the same name.
+func TestARetiredStatesSuccessorNumbersItsReservationsOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &downStore{refunded: map[string]float64{}}
 		old := For("reserving.idle.test", "k")
@@ -969,21 +970,26 @@ func TestAStateIsNotRetiredWhileItsKeeperReserves(t *testing.T) {
 		st.setDown(true)
 		admitNow(t, old, call(ops.GetMe, "")).Finish(answer("", ""))
 		time.Sleep(IdleTTL + sweepEvery)
-		For("trigger2.idle.test", "k") // sweeps
 		old.mu.Lock()
-		retired, keeping, oldSeq, reserved := old.retired.Load(), old.keeping, old.reservation.seq, old.reservedLocked(time.Now())
+		old.keeping = true
+		if old.idleLocked(time.Now()) {
+			t.Error("a state whose keeper runs is idle")
+		}
+		old.keeping = false
 		old.mu.Unlock()
-		if retired && keeping {
-			t.Errorf("retired while its keeper runs, telling the store it holds %d slots", reserved)
+		For("trigger2.idle.test", "k") // sweeps
+		if !old.retired.Load() {
+			t.Fatal("the state was not retired")
 		}
-		if retired {
-			cur := old.live()
-			cur.mu.Lock()
-			if cur.member == old.member && cur.reservation.seq < oldSeq {
-				t.Errorf("the successor is process %s as the retired state was, its reservations numbered from %d, below the retired one's %d", cur.member, cur.reservation.seq, oldSeq)
-			}
-			cur.mu.Unlock()
+		old.mu.Lock()
+		oldSeq := old.reservation.seq
+		old.mu.Unlock()
+		cur := old.live()
+		cur.mu.Lock()
+		if cur.member != old.member || cur.reservation.seq < oldSeq {
+			t.Errorf("the successor is process %s (the retired state %s), its reservations numbered from %d, the retired one's up to %d", cur.member, old.member, cur.reservation.seq, oldSeq)
 		}
+		cur.mu.Unlock()
 		storeBack(st)
 		time.Sleep(time.Minute)
 	})
