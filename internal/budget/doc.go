@@ -246,7 +246,8 @@
 //     (TestAWordInAnOutageLowersAPartNeverRaisesIt). It goes on its share
 //     once calls as long as the longest it saw end lately would have ended,
 //     so that those the store admitted on the others' shares are done, and
-//     no later (storeResult; TestAProcessThatLostTheStoreWaitsForTheCallsItSaw);
+//     no later, nor later than leaseTTL, the longest a slot lingers
+//     (drainLocked; TestAProcessThatLostTheStoreWaitsForTheCallsItSaw);
 //     the keeper looks at once and then every probeEvery, so that a passing
 //     failure ends before the drain does
 //     (TestAPassingFailureOfTheStoreEndsBeforeTheDrain).

@@ -168,7 +168,7 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 			// (keepInterval) before any call goes on the share. The store
 			// holds the share only once a request carries it: the drain
 			// runs from then too (reservationDoneLocked).
-			s.drainUntil = now.Add(max(minDrain, s.rollLongestLocked(now)))
+			s.drainUntil = now.Add(s.drainLocked(now))
 			s.reservation.redrain = true
 			// A sleeping keeper looks at once, and every probeEvery from
 			// then on: the store may be back before the drain ends.
@@ -207,6 +207,15 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 		return struct{}{}, nil
 	})
 	return lerr
+}
+
+// drainLocked is how long a process that went on its share holds every
+// call: until a call as long as the longest that ended lately would have
+// ended, at least minDrain and at most leaseTTL, the longest a slot lingers
+// (lingerLocked): a process that saw a call of half an hour end lately
+// does not stall its key for half an hour at its next outage.
+func (s *State) drainLocked(now time.Time) time.Duration {
+	return min(max(minDrain, s.rollLongestLocked(now)), leaseTTL)
 }
 
 // rollLongestLocked starts a new minute of the longest call seen to end

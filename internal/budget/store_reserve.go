@@ -55,7 +55,7 @@ func (s *State) reservationDoneLocked(r budgetstore.Reservation, now time.Time) 
 	s.reservation.doneSeq, s.reservation.sent = r.Seq, r.Slots
 	if s.reservation.redrain && r.Slots > 0 {
 		s.reservation.redrain = false
-		s.drainUntil = later(s.drainUntil, now.Add(max(minDrain, s.rollLongestLocked(now))))
+		s.drainUntil = later(s.drainUntil, now.Add(s.drainLocked(now)))
 	}
 }
 

@@ -460,9 +460,10 @@ func TestARunHoldsCallsWhileOneAsksTheStore(t *testing.T) {
 // it saw end lately would have ended, so that those the store admitted on
 // the others' shares just before are done and the key's slots add up; and
 // no longer than that, nor than two of the keeper's looks when its calls
-// were short, so that an outage costs the key no more time than it must.
+// were short, so that an outage costs the key no more time than it must,
+// nor than leaseTTL after a call of 5 minutes.
 func TestAProcessThatLostTheStoreWaitsForTheCallsItSaw(t *testing.T) {
-	for _, long := range []time.Duration{3 * time.Second, time.Millisecond} {
+	for _, long := range []time.Duration{3 * time.Second, time.Millisecond, 5 * time.Minute} {
 		synctest.Test(t, func(t *testing.T) {
 			st := &downStore{refunded: map[string]float64{}}
 			s := keyAfter(t, st, `"key";r=600;t=0`)
@@ -477,7 +478,7 @@ func TestAProcessThatLostTheStoreWaitsForTheCallsItSaw(t *testing.T) {
 			}
 			waited := time.Since(start)
 			tk.Finish(answer("", ""))
-			want := max(long, minDrain)
+			want := min(max(long, minDrain), leaseTTL)
 			if waited != want {
 				t.Errorf("after a call of %v, the first call once the store failed went after %v, want %v", long, waited, want)
 			}
