@@ -14,6 +14,13 @@
 // reached each process falls back to its share of the key (by the number
 // of processes Redis counted) and rejoins when Redis is back; what Redis
 // did not get meanwhile is sent then.
+//
+// Redis must keep these keys. Each expires a day after its last use, so a
+// maxmemory-policy of volatile-* evicts them first when memory runs short,
+// and allkeys-* may too; Redis then forgets calls in flight while no
+// process sees an outage, and admits more until the next renewals count
+// them again. Use noeviction, Redis's default, or a Redis of the budget's
+// own.
 package redisbudget
 
 import (
