@@ -3,9 +3,11 @@ package redisbudget
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -254,4 +256,75 @@ func TestALeaseKeepsWhatItTookWhileItsCallRuns(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, p+":lease:long").Val(); ttl < time.Hour {
 		t.Errorf("a renewed lease keeps what it took for %v more", ttl)
 	}
+}
+
+// TestAnEvictedKeyFailsNoScript: Redis under a maxmemory-policy that
+// evicts may drop any of the budget's keys, one at a time, while the
+// others stay. With each key deleted in turn, and then all of them, every
+// request of two processes (a levelled, paced Acquire with a reservation,
+// a refused and cut Release with a linger, a refund, a Left, an Owe and a
+// block, a Renew) still answers without an error.
+func TestAnEvictedKeyFailsNoScript(t *testing.T) {
+	t.Parallel()
+	rs := startRedis(t)
+	rdb := rs.Client(t)
+	procs := []*Budget{New(rdb), New(rdb)}
+	ctx, k := context.Background(), testKey()
+	write := func(amount float64) budgetstore.Level {
+		return budgetstore.Level{Name: "write", Amount: amount, Rate: 1, Size: 60, Taken: 3, Quota: 60, Window: time.Minute, Pace: 1, Burst: 5}
+	}
+	n := 0
+	round := func(when string) {
+		t.Helper()
+		for i, b := range procs {
+			n++
+			p, lease := fmt.Sprint("p", i), fmt.Sprint("l", n)
+			rsv := budgetstore.Reservation{Slots: 1, Calls: 1, Seq: uint64(n), TTL: time.Minute}
+			req := acquire(lease, time.Minute, key(1), write(1))
+			req.Process, req.ProcessTTL, req.Reservation = p, time.Minute, rsv
+			if _, err := b.Acquire(ctx, k, req); err != nil {
+				t.Errorf("%s: Acquire: %v", when, err)
+			}
+			held := acquire("held"+p, time.Minute, key(1), write(1))
+			held.Process, held.ProcessTTL = p, time.Minute
+			if _, err := b.Acquire(ctx, k, held); err != nil {
+				t.Errorf("%s: Acquire: %v", when, err)
+			}
+			if _, err := b.Renew(ctx, k, budgetstore.Renew{Process: p, ProcessTTL: time.Minute, Leases: []string{lease, "held" + p}, LeaseTTL: time.Minute, Reservation: rsv}); err != nil {
+				t.Errorf("%s: Renew: %v", when, err)
+			}
+			if err := b.Refund(ctx, k, []budgetstore.Level{{Name: "write", Amount: 1, Rate: 1, Size: 60, ID: lease, Ago: time.Millisecond}}); err != nil {
+				t.Errorf("%s: Refund: %v", when, err)
+			}
+			rel := budgetstore.Release{Lease: lease, Refused: true, Cut: true, Linger: 10 * time.Millisecond, CutFactor: 0.5,
+				Refund: []budgetstore.Level{write(1)}, Left: []budgetstore.Level{{Name: "key", Amount: 500, Rate: 5, Size: 600, Reset: time.Second}},
+				Owe:         []budgetstore.Level{{Name: "write", Amount: -1, Rate: 1, Size: 60, Hold: 10 * time.Millisecond}},
+				PausedUntil: time.Now().Add(time.Millisecond), Block: "delete-day", BlockUntil: time.Now().Add(time.Minute),
+				RefusalLimit: 25, RefusalWindow: time.Minute, MaxInFlight: 6, Process: p, Reservation: rsv}
+			if err := b.Release(ctx, k, rel); err != nil {
+				t.Errorf("%s: Release: %v", when, err)
+			}
+		}
+	}
+	round("before any eviction")
+	round("before any eviction")
+	keys, err := rdb.Keys(ctx, DefaultPrefix+"{"+k+"}*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{":blocks", ":lease:held", ":leaseld:held", ":lv:write", ":rsv", ":refunds", ":refusals", ":state"} {
+		if !slices.ContainsFunc(keys, func(key string) bool { return strings.Contains(key, want) }) {
+			t.Fatalf("the rounds wrote no key with %q: %v", want, keys)
+		}
+	}
+	for _, key := range keys {
+		if err := rdb.Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		round("with " + key + " evicted")
+	}
+	for _, key := range keys {
+		rdb.Del(ctx, key)
+	}
+	round("with every key evicted")
 }
