@@ -15,12 +15,12 @@
 // of processes Redis counted) and rejoins when Redis is back; what Redis
 // did not get meanwhile is sent then.
 //
-// Redis must keep these keys. Each expires a day after its last use, so a
-// maxmemory-policy of volatile-* evicts them first when memory runs short,
-// and allkeys-* may too; Redis then forgets calls in flight while no
-// process sees an outage, and admits more until the next renewals count
-// them again. Use noeviction, Redis's default, or a Redis of the budget's
-// own.
+// Redis must keep these keys. Each expires a day after its last use, so
+// when memory runs short a maxmemory-policy of volatile-* or allkeys-* may
+// evict them (the LRU and LFU policies take colder keys first, the random
+// ones any). Redis then forgets calls in flight while no process sees an
+// outage, and admits more until the next renewals count them again.
+// noeviction, Redis's default, or a Redis of the budget's own keeps them.
 package redisbudget
 
 import (
