@@ -23,6 +23,9 @@ type refusingServer struct {
 	headers  time.Time
 	arrivals []time.Time
 	arrived  chan struct{}
+	// bodyAfter, when set, holds the body until it closes (or the
+	// refused request's connection does); bodyDelay runs from then.
+	bodyAfter <-chan struct{}
 }
 
 func newRefusingServer(t *testing.T, tls2 bool, refusedID string, release chan struct{}, retryAfter string, wait, bodyDelay time.Duration) (*refusingServer, *httptest.Server) {
@@ -41,7 +44,14 @@ func newRefusingServer(t *testing.T, tls2 bool, refusedID string, release chan s
 			w.(http.Flusher).Flush()
 			rs.mu.Lock()
 			rs.headers = time.Now()
+			bodyAfter := rs.bodyAfter
 			rs.mu.Unlock()
+			if bodyAfter != nil {
+				select {
+				case <-bodyAfter:
+				case <-r.Context().Done():
+				}
+			}
 			time.Sleep(bodyDelay)
 			_, _ = fmt.Fprintf(w, `{"type":"https://developers.bodo-app.com/problems/OVERLOADED","title":"Überlastet","status":503,"code":"OVERLOADED","requestId":"req_01JBD8Y3K5M7Q2W9X4Z6T1V0NP","retryAfterMs":%d}`, wait.Milliseconds())
 			return

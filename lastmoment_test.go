@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -168,14 +169,27 @@ func TestAWaitSatOutIsLookedAtAgain(t *testing.T) {
 // loopback HTTP: an OVERLOADED whose headers ask for 2 s (Retry-After) and
 // whose body comes after more than the second a request at its last moment
 // waits for it; a call that reaches that moment meanwhile is written when
-// the headers' wait is over.
+// the headers' wait is over. The body leaves 1.3 s after the call reached
+// its last moment (a trace's GotConn, whose hooks run before the client's),
+// not after the headers: a call slow to get there (a dial on a loaded
+// machine) would otherwise read the body within its second and sit out the
+// body's 100 ms instead.
 func TestARefusalsHeadersBindWhileItsSlowBodyIsRead(t *testing.T) {
 	const wait = 2 * time.Second // Retry-After: 2; the body asks for 100ms
 	release := make(chan struct{})
 	rs, srv := newRefusingServer(t, false, refusedContactID, release, "2", 100*time.Millisecond, 1300*time.Millisecond)
+	lastMoment := make(chan struct{})
+	rs.mu.Lock()
+	rs.bodyAfter = lastMoment
+	rs.mu.Unlock()
+	var once sync.Once
+	atLastMoment := WithMiddleware(func(r *http.Request, next MiddlewareNext) (*http.Response, error) {
+		trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { once.Do(func() { close(lastMoment) }) }}
+		return next(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
+	})
 	c, ctx, _ := warmClient(t, srv, WithHTTPClient(hostClient(t, 2)))
 	done := rs.refuse(ctx, c, release)
-	go func() { _, err := c.Contacts.Get(ctx, laterContactID); done <- err }()
+	go func() { _, err := c.Contacts.Get(ctx, laterContactID, atLastMoment); done <- err }()
 	<-done
 	<-done
 	for _, d := range rs.after(t) {
