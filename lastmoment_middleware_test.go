@@ -96,13 +96,22 @@ func hostClient(t *testing.T, conns int) *http.Client {
 
 // refuse gets refusedContactID with c in a goroutine, whose outcome goes
 // to the channel it returns, and lets the server answer once the get has
-// arrived; it returns a moment after, the refusal's headers read.
+// arrived; it returns once the client has the refusal's headers (a
+// middleware's next returns after the client marked them), at any machine
+// speed.
 func (rs *refusingServer) refuse(ctx context.Context, c *Client, release chan struct{}) chan error {
 	done := make(chan error, 2)
-	go func() { _, err := c.Contacts.Get(ctx, refusedContactID); done <- err }()
+	read := make(chan struct{})
+	var once sync.Once
+	headers := WithMiddleware(func(r *http.Request, next MiddlewareNext) (*http.Response, error) {
+		resp, err := next(r)
+		once.Do(func() { close(read) })
+		return resp, err
+	})
+	go func() { _, err := c.Contacts.Get(ctx, refusedContactID, headers); done <- err }()
 	<-rs.arrived
 	close(release)
-	time.Sleep(50 * time.Millisecond)
+	<-read
 	return done
 }
 
