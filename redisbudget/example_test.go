@@ -24,11 +24,9 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	status, err := client.RateLimit(context.Background())
+	ada, err := client.Contacts.Create(context.Background(), bodo.ContactCreate{Name: "Ada Lovelace"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, p := range status.Policies {
-		log.Println(p)
-	}
+	log.Println("created", ada.ID)
 }
