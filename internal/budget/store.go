@@ -172,10 +172,7 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 			s.reservation.redrain = true
 			// A sleeping keeper looks at once, and every probeEvery from
 			// then on: the store may be back before the drain ends.
-			select {
-			case s.kickLocked() <- struct{}{}:
-			default:
-			}
+			s.kickKeeperLocked()
 			level, msg = slog.LevelWarn, "bodo: shared budget unreachable, using this process's share of the budget until it is back"
 			s.outageSaid = true
 			attrs = append(attrs, slog.String("error", err.Error()), slog.Int("processes", s.share.Processes))

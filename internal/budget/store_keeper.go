@@ -42,6 +42,14 @@ func (s *State) kickLocked() chan struct{} {
 	return s.kick
 }
 
+// kickKeeperLocked has a sleeping keeper look at once.
+func (s *State) kickKeeperLocked() {
+	select {
+	case s.kickLocked() <- struct{}{}:
+	default:
+	}
+}
+
 // keep is the keeper: while attempts hold leases or the store has not had
 // a release or refund, it renews the leases every keepEvery (a call longer
 // than the lease time keeps its slot) and sends what the store has not had

@@ -67,10 +67,7 @@ func (s *State) unsentLocked(share fallbackShare, now time.Time) (*gate, time.Du
 	if !share.on || s.reservation.sent >= s.reservedLocked(now) {
 		return nil, 0, ""
 	}
-	select {
-	case s.kickLocked() <- struct{}{}:
-	default:
-	}
+	s.kickKeeperLocked()
 	s.startKeeperLocked()
 	return &s.slotGate, sharedPoll, ReasonInFlight
 }
