@@ -264,6 +264,7 @@
 //     and, where the store may not have held the share until then (an
 //     outage began, or the keeper ended in one and the store dropped it),
 //     not before a drain from then (TestAShareSentAfterTheDrainDrainsFromThen,
+//     TestAFailureDuringTheKeepersLookIsSentAtOnce,
 //     TestACallAfterTheKeeperEndedSendsTheShareAgain,
 //     TestAFailureInTheRejoinWindowAfterTheShareWasDroppedDrains); a
 //     process with no call lets the store drop its share

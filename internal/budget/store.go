@@ -69,7 +69,7 @@ type store struct {
 	reservation reservation         // what the store was told of the slots held outside leases
 	pending     []pendingOp         // what the store has not had yet
 	keeping     bool                // the keeper runs
-	kick        chan struct{}       // wakes the keeper out of its sleep when the store fails
+	kick        chan struct{}       // wakes the keeper: a call's request failed, or a call waits for the store to hear of the share
 
 	// The longest call that ended in this minute and in the one before.
 	longest, longestPrev time.Duration
@@ -152,8 +152,9 @@ func safely[T any](where string, f func() (T, error)) (v T, err error) {
 // outage: a store whose Renew answers and whose Acquire fails makes no
 // call drain again and again, nor the log tell of it twenty times a
 // second. The logging happens outside the lock; a logger that panics is
-// the error returned.
-func (s *State) storeResult(err error, members *budgetstore.Members) error {
+// the error returned. A failure the keeper found (byKeeper) does not kick
+// it: it looks again probeEvery later.
+func (s *State) storeResult(err error, members *budgetstore.Members, byKeeper bool) error {
 	s.mu.Lock()
 	now := time.Now()
 	var msg string
@@ -171,8 +172,12 @@ func (s *State) storeResult(err error, members *budgetstore.Members) error {
 			s.drainUntil = now.Add(s.drainLocked(now))
 			s.reservation.redrain = true
 			// A sleeping keeper looks at once, and every probeEvery from
-			// then on: the store may be back before the drain ends.
-			s.kickKeeperLocked()
+			// then on: the store may be back before the drain ends. One
+			// that is looking looks again at once: it may have asked
+			// without the share.
+			if !byKeeper {
+				s.kickKeeperLocked()
+			}
 			level, msg = slog.LevelWarn, "bodo: shared budget unreachable, using this process's share of the budget until it is back"
 			s.outageSaid = true
 			attrs = append(attrs, slog.String("error", err.Error()), slog.Int("processes", s.share.Processes))

@@ -94,7 +94,7 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 		defer cancel()
 		return ref.st.Acquire(ctx, ref.key, req)
 	})
-	logErr := s.storeResult(err, &grant.Members)
+	logErr := s.storeResult(err, &grant.Members, false)
 	s.mu.Lock()
 	now = time.Now()
 	s.reservationDoneLocked(req.Reservation, now)

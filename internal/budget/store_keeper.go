@@ -128,7 +128,7 @@ func (s *State) keepOnce() bool {
 		})
 		up[w] = err == nil
 		if w == cur {
-			_ = s.storeResult(err, &m) // a logger that panics fails no call here
+			_ = s.storeResult(err, &m, true) // a logger that panics fails no call here
 		}
 	}
 	s.mu.Lock()
@@ -161,7 +161,7 @@ func (s *State) keepOnce() bool {
 		if err != nil {
 			failed = append(failed, op)
 			if op.seq == cur {
-				_ = s.storeResult(err, nil)
+				_ = s.storeResult(err, nil, true)
 			}
 		}
 	}
@@ -171,10 +171,6 @@ func (s *State) keepOnce() bool {
 		s.pending = s.pending[len(s.pending)-maxPending:]
 	}
 	s.mu.Unlock()
-	select {
-	case <-kick: // it has just looked: a failure it found waits probeEvery
-	default:
-	}
 	return true
 }
 

@@ -115,7 +115,7 @@ func (s *State) sendLocked(op pendingOp, now time.Time) {
 		current := op.seq == s.storeSeq
 		s.mu.Unlock()
 		if current {
-			_ = s.storeResult(err, nil)
+			_ = s.storeResult(err, nil, false)
 		}
 	}
 }

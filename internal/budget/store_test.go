@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"slices"
 	"sync"
@@ -463,10 +464,7 @@ func TestARunHoldsCallsWhileOneAsksTheStore(t *testing.T) {
 // were short, so that an outage costs the key no more time than it must,
 // nor than leaseTTL after a call of 5 minutes.
 func TestAProcessThatLostTheStoreWaitsForTheCallsItSaw(t *testing.T) {
-	// The calls end off the keeper's looks (every keepEvery while a call
-	// runs): a failure in the same instant as a look may be sent with the
-	// next (probeEvery), and the drain runs from then.
-	for _, long := range []time.Duration{3*time.Second + time.Millisecond, time.Millisecond, 5*time.Minute + time.Millisecond} {
+	for _, long := range []time.Duration{3 * time.Second, time.Millisecond, 5 * time.Minute} {
 		synctest.Test(t, func(t *testing.T) {
 			st := &downStore{refunded: map[string]float64{}}
 			s := keyAfter(t, st, `"key";r=600;t=0`)
@@ -489,6 +487,86 @@ func TestAProcessThatLostTheStoreWaitsForTheCallsItSaw(t *testing.T) {
 			time.Sleep(time.Minute) // the keeper sends what the store missed, and ends
 		})
 	}
+}
+
+// failsDuringRenewStore is a downStore of two processes whose next Renew,
+// once armed, finds the store failing on its way: meanwhile during runs
+// (a call's admission, whose request to the store fails too), and the
+// Renew fails once the process has said it went on its share.
+type failsDuringRenewStore struct {
+	downStore
+	during func()
+	failed chan struct{}
+}
+
+func (d *failsDuringRenewStore) Acquire(ctx context.Context, key string, a budgetstore.Acquire) (budgetstore.Grant, error) {
+	g, err := d.downStore.Acquire(ctx, key, a)
+	g.Members = two
+	return g, err
+}
+
+func (d *failsDuringRenewStore) Renew(ctx context.Context, key string, r budgetstore.Renew) (budgetstore.Members, error) {
+	d.mu.Lock()
+	during := d.during
+	d.during = nil
+	d.mu.Unlock()
+	if during != nil {
+		d.setDown(true)
+		go during()
+		<-d.failed
+	}
+	_, err := d.downStore.Renew(ctx, key, r)
+	return two, err
+}
+
+// closeOnWrite closes c on the first write to it.
+type closeOnWrite struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func (w *closeOnWrite) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.c) })
+	return len(p), nil
+}
+
+// TestAFailureDuringTheKeepersLookIsSentAtOnce: a call's request to the
+// store fails while the keeper's renewal, which carries no share, is on
+// its way. The drain runs from when a request carrying the share came
+// back, so the keeper sends one at once, and the call goes after the drain
+// alone, not a look (probeEvery) later.
+func TestAFailureDuringTheKeepersLookIsSentAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &failsDuringRenewStore{downStore: downStore{refunded: map[string]float64{}}, failed: make(chan struct{})}
+		s := keyAfter(t, st, `"key";r=600;t=0`)
+		s.mu.Lock()
+		s.logger = slog.New(slog.NewTextHandler(&closeOnWrite{c: st.failed}, nil)) // its first line tells of the outage
+		s.mu.Unlock()
+		long := admitNow(t, s, call(ops.GetContact, ""))
+		time.Sleep(3*time.Second - time.Millisecond)
+		long.Finish(answer("", `"key";r=599;t=1`))          // the longest call: the drain
+		running := admitNow(t, s, call(ops.GetContact, "")) // its lease keeps the keeper renewing
+		went := make(chan time.Duration, 1)
+		st.mu.Lock()
+		st.during = func() {
+			start := time.Now()
+			tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+			if err != nil {
+				t.Error(err)
+				went <- 0
+				return
+			}
+			went <- time.Since(start)
+			tk.Finish(answer("", ""))
+		}
+		st.mu.Unlock()
+		if waited, want := <-went, 3*time.Second-time.Millisecond; waited != want {
+			t.Errorf("the call went %v after the store failed during the keeper's look, want the drain, %v", waited, want)
+		}
+		running.Finish(answer("", ""))
+		st.setDown(false)
+		time.Sleep(time.Minute) // the keeper sends what the store missed, and ends
+	})
 }
 
 // stuckStore is a downStore whose releases, once stick is called, fail
