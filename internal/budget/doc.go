@@ -265,6 +265,7 @@
 //     outage began, or the keeper ended in one and the store dropped it),
 //     not before a drain from then (TestAShareSentAfterTheDrainDrainsFromThen,
 //     TestAFailureDuringTheKeepersLookIsSentAtOnce,
+//     TestTheKeepersOwnFailureSendsTheShareAtOnce,
 //     TestACallAfterTheKeeperEndedSendsTheShareAgain,
 //     TestAFailureInTheRejoinWindowAfterTheShareWasDroppedDrains); a
 //     process with no call lets the store drop its share

@@ -69,7 +69,7 @@ type store struct {
 	reservation reservation         // what the store was told of the slots held outside leases
 	pending     []pendingOp         // what the store has not had yet
 	keeping     bool                // the keeper runs
-	kick        chan struct{}       // wakes the keeper: a call's request failed, or a call waits for the store to hear of the share
+	kick        chan struct{}       // has the keeper look at once: an outage began, or a call waits for the store to hear of the share
 
 	// The longest call that ended in this minute and in the one before.
 	longest, longestPrev time.Duration
@@ -152,14 +152,16 @@ func safely[T any](where string, f func() (T, error)) (v T, err error) {
 // outage: a store whose Renew answers and whose Acquire fails makes no
 // call drain again and again, nor the log tell of it twenty times a
 // second. The logging happens outside the lock; a logger that panics is
-// the error returned. A failure the keeper found (byKeeper) does not kick
-// it: it looks again probeEvery later.
+// the error returned. The first failure of an outage has the keeper look
+// at once, unless the keeper found it (byKeeper) and the store has had
+// what this process holds: then it looks again probeEvery later.
 func (s *State) storeResult(err error, members *budgetstore.Members, byKeeper bool) error {
 	s.mu.Lock()
 	now := time.Now()
 	var msg string
 	level := slog.LevelInfo
 	var attrs []slog.Attr
+	first := false
 	switch {
 	case err != nil:
 		if s.sharedRetryAt.IsZero() && (s.rejoinedAt.IsZero() || now.Sub(s.rejoinedAt) >= rejoinWindow) {
@@ -171,18 +173,20 @@ func (s *State) storeResult(err error, members *budgetstore.Members, byKeeper bo
 			// runs from then too (reservationDoneLocked).
 			s.drainUntil = now.Add(s.drainLocked(now))
 			s.reservation.redrain = true
-			// A sleeping keeper looks at once, and every probeEvery from
-			// then on: the store may be back before the drain ends. One
-			// that is looking looks again at once: it may have asked
-			// without the share.
-			if !byKeeper {
-				s.kickKeeperLocked()
-			}
+			first = true
 			level, msg = slog.LevelWarn, "bodo: shared budget unreachable, using this process's share of the budget until it is back"
 			s.outageSaid = true
 			attrs = append(attrs, slog.String("error", err.Error()), slog.Int("processes", s.share.Processes))
 		}
 		s.sharedRetryAt = now.Add(sharedRetry)
+		// The keeper looks at once, and every probeEvery from then on:
+		// the store may be back before the drain ends. One that is
+		// looking looks again at once; so does one whose own request
+		// failed, built before the outage without the share, when a
+		// share is to be sent.
+		if first && (!byKeeper || s.reservation.sent < s.reservedLocked(now)) {
+			s.kickKeeperLocked()
+		}
 		s.startKeeperLocked()
 	default:
 		if !s.sharedRetryAt.IsZero() {

@@ -42,7 +42,8 @@ func (s *State) kickLocked() chan struct{} {
 	return s.kick
 }
 
-// kickKeeperLocked has a sleeping keeper look at once.
+// kickKeeperLocked has a sleeping keeper look at once, and one that is
+// looking look again as soon as it is done.
 func (s *State) kickKeeperLocked() {
 	select {
 	case s.kickLocked() <- struct{}{}:

@@ -489,10 +489,11 @@ func TestAProcessThatLostTheStoreWaitsForTheCallsItSaw(t *testing.T) {
 	}
 }
 
-// failsDuringRenewStore is a downStore of two processes whose next Renew,
-// once armed, finds the store failing on its way: meanwhile during runs
-// (a call's admission, whose request to the store fails too), and the
-// Renew fails once the process has said it went on its share.
+// failsDuringRenewStore is a downStore of two processes; the tests close
+// failed as the process logs that it went on its share. Its next Renew,
+// once armed with during, finds the store failing on its way: meanwhile
+// during runs (a call's admission, whose request to the store fails too),
+// and the Renew fails once failed is closed.
 type failsDuringRenewStore struct {
 	downStore
 	during func()
@@ -530,6 +531,25 @@ func (w *closeOnWrite) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// outageDrain is the drain of keyBeforeAnOutage's process.
+const outageDrain = 3*time.Second - time.Millisecond
+
+// keyBeforeAnOutage returns a State sharing its budget through a
+// failsDuringRenewStore, whose failed its logger closes, once it saw a
+// call of outageDrain end, with a call running: its lease keeps the
+// keeper renewing.
+func keyBeforeAnOutage(t *testing.T) (*failsDuringRenewStore, *State, *Ticket) {
+	st := &failsDuringRenewStore{downStore: downStore{refunded: map[string]float64{}}, failed: make(chan struct{})}
+	s := keyAfter(t, st, `"key";r=600;t=0`)
+	s.mu.Lock()
+	s.logger = slog.New(slog.NewTextHandler(&closeOnWrite{c: st.failed}, nil)) // its first line tells of the outage
+	s.mu.Unlock()
+	long := admitNow(t, s, call(ops.GetContact, ""))
+	time.Sleep(outageDrain)
+	long.Finish(answer("", `"key";r=599;t=1`))
+	return st, s, admitNow(t, s, call(ops.GetContact, ""))
+}
+
 // TestAFailureDuringTheKeepersLookIsSentAtOnce: a call's request to the
 // store fails while the keeper's renewal, which carries no share, is on
 // its way. The drain runs from when a request carrying the share came
@@ -537,15 +557,7 @@ func (w *closeOnWrite) Write(p []byte) (int, error) {
 // alone, not a look (probeEvery) later.
 func TestAFailureDuringTheKeepersLookIsSentAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &failsDuringRenewStore{downStore: downStore{refunded: map[string]float64{}}, failed: make(chan struct{})}
-		s := keyAfter(t, st, `"key";r=600;t=0`)
-		s.mu.Lock()
-		s.logger = slog.New(slog.NewTextHandler(&closeOnWrite{c: st.failed}, nil)) // its first line tells of the outage
-		s.mu.Unlock()
-		long := admitNow(t, s, call(ops.GetContact, ""))
-		time.Sleep(3*time.Second - time.Millisecond)
-		long.Finish(answer("", `"key";r=599;t=1`))          // the longest call: the drain
-		running := admitNow(t, s, call(ops.GetContact, "")) // its lease keeps the keeper renewing
+		st, s, running := keyBeforeAnOutage(t)
 		went := make(chan time.Duration, 1)
 		st.mu.Lock()
 		st.during = func() {
@@ -560,9 +572,32 @@ func TestAFailureDuringTheKeepersLookIsSentAtOnce(t *testing.T) {
 			tk.Finish(answer("", ""))
 		}
 		st.mu.Unlock()
-		if waited, want := <-went, 3*time.Second-time.Millisecond; waited != want {
+		if waited, want := <-went, outageDrain; waited != want {
 			t.Errorf("the call went %v after the store failed during the keeper's look, want the drain, %v", waited, want)
 		}
+		running.Finish(answer("", ""))
+		st.setDown(false)
+		time.Sleep(time.Minute) // the keeper sends what the store missed, and ends
+	})
+}
+
+// TestTheKeepersOwnFailureSendsTheShareAtOnce: the first failure of an
+// outage is the keeper's own renewal, which carries no share; it looks
+// again at once, with the share, and a call goes after the drain alone.
+func TestTheKeepersOwnFailureSendsTheShareAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, s, running := keyBeforeAnOutage(t)
+		st.setDown(true)
+		<-st.failed // the keeper's renewal found the outage
+		start := time.Now()
+		tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waited, want := time.Since(start), outageDrain; waited != want {
+			t.Errorf("the call went %v after the keeper's renewal failed, want the drain, %v", waited, want)
+		}
+		tk.Finish(answer("", ""))
 		running.Finish(answer("", ""))
 		st.setDown(false)
 		time.Sleep(time.Minute) // the keeper sends what the store missed, and ends
