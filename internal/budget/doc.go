@@ -263,7 +263,9 @@
 //     TestAQueuedReleaseDoesNotCountAsSent, TestAShareOnItsWayIsNotSent),
 //     and, where the store may not have held the share until then (an
 //     outage began, or the keeper ended in one and the store dropped it),
-//     not before a drain from then (TestAShareSentAfterTheDrainDrainsFromThen,
+//     not before a drain from when one that carried all of it came back
+//     (TestAShareSentAfterTheDrainDrainsFromThen,
+//     TestOnlyARequestCarryingTheShareEndsTheRedrain,
 //     TestAFailureDuringTheKeepersLookIsSentAtOnce,
 //     TestTheKeepersOwnFailureSendsTheShareAtOnce,
 //     TestACallAfterTheKeeperEndedSendsTheShareAgain,

@@ -172,7 +172,7 @@ func (s *State) storeResult(err error, members *budgetstore.Members, byKeeper bo
 			// holds the share only once a request carries it: the drain
 			// runs from then too (reservationDoneLocked).
 			s.drainUntil = now.Add(s.drainLocked(now))
-			s.reservation.redrain = true
+			s.redrainLocked()
 			first = true
 			level, msg = slog.LevelWarn, "bodo: shared budget unreachable, using this process's share of the budget until it is back"
 			s.outageSaid = true

@@ -16,6 +16,13 @@ type reservation struct {
 	heard      int       // its slots
 	heardUntil time.Time // when the store drops it at the latest
 	redrain    bool      // the store may not hold the share (an outage began, or the keeper ended in one): the share goes only after a drain from when a request carrying it came back
+	redrainSeq uint64    // the last one numbered before redrain was set: one numbered after it carries the share
+}
+
+// redrainLocked notes that the store may no longer hold the share: only a
+// request built from now on carries it.
+func (s *State) redrainLocked() {
+	s.reservation.redrain, s.reservation.redrainSeq = true, s.reservation.seq
 }
 
 // reservedLocked is how many slots this process holds outside leases: its
@@ -47,13 +54,14 @@ func (s *State) reservationLocked(now time.Time) budgetstore.Reservation {
 // answered or not: the store has r by now if it had the request at all.
 // When the store may not have held the share until then, the others may
 // have taken it meanwhile: their calls end before this process's go on
-// it.
+// it. A request built before it may not have held the share carries only
+// the calls without a lease, if any: the drain waits for one built since.
 func (s *State) reservationDoneLocked(r budgetstore.Reservation, now time.Time) {
 	if r.Seq <= s.reservation.doneSeq {
 		return
 	}
 	s.reservation.doneSeq, s.reservation.sent = r.Seq, r.Slots
-	if s.reservation.redrain && r.Slots > 0 {
+	if s.reservation.redrain && r.Seq > s.reservation.redrainSeq && r.Slots > 0 {
 		s.reservation.redrain = false
 		s.drainUntil = later(s.drainUntil, now.Add(s.drainLocked(now)))
 	}
@@ -94,6 +102,7 @@ func (s *State) reservingLocked(now time.Time) bool {
 // it no longer hears of the share, and drops it (redrain).
 func (s *State) keeperEndedLocked() {
 	if !s.sharedRetryAt.IsZero() {
-		s.reservation.sent, s.reservation.redrain = 0, true
+		s.reservation.sent = 0
+		s.redrainLocked()
 	}
 }

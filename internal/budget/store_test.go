@@ -917,10 +917,16 @@ func (d *reservationLog) note(r budgetstore.Reservation) {
 // shareSent is how long after since a request first carried a share (a
 // reservation of slots), -1 if none did.
 func (d *reservationLog) shareSent(since time.Time) time.Duration {
+	return d.slotsSent(since, 1)
+}
+
+// slotsSent is how long after since a request first carried a
+// reservation of at least slots, -1 if none did.
+func (d *reservationLog) slotsSent(since time.Time, slots int) time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, r := range d.said {
-		if r.slots > 0 && !r.at.Before(since) {
+		if r.slots >= slots && !r.at.Before(since) {
 			return r.at.Sub(since)
 		}
 	}
@@ -1197,6 +1203,42 @@ func TestAShareSentAfterTheDrainDrainsFromThen(t *testing.T) {
 		st.late.Store(false)
 		tk.Finish(answer("", ""))
 		tk0.Finish(answer("", ""))
+		time.Sleep(time.Minute)
+	})
+}
+
+// TestOnlyARequestCarryingTheShareEndsTheRedrain: a call of an earlier
+// outage, admitted on the share without a lease, is still in flight as the
+// store's replies come late again. The first request of the new outage
+// was built before it and reserves only that call's slot; it comes back
+// first. The call on the share of three slots still waits a drain from
+// when a request carrying all three came back: until then the others may
+// have filled the two the store did not know of.
+func TestOnlyARequestCarryingTheShareEndsTheRedrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &lateStore{}
+		s := keyAfter(t, st, `"key";r=600;t=0`)
+		st.late.Store(true)
+		unleased := admitNow(t, s, call(ops.GetContact, ""))
+		st.late.Store(false)
+		time.Sleep(2 * rejoinWindow)
+		s.mu.Lock()
+		on, slots := s.shareLocked(time.Now()), s.reservedLocked(time.Now())
+		s.mu.Unlock()
+		if on.on || slots != 1 {
+			t.Fatalf("after the rejoin window: on the share %v, %d slots reserved, want off and 1", on.on, slots)
+		}
+		start := time.Now()
+		st.late.Store(true)
+		tk := admitNow(t, s, call(ops.GetContact, ""))
+		went := time.Since(start)
+		sent := st.slotsSent(start, shareOf(6, 2, 0))
+		if back := sent + sharedTimeout; sent < 0 || went < back+minDrain {
+			t.Errorf("the call on the share went %v after the outage began, the share came back to the process %v after (-1: never): want the drain of %v after that", went, back, minDrain)
+		}
+		st.late.Store(false)
+		tk.Finish(answer("", ""))
+		unleased.Finish(answer("", ""))
 		time.Sleep(time.Minute)
 	})
 }
