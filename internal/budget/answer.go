@@ -103,10 +103,11 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 				}
 				if back > 0 {
 					l.give(back)
-					if replay || a == nil && !sent {
-						// A replay, or an attempt that never left, takes no turn of
-						// a level it is not counted on: its turn goes back (the
-						// next refill caps it at the burst).
+					if replay || uncharged {
+						// A replay, a refusal or an attempt that never left
+						// takes no turn of a level it is not counted on: its
+						// turn goes back (the next refill caps it at the
+						// burst).
 						l.pace.take(-back, now)
 					}
 					rel.refund(l, back, replay, now)

@@ -309,7 +309,10 @@
 //     refill allows on top of that (level.lastingRate;
 //     TestASpreadPolicyCountsItsRefill). A retry answered as an idempotent
 //     replay, which the server counted on no write, gives its turn back
-//     (TestAReplayTakesNoTurnOfASpreadLevel).
+//     (TestAReplayTakesNoTurnOfASpreadLevel), and so does a call the server
+//     refused, whatever refused it (TestARefusalTakesNoTurnOfASpreadLevel):
+//     the spread runs at the level's rate, so a turn kept by a call that
+//     took nothing is a take the level allowed and no call gets.
 //   - A level others take from that the server named within its window is
 //     spread too, at what this key has of it per window (what it took
 //     within the window and what is left), a tenth of that at once: what

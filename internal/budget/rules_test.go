@@ -1441,6 +1441,38 @@ func TestAReplayTakesNoTurnOfASpreadLevel(t *testing.T) {
 	})
 }
 
+// TestARefusalTakesNoTurnOfASpreadLevel: a write level that frees in
+// steps spreads its writes, a turn a second. A write refused at its turn
+// took nothing of the level, whatever refused it: an OVERLOADED, or the
+// key. Its turn goes back, so that once the refusal's wait is over the
+// write goes again at once instead of a turn later: under a spread that
+// runs at the level's rate, a turn not given back is a write the level
+// would have let through and never gets.
+func TestARefusalTakesNoTurnOfASpreadLevel(t *testing.T) {
+	for _, refused := range []Answer{
+		refusal(http.StatusTooManyRequests, codeRateLimited, Key, 100*time.Millisecond),
+		refusal(http.StatusServiceUnavailable, codeOverloaded, "", 100*time.Millisecond),
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			s := New()
+			admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+			r := 59
+			for held(s, call(ops.CreateContact, "")) == "" {
+				admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", fmt.Sprintf(`"write";r=%d;t=60`, r)))
+				r--
+			}
+			for held(s, call(ops.CreateContact, "")) != "" {
+				time.Sleep(10 * time.Millisecond)
+			}
+			admitNow(t, s, call(ops.CreateContact, "")).Finish(refused)
+			_, waited := admitAt(t, s, call(ops.CreateContact, ""))
+			if waited > refused.Problem.RetryAfter {
+				t.Errorf("after a write refused %s at its turn, the next waited %v, want the refusal's wait of %v", refused.Problem.Code, waited, refused.Problem.RetryAfter)
+			}
+		})
+	}
+}
+
 // TestASpreadLevelSpreadsWhatIsLeft: a write level that frees in steps
 // and has only 11 left until its oldest write leaves the window (others
 // took the rest) spreads those 11 over that time, a tenth of them at
