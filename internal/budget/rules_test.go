@@ -1414,24 +1414,11 @@ func TestAFreeTheServersWordCountsIsNotFreedAgain(t *testing.T) {
 func TestAReplayTakesNoTurnOfASpreadLevel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
-		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
-		r := 59
-		for held(s, call(ops.CreateContact, "")) == "" {
-			admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", fmt.Sprintf(`"write";r=%d;t=60`, r)))
-			r--
-		}
-		if why := held(s, call(ops.CreateContact, "")); why != ReasonPace {
-			t.Fatalf("the write after %d is held by %q, want the spread's pace", 59-r, why)
-		}
-		turn := func() {
-			for held(s, call(ops.CreateContact, "")) != "" {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
+		r := spreadWrites(t, s)
 		c := call(ops.CreateContact, "")
-		turn()
+		writeTurn(s)
 		admitNow(t, s, c).Unanswered(true, false) // committed, the answer lost
-		turn()
+		writeTurn(s)
 		replay := answer("", fmt.Sprintf(`"write";r=%d;t=60`, r-1))
 		replay.Header.Set("Idempotent-Replayed", "true")
 		admitNow(t, s, c).Finish(replay)
@@ -1450,26 +1437,44 @@ func TestAReplayTakesNoTurnOfASpreadLevel(t *testing.T) {
 // would have let through and never gets.
 func TestARefusalTakesNoTurnOfASpreadLevel(t *testing.T) {
 	for _, refused := range []Answer{
-		refusal(http.StatusTooManyRequests, codeRateLimited, Key, 100*time.Millisecond),
 		refusal(http.StatusServiceUnavailable, codeOverloaded, "", 100*time.Millisecond),
+		refusal(http.StatusTooManyRequests, codeRateLimited, Key, 100*time.Millisecond),
 	} {
-		synctest.Test(t, func(t *testing.T) {
-			s := New()
-			admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
-			r := 59
-			for held(s, call(ops.CreateContact, "")) == "" {
-				admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", fmt.Sprintf(`"write";r=%d;t=60`, r)))
-				r--
-			}
-			for held(s, call(ops.CreateContact, "")) != "" {
-				time.Sleep(10 * time.Millisecond)
-			}
-			admitNow(t, s, call(ops.CreateContact, "")).Finish(refused)
-			_, waited := admitAt(t, s, call(ops.CreateContact, ""))
-			if waited > refused.Problem.RetryAfter {
-				t.Errorf("after a write refused %s at its turn, the next waited %v, want the refusal's wait of %v", refused.Problem.Code, waited, refused.Problem.RetryAfter)
-			}
+		t.Run(refused.Problem.Code, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := New()
+				spreadWrites(t, s)
+				writeTurn(s)
+				admitNow(t, s, call(ops.CreateContact, "")).Finish(refused)
+				if _, waited := admitAt(t, s, call(ops.CreateContact, "")); waited > refused.Problem.RetryAfter {
+					t.Errorf("after a write refused at its turn, the next waited %v, want the refusal's wait of %v", waited, refused.Problem.RetryAfter)
+				}
+			})
 		})
+	}
+}
+
+// spreadWrites has s's write level show that it frees in steps (a t of a
+// window after each write) until its spread holds the next write; it
+// returns what the next write's answer leaves.
+func spreadWrites(t *testing.T, s *State) (r int) {
+	t.Helper()
+	admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+	r = 59
+	for held(s, call(ops.CreateContact, "")) == "" {
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", fmt.Sprintf(`"write";r=%d;t=60`, r)))
+		r--
+	}
+	if why := held(s, call(ops.CreateContact, "")); why != ReasonPace {
+		t.Fatalf("the write after %d is held by %q, want the spread's pace", 59-r, why)
+	}
+	return r
+}
+
+// writeTurn waits until a write may go.
+func writeTurn(s *State) {
+	for held(s, call(ops.CreateContact, "")) != "" {
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
