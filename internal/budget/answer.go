@@ -103,11 +103,12 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 				}
 				if back > 0 {
 					l.give(back)
-					if replay || uncharged {
+					if replay || uncharged && !refusedBy(a, l) {
 						// A replay, a refusal or an attempt that never left
 						// takes no turn of a level it is not counted on: its
 						// turn goes back (the next refill caps it at the
-						// burst).
+						// burst). A refusal by the level itself keeps it:
+						// the level had no room at that turn.
 						l.pace.take(-back, now)
 					}
 					rel.refund(l, back, replay, now)
@@ -239,4 +240,9 @@ func (s *State) Settle(c *Call, name string, amount float64) {
 	l.give(min(amount, max(l.size()-l.tokens, 0)))
 	l.gate.wakeHead()
 	s.refundSharedLocked(c, l, amount, now) // unlocks
+}
+
+// refusedBy reports whether a is a refusal that names l's policy.
+func refusedBy(a *Answer, l *level) bool {
+	return a != nil && a.Problem != nil && a.Problem.Policy != "" && a.Problem.Policy == l.name
 }

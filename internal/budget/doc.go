@@ -309,10 +309,11 @@
 //     refill allows on top of that (level.lastingRate;
 //     TestASpreadPolicyCountsItsRefill). A retry answered as an idempotent
 //     replay, which the server counted on no write, gives its turn back
-//     (TestAReplayTakesNoTurnOfASpreadLevel), and so does a call the server
-//     refused, whatever refused it (TestARefusalTakesNoTurnOfASpreadLevel):
+//     (TestAReplayTakesNoTurnOfASpreadLevel), and so does a call refused by
+//     anything but the level itself (TestARefusalTakesNoTurnOfASpreadLevel):
 //     the spread runs at the level's rate, so a turn kept by a call that
-//     took nothing is a take the level allowed and no call gets.
+//     took nothing is a take the level allowed and no call gets. A refusal
+//     by the level keeps its turn: the level had no room at it.
 //   - A level others take from that the server named within its window is
 //     spread too, at what this key has of it per window (what it took
 //     within the window and what is left), a tenth of that at once: what

@@ -1430,24 +1430,42 @@ func TestAReplayTakesNoTurnOfASpreadLevel(t *testing.T) {
 
 // TestARefusalTakesNoTurnOfASpreadLevel: a write level that frees in
 // steps spreads its writes, a turn a second. A write refused at its turn
-// took nothing of the level, whatever refused it: an OVERLOADED, or the
-// key. Its turn goes back, so that once the refusal's wait is over the
-// write goes again at once instead of a turn later: under a spread that
-// runs at the level's rate, a turn not given back is a write the level
-// would have let through and never gets.
+// by anything but the level itself (an OVERLOADED, the key) took nothing
+// of the level: its turn goes back, so that once the refusal's wait is
+// over the write goes again at once instead of a turn later. Under a
+// spread that runs at the level's rate, a turn not given back is a write
+// the level would have let through and never gets. A refusal by the
+// level keeps the turn: there was no room at it (the retry goes at the
+// level's moment all the same, rule 1).
 func TestARefusalTakesNoTurnOfASpreadLevel(t *testing.T) {
+	const wait = 100 * time.Millisecond
 	for _, refused := range []Answer{
-		refusal(http.StatusServiceUnavailable, codeOverloaded, "", 100*time.Millisecond),
-		refusal(http.StatusTooManyRequests, codeRateLimited, Key, 100*time.Millisecond),
+		refusal(http.StatusServiceUnavailable, codeOverloaded, "", wait),
+		refusal(http.StatusTooManyRequests, codeRateLimited, Key, wait),
+		refusal(http.StatusTooManyRequests, codeRateLimited, Write, wait),
 	} {
-		t.Run(refused.Problem.Code, func(t *testing.T) {
+		name := refused.Problem.Code
+		if refused.Problem.Policy != "" {
+			name += " on " + refused.Problem.Policy
+		}
+		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := New()
 				spreadWrites(t, s)
 				writeTurn(s)
-				admitNow(t, s, call(ops.CreateContact, "")).Finish(refused)
-				if _, waited := admitAt(t, s, call(ops.CreateContact, "")); waited > refused.Problem.RetryAfter {
-					t.Errorf("after a write refused at its turn, the next waited %v, want the refusal's wait of %v", waited, refused.Problem.RetryAfter)
+				tk := admitNow(t, s, call(ops.CreateContact, ""))
+				turns := func() float64 {
+					s.mu.Lock()
+					defer s.mu.Unlock()
+					return s.levels[Write].pace.tokens
+				}
+				before := turns()
+				tk.Finish(refused)
+				if gaveBack, after := turns() > before+0.5, turns(); gaveBack != (refused.Problem.Policy != Write) {
+					t.Errorf("the spread holds %.2f turns after the refusal, %.2f before it", after, before)
+				}
+				if _, waited := admitAt(t, s, call(ops.CreateContact, "")); waited > wait {
+					t.Errorf("after a write refused at its turn, the next waited %v, want the refusal's wait of %v", waited, wait)
 				}
 			})
 		})
