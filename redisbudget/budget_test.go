@@ -440,8 +440,8 @@ func TestAPacedLevelSpreadsTheCallsOfAllProcesses(t *testing.T) {
 // TestAReplayGivesBackItsTurnOfThePace: a release that refunds a paced
 // level with its pace (a replay, which the server counted on no write)
 // gives back the turn of the pace the write took, so the next write of any
-// process goes at once; a refund without the pace (a refused call) does
-// not.
+// process goes at once; a refund without the pace (a call the level
+// itself refused) does not.
 func TestAReplayGivesBackItsTurnOfThePace(t *testing.T) {
 	a, b, k := twoProcesses(t)
 	ctx := context.Background()

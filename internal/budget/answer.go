@@ -103,15 +103,16 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 				}
 				if back > 0 {
 					l.give(back)
-					if replay || uncharged && !refusedBy(a, l) {
-						// A replay, a refusal or an attempt that never left
-						// takes no turn of a level it is not counted on: its
-						// turn goes back (the next refill caps it at the
-						// burst). A refusal by the level itself keeps it:
-						// the level had no room at that turn.
+					// A replay, a refusal or an attempt that never left
+					// takes no turn of a level it is not counted on: its
+					// turn goes back, here and in the store (the next
+					// refill caps it at the burst). A refusal by the level
+					// itself keeps it: the level had no room at that turn.
+					turn := replay || uncharged && !refusedBy(a, l)
+					if turn {
 						l.pace.take(-back, now)
 					}
-					rel.refund(l, back, replay, now)
+					rel.refund(l, back, turn, now)
 				}
 				if used := tk.amount - back; used > 0 {
 					l.log.add(now, t.start, used, l.window)

@@ -310,7 +310,8 @@
 //     TestASpreadPolicyCountsItsRefill). A retry answered as an idempotent
 //     replay, which the server counted on no write, gives its turn back
 //     (TestAReplayTakesNoTurnOfASpreadLevel), and so does a call refused by
-//     anything but the level itself (TestARefusalTakesNoTurnOfASpreadLevel):
+//     anything but the level itself (TestARefusalTakesNoTurnOfASpreadLevel;
+//     with a shared store, in the store, TestARefusalGivesItsTurnBackInTheStoreToo):
 //     the spread runs at the level's rate, so a turn kept by a call that
 //     took nothing is a take the level allowed and no call gets. A refusal
 //     by the level keeps its turn: the level had no room at it.

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bodo-app/bodo-go/budgetstore"
 	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
@@ -1416,9 +1418,9 @@ func TestAReplayTakesNoTurnOfASpreadLevel(t *testing.T) {
 		s := New()
 		r := spreadWrites(t, s)
 		c := call(ops.CreateContact, "")
-		writeTurn(s)
+		writeTurn(t, s)
 		admitNow(t, s, c).Unanswered(true, false) // committed, the answer lost
-		writeTurn(s)
+		writeTurn(t, s)
 		replay := answer("", fmt.Sprintf(`"write";r=%d;t=60`, r-1))
 		replay.Header.Set("Idempotent-Replayed", "true")
 		admitNow(t, s, c).Finish(replay)
@@ -1452,7 +1454,7 @@ func TestARefusalTakesNoTurnOfASpreadLevel(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := New()
 				spreadWrites(t, s)
-				writeTurn(s)
+				writeTurn(t, s)
 				tk := admitNow(t, s, call(ops.CreateContact, ""))
 				turns := func() float64 {
 					s.mu.Lock()
@@ -1472,6 +1474,68 @@ func TestARefusalTakesNoTurnOfASpreadLevel(t *testing.T) {
 	}
 }
 
+// TestARefusalGivesItsTurnBackInTheStoreToo: with a shared store, the
+// release of a write refused by anything but the write level refunds the
+// level with its pace, so that the store gives the turn back to every
+// process; the release of one the level refused refunds no turn.
+func TestARefusalGivesItsTurnBackInTheStoreToo(t *testing.T) {
+	for _, refused := range []Answer{
+		refusal(http.StatusServiceUnavailable, codeOverloaded, "", time.Second),
+		refusal(http.StatusTooManyRequests, codeRateLimited, Write, time.Second),
+	} {
+		t.Run(refused.Problem.Code+" on "+cmp.Or(refused.Problem.Policy, "the key"), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := &refundLogStore{downStore: downStore{refunded: map[string]float64{}}}
+				s := New()
+				s.UseStore(st, "k", nil)
+				admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+				for r := 59; r > 50; r-- {
+					admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", fmt.Sprintf(`"write";r=%d;t=60`, r)))
+				}
+				s.mu.Lock()
+				spreads := s.levels[Write].spreads(time.Now())
+				s.mu.Unlock()
+				if !spreads {
+					t.Fatal("the write level does not spread")
+				}
+				admitNow(t, s, call(ops.CreateContact, "")).Finish(refused)
+				w, ok := st.refundOf(Write)
+				if gaveBack := refused.Problem.Policy != Write; !ok || (w.Pace > 0) != gaveBack {
+					t.Errorf("the release refunded %+v of the write level (found %v), want its turn back: %v", w, ok, gaveBack)
+				}
+				time.Sleep(time.Minute)
+			})
+		})
+	}
+}
+
+// refundLogStore is a downStore that keeps the last refund of each level
+// that a release carried.
+type refundLogStore struct {
+	downStore
+	mu      sync.Mutex
+	refunds map[string]budgetstore.Level
+}
+
+func (d *refundLogStore) Release(ctx context.Context, key string, r budgetstore.Release) error {
+	d.mu.Lock()
+	for _, l := range r.Refund {
+		if d.refunds == nil {
+			d.refunds = map[string]budgetstore.Level{}
+		}
+		d.refunds[l.Name] = l
+	}
+	d.mu.Unlock()
+	return d.downStore.Release(ctx, key, r)
+}
+
+func (d *refundLogStore) refundOf(name string) (budgetstore.Level, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l, ok := d.refunds[name]
+	return l, ok
+}
+
 // spreadWrites has s's write level show that it frees in steps (a t of a
 // window after each write) until its spread holds the next write; it
 // returns what the next write's answer leaves.
@@ -1479,9 +1543,8 @@ func spreadWrites(t *testing.T, s *State) (r int) {
 	t.Helper()
 	admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
 	r = 59
-	for held(s, call(ops.CreateContact, "")) == "" {
+	for ; r >= 0 && held(s, call(ops.CreateContact, "")) == ""; r-- {
 		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", fmt.Sprintf(`"write";r=%d;t=60`, r)))
-		r--
 	}
 	if why := held(s, call(ops.CreateContact, "")); why != ReasonPace {
 		t.Fatalf("the write after %d is held by %q, want the spread's pace", 59-r, why)
@@ -1489,10 +1552,17 @@ func spreadWrites(t *testing.T, s *State) (r int) {
 	return r
 }
 
-// writeTurn waits until a write may go.
-func writeTurn(s *State) {
-	for held(s, call(ops.CreateContact, "")) != "" {
-		time.Sleep(10 * time.Millisecond)
+// writeTurn waits until a write may go, at most a minute.
+func writeTurn(t *testing.T, s *State) {
+	t.Helper()
+	for end := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		why := held(s, call(ops.CreateContact, ""))
+		if why == "" {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("a write is still held by %q after a minute", why)
+		}
 	}
 }
 
