@@ -225,8 +225,8 @@ type Release struct {
 	// Refund is given back: the server did not charge a refused call,
 	// or charged a replay less than the call reserved. A level with a
 	// Pace gives back as much of its pace's turn as well: a replay, or a
-	// call refused by anything but that level, took no turn of a level
-	// it was not counted on.
+	// call refused with a wait for every call of the key, took no turn
+	// of a level it was not counted on.
 	Refund []Level
 	// Left is what the server said is left of each level (RateLimit r).
 	// Less what is still in flight, it caps what the level holds; less

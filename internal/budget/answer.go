@@ -103,12 +103,14 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 				}
 				if back > 0 {
 					l.give(back)
-					// A replay, a refusal or an attempt that never left
-					// takes no turn of a level it is not counted on: its
-					// turn goes back, here and in the store (the next
-					// refill caps it at the burst). A refusal by the level
-					// itself keeps it: the level had no room at that turn.
-					turn := replay || uncharged && !refusedBy(a, l)
+					// A replay, an attempt that never left or a refusal
+					// whose wait holds every call of the key takes no turn
+					// of a level it is not counted on: its turn goes back,
+					// here and in the store (the next refill caps it at
+					// the burst). Any other refusal keeps it: one by the
+					// level says it had no room at that turn, and one that
+					// holds nothing would be retried at once.
+					turn := replay || a == nil && !sent || holdsTheKey(a)
 					if turn {
 						l.pace.take(-back, now)
 					}
@@ -243,7 +245,17 @@ func (s *State) Settle(c *Call, name string, amount float64) {
 	s.refundSharedLocked(c, l, amount, now) // unlocks
 }
 
-// refusedBy reports whether a is a refusal that names l's policy.
-func refusedBy(a *Answer, l *level) bool {
-	return a != nil && a.Problem != nil && a.Problem.Policy != "" && a.Problem.Policy == l.name
+// holdsTheKey reports whether a is a refusal of the API whose wait holds
+// every call of the key (refusedLocked): an OVERLOADED, a lockout, or a
+// refusal naming no level or parallel, with a wait.
+func holdsTheKey(a *Answer) bool {
+	if a == nil || a.Problem == nil {
+		return false
+	}
+	p := a.Problem
+	if p.Code == "" || p.Code == codeQuotaExhausted || !p.Hinted || p.RetryAfter <= 0 ||
+		a.Status != http.StatusTooManyRequests && a.Status != http.StatusServiceUnavailable {
+		return false
+	}
+	return isOverload(a.Status, p) || p.Policy == "" || p.Policy == Parallel || p.Policy == Lockout
 }

@@ -309,12 +309,14 @@
 //     refill allows on top of that (level.lastingRate;
 //     TestASpreadPolicyCountsItsRefill). A retry answered as an idempotent
 //     replay, which the server counted on no write, gives its turn back
-//     (TestAReplayTakesNoTurnOfASpreadLevel), and so does a call refused by
-//     anything but the level itself (TestARefusalTakesNoTurnOfASpreadLevel;
-//     with a shared store, in the store, TestARefusalGivesItsTurnBackInTheStoreToo):
-//     the spread runs at the level's rate, so a turn kept by a call that
-//     took nothing is a take the level allowed and no call gets. A refusal
-//     by the level keeps its turn: the level had no room at it.
+//     (TestAReplayTakesNoTurnOfASpreadLevel), and so does a call refused
+//     with a wait for every call of the key, such as an OVERLOADED
+//     (TestARefusalTakesNoTurnOfASpreadLevel; with a shared store, in the
+//     store, TestARefusalGivesItsTurnBackInTheStoreToo): the spread runs at
+//     the level's rate, so a turn kept by a call that took nothing is a
+//     take the level allowed and no call gets. Any other refusal keeps its
+//     turn: one by the level says it had no room at it, and one whose wait
+//     does not hold the key would be retried at once, again and again.
 //   - A level others take from that the server named within its window is
 //     spread too, at what this key has of it per window (what it took
 //     within the window and what is left), a tenth of that at once: what

@@ -16,6 +16,12 @@ const (
 // further away is held this long, and the first call after asks again.
 const maxHold = 24 * time.Hour
 
+// isOverload reports whether a refusal speaks of the instance, not of a
+// limit: an OVERLOADED, or a 503 of the API not coded RATE_LIMITED.
+func isOverload(status int, p *Problem) bool {
+	return p.Code == codeOverloaded || p.Code != codeRateLimited && status == http.StatusServiceUnavailable
+}
+
 // refusedLocked learns from a refusal of c's attempt admitted at sent. Its
 // wait binds every call it concerns: a lockout, an OVERLOADED, a parallel
 // refusal or a refusal that names no level holds every call of the key,
@@ -35,7 +41,7 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 	if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
 		return
 	}
-	overload := p.Code == codeOverloaded || p.Code != codeRateLimited && status == http.StatusServiceUnavailable
+	overload := isOverload(status, p)
 	kind := rateLimited
 	switch {
 	case overload:

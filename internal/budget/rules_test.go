@@ -1,7 +1,6 @@
 package budget
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -1432,25 +1431,30 @@ func TestAReplayTakesNoTurnOfASpreadLevel(t *testing.T) {
 
 // TestARefusalTakesNoTurnOfASpreadLevel: a write level that frees in
 // steps spreads its writes, a turn a second. A write refused at its turn
-// by anything but the level itself (an OVERLOADED, the key) took nothing
-// of the level: its turn goes back, so that once the refusal's wait is
-// over the write goes again at once instead of a turn later. Under a
+// by an OVERLOADED took nothing of the level, and the OVERLOADED's wait
+// holds every call of the key: its turn goes back, so that once the wait
+// is over the write goes again at once instead of a turn later. Under a
 // spread that runs at the level's rate, a turn not given back is a write
-// the level would have let through and never gets. A refusal by the
-// level keeps the turn: there was no room at it (the retry goes at the
-// level's moment all the same, rule 1).
+// the level would have let through and never gets. Any other refusal
+// keeps the turn: one by the level says there was no room at it (the
+// retry goes at the level's moment all the same, rule 1), and one whose
+// wait holds nothing, or holds only a level the call takes from, would be
+// retried at once, again and again, with the turn given back (a 503 whose
+// body was cut off has no problem at all).
 func TestARefusalTakesNoTurnOfASpreadLevel(t *testing.T) {
 	const wait = 100 * time.Millisecond
-	for _, refused := range []Answer{
-		refusal(http.StatusServiceUnavailable, codeOverloaded, "", wait),
-		refusal(http.StatusTooManyRequests, codeRateLimited, Key, wait),
-		refusal(http.StatusTooManyRequests, codeRateLimited, Write, wait),
+	cutOff := Answer{Status: http.StatusServiceUnavailable, Header: http.Header{}}
+	for _, tc := range []struct {
+		name    string
+		refused Answer
+		back    bool
+	}{
+		{"OVERLOADED", refusal(http.StatusServiceUnavailable, codeOverloaded, "", wait), true},
+		{"RATE_LIMITED on write", refusal(http.StatusTooManyRequests, codeRateLimited, Write, wait), false},
+		{"RATE_LIMITED on key", refusal(http.StatusTooManyRequests, codeRateLimited, Key, wait), false},
+		{"503 without a problem", cutOff, false},
 	} {
-		name := refused.Problem.Code
-		if refused.Problem.Policy != "" {
-			name += " on " + refused.Problem.Policy
-		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := New()
 				spreadWrites(t, s)
@@ -1462,9 +1466,12 @@ func TestARefusalTakesNoTurnOfASpreadLevel(t *testing.T) {
 					return s.levels[Write].pace.tokens
 				}
 				before := turns()
-				tk.Finish(refused)
-				if gaveBack, after := turns() > before+0.5, turns(); gaveBack != (refused.Problem.Policy != Write) {
-					t.Errorf("the spread holds %.2f turns after the refusal, %.2f before it", after, before)
+				tk.Finish(tc.refused)
+				if after := turns(); (after > before+0.5) != tc.back {
+					t.Errorf("the spread holds %.2f turns after the refusal, %.2f before it; want the turn back: %v", after, before, tc.back)
+				}
+				if !tc.back {
+					return
 				}
 				if _, waited := admitAt(t, s, call(ops.CreateContact, "")); waited > wait {
 					t.Errorf("after a write refused at its turn, the next waited %v, want the refusal's wait of %v", waited, wait)
@@ -1475,15 +1482,19 @@ func TestARefusalTakesNoTurnOfASpreadLevel(t *testing.T) {
 }
 
 // TestARefusalGivesItsTurnBackInTheStoreToo: with a shared store, the
-// release of a write refused by anything but the write level refunds the
-// level with its pace, so that the store gives the turn back to every
-// process; the release of one the level refused refunds no turn.
+// release of a write refused with an OVERLOADED refunds the write level
+// with its pace, so that the store gives the turn back to every process;
+// the release of one the level refused refunds no turn.
 func TestARefusalGivesItsTurnBackInTheStoreToo(t *testing.T) {
 	for _, refused := range []Answer{
 		refusal(http.StatusServiceUnavailable, codeOverloaded, "", time.Second),
 		refusal(http.StatusTooManyRequests, codeRateLimited, Write, time.Second),
 	} {
-		t.Run(refused.Problem.Code+" on "+cmp.Or(refused.Problem.Policy, "the key"), func(t *testing.T) {
+		name := refused.Problem.Code
+		if p := refused.Problem.Policy; p != "" {
+			name += " on " + p
+		}
+		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := &refundLogStore{downStore: downStore{refunded: map[string]float64{}}}
 				s := New()
