@@ -89,6 +89,14 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 			}
 			c.sentBefore = c.sentBefore || a != nil || sent
 			c.kept = c.kept || unknown || a != nil && !uncharged
+			// A replay, an attempt that never left or a refusal whose
+			// wait holds every call of the key takes no turn of a level
+			// it is not counted on: its turn goes back, here and in the
+			// store (the next refill caps it at the burst). Any other
+			// refusal keeps it: one by the level says it had no room at
+			// that turn, and one that holds nothing would be retried at
+			// once.
+			turn := replay || a == nil && !sent || holdsTheKey(a)
 			var took []budgetstore.Level
 			for _, tk := range t.taken {
 				l := tk.l
@@ -103,14 +111,6 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 				}
 				if back > 0 {
 					l.give(back)
-					// A replay, an attempt that never left or a refusal
-					// whose wait holds every call of the key takes no turn
-					// of a level it is not counted on: its turn goes back,
-					// here and in the store (the next refill caps it at
-					// the burst). Any other refusal keeps it: one by the
-					// level says it had no room at that turn, and one that
-					// holds nothing would be retried at once.
-					turn := replay || a == nil && !sent || holdsTheKey(a)
 					if turn {
 						l.pace.take(-back, now)
 					}
@@ -253,9 +253,7 @@ func holdsTheKey(a *Answer) bool {
 		return false
 	}
 	p := a.Problem
-	if p.Code == "" || p.Code == codeQuotaExhausted || !p.Hinted || p.RetryAfter <= 0 ||
-		a.Status != http.StatusTooManyRequests && a.Status != http.StatusServiceUnavailable {
-		return false
-	}
-	return isOverload(a.Status, p) || p.Policy == "" || p.Policy == Parallel || p.Policy == Lockout
+	return p.Code != "" && p.Code != codeQuotaExhausted && p.Hinted && p.RetryAfter > 0 &&
+		(a.Status == http.StatusTooManyRequests || a.Status == http.StatusServiceUnavailable) &&
+		!namesALevel(a.Status, p)
 }

@@ -22,6 +22,14 @@ func isOverload(status int, p *Problem) bool {
 	return p.Code == codeOverloaded || p.Code != codeRateLimited && status == http.StatusServiceUnavailable
 }
 
+// namesALevel reports whether an API refusal's wait binds only the calls
+// that take from the level it names: one naming a level other than
+// parallel or the lockout, and not speaking of the instance. Any other
+// refusal of the API holds every call of the key.
+func namesALevel(status int, p *Problem) bool {
+	return !isOverload(status, p) && p.Policy != "" && p.Policy != Parallel && p.Policy != Lockout
+}
+
 // refusedLocked learns from a refusal of c's attempt admitted at sent. Its
 // wait binds every call it concerns: a lockout, an OVERLOADED, a parallel
 // refusal or a refusal that names no level holds every call of the key,
@@ -63,7 +71,7 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 			s.lockedUntil = later(s.lockedUntil, now.Add(min(wait, MaxLockout)))
 			rel.pause(s.lockedUntil)
 		}
-	case !overload && p.Policy != "" && p.Policy != Parallel:
+	case namesALevel(status, p):
 		l = s.refusingLevelLocked(c, p.Policy, now)
 		if l != nil && c.Status && l == s.status.level {
 			l.statusRefusedLocked()
