@@ -144,7 +144,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		overflow, logger := s.bounds.overflowDue, s.logger
 		s.bounds.overflowDue = false
 		s.releaseSharedLocked(rel, mayBeRefused, now) // unlocks
-		s.sayOverflow(overflow, logger)
+		s.logOverflow(overflow, logger)
 	})
 }
 

@@ -27,11 +27,11 @@ const (
 
 // learnedBounds is what a key counts against the bounds on learned levels.
 type learnedBounds struct {
-	policies     int       // learned policies the API does not document
-	partitions   int       // partitions (pk) of them
-	overflowSaid bool      // a policy or partition past a bound was noted
-	overflowDue  bool      // and is still to be logged (sayOverflow)
-	sweptAt      time.Time // when the idle learned levels were last dropped
+	policies      int       // learned policies the API does not document
+	partitions    int       // partitions (pk) of them
+	overflowNoted bool      // a policy or partition past a bound was noted
+	overflowDue   bool      // and is still to be logged (logOverflow)
+	sweptAt       time.Time // when the idle learned levels were last dropped
 }
 
 // The bounds on the waits an answer makes the key's calls sit out. A lockout
@@ -86,8 +86,8 @@ func (s *State) roomLocked(partition bool, now time.Time) bool {
 	if *count < limit {
 		return true
 	}
-	if !s.bounds.overflowSaid {
-		s.bounds.overflowSaid, s.bounds.overflowDue = true, true
+	if !s.bounds.overflowNoted {
+		s.bounds.overflowNoted, s.bounds.overflowDue = true, true
 	}
 	return false
 }
@@ -130,9 +130,9 @@ func (s *State) dropIdleLevelsLocked(now time.Time) {
 	s.order = kept
 }
 
-// sayOverflow logs, once per key, that an answer named more policies or
+// logOverflow logs, once per key, that an answer named more policies or
 // partitions than the key learns; s.mu is not held.
-func (s *State) sayOverflow(due bool, logger *slog.Logger) {
+func (s *State) logOverflow(due bool, logger *slog.Logger) {
 	if !due || logger == nil {
 		return
 	}

@@ -307,11 +307,11 @@ func TestNoHeadOfLineBlocking(t *testing.T) {
 	})
 }
 
-// TestSlowWaitIsSaidOnce: a call still held after SlowAfter is reported
+// TestSlowWaitIsReportedOnce: a call still held after SlowAfter is reported
 // once, with what holds it, how long until it can go (for the calls ahead
 // of it too) and how many wait behind it; a call that gets through sooner
 // is not reported, and neither is one without OnSlow.
-func TestSlowWaitIsSaidOnce(t *testing.T) {
+func TestSlowWaitIsReportedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
 		learn(t, s)
@@ -1301,7 +1301,7 @@ func TestStatusRequestKeepsToAFreshLevel(t *testing.T) {
 		s := New()
 		learn(t, s)
 		s.mu.Lock()
-		s.levels[Write].tokens = 0 // the model believes write drained, and has not heard of it for long
+		s.levels[Write].tokens = 0 // the model believes write drained, and has had no answer on it for long
 		s.mu.Unlock()
 		time.Sleep(StaleAfter)
 		if why := held(s, statusCall()); why != "" {
@@ -1345,12 +1345,12 @@ func TestAStatusPassesOnlyTheStaleLevelsOthersTakeFrom(t *testing.T) {
 	})
 }
 
-// TestStatusCountsWhatLandedAfterIt: a status answer says what was left
-// when the server read it; a call sent beside it that landed first may
+// TestStatusCountsTheCallsAnsweredBeforeIt: a status answer says what was left
+// when the server read it; a call sent beside it that was answered first may
 // have reached the server after it, so its points count as taken. Read
 // without them, a fixed window's last points were taken twice: two 429s
 // and a stall in about one hour in three with 64 agents.
-func TestStatusCountsWhatLandedAfterIt(t *testing.T) {
+func TestStatusCountsTheCallsAnsweredBeforeIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
 		learn(t, s)
@@ -1369,7 +1369,7 @@ func TestStatusCountsWhatLandedAfterIt(t *testing.T) {
 			}
 		}
 		if want := 40 - beside.Cost; got != want {
-			t.Errorf("org level after the status: %g left, want %g (the status's 40 less the %g points that landed after it was sent)", got, want, beside.Cost)
+			t.Errorf("org level after the status: %g left, want %g (the status's 40 less the %g points of the call answered before it)", got, want, beside.Cost)
 		}
 	})
 }
@@ -1472,7 +1472,7 @@ func TestARefusedStatusWaitsLongerForTheNext(t *testing.T) {
 
 // TestAnswersOfABurstAreNotTakenTwice: three calls sent at once are
 // answered in the order the server counted them. Each later answer may not
-// have counted the calls that landed before it (so the careful reading
+// have counted the calls answered before it (so the careful reading
 // takes them off), but the model's own count, which took all three off
 // the first word, says it did: that count is kept while it lies between
 // the two readings. Read carefully alone, the last answer took the first

@@ -19,7 +19,7 @@ type Call struct {
 	// key that the call sits out: a lockout, a wait for every call of the
 	// key, a refusal's wait on a level it takes from, or the shared
 	// store's pause or refusal's wait (budgetstore.Grant.Refusal),
-	// whichever process heard it. A longer one fails the
+	// whichever process was told it. A longer one fails the
 	// attempt at once with a HoldError that wraps ErrHoldTooLong.
 	MaxHold time.Duration
 	// PastLevels lets a budgeted call pass the pace and every level others
@@ -52,7 +52,7 @@ type Call struct {
 	// instead of failing at once.
 	OnHeld     func(reason string) <-chan struct{}
 	heldReason string    // what the call was last held by (OnHeld hears of a change)
-	heldAt     time.Time // when OnHeld last heard of the call
+	heldAt     time.Time // when OnHeld was last called for the call
 	// chargedAt is, for a Status call, what had been charged to each level when
 	// its last attempt was admitted.
 	chargedAt map[*level]float64
@@ -61,7 +61,7 @@ type Call struct {
 	kept         bool   // an earlier attempt that may have reached the server kept its take
 	sentBefore   bool   // an earlier attempt may have reached the server
 	w            waiter
-	slowSaid     bool      // OnSlow has heard of the call
+	slowReported bool      // OnSlow was called for the call
 	reported     *level    // the egress level, when the last answer's RateLimit named it
 	others       sentCount // the State's open less this call, less its sent, at the attempt's admission (othersFrom)
 	takes        []take

@@ -107,8 +107,8 @@
 //     (TestACallWaitsForThisKeysTakeToLeaveALevelOthersTakeFrom).
 //   - Until that refill is measured, over half a window, answers that show
 //     the level freeing nothing beyond this key's own takes for a second or
-//     more give it no refill until one shows it moving, or until it goes
-//     unheard for an eighth of its window. It then frees in steps, and a
+//     more give it no refill until one shows it moving, or until no answer
+//     names it for an eighth of its window. It then frees in steps, and a
 //     call that fits may pass one that waits (level.noRefillUntil;
 //     TestASharedLevelWhoseAnswersShowNoRefillGetsNone).
 //   - A take admitted a window before an answer may have left the server's
@@ -182,8 +182,8 @@
 // flight's last call went (30 s at most). So the refusals of a limiter that
 // let part of the flight through have cut the pace before any more calls
 // go, as long as the flight is as fast as the first call
-// (slowStartDueLocked; TestSlowStartsFlightIsHeardBeforeMoreGo,
-// TestSlowStartsFlightIsHeardThroughTheStore). The key's pace then
+// (slowStartDueLocked; TestSlowStartsFlightIsAnsweredBeforeMoreGo,
+// TestSlowStartsFlightCountsThroughTheStore). The key's pace then
 //
 //   - counts requests, at a rate fixed at the first such refusal: what the
 //     calls cost later does not change what the limiter lets through
@@ -338,7 +338,7 @@
 //     or answers name it. With neither for an eighth of its window (status
 //     answers do not count) it keeps nothing back, since the calls it held
 //     sent nothing that could show the others' next take
-//     (TestAReserveLapsesWhileTheLevelGoesUnheard); then one call goes, and
+//     (TestAReserveLapsesWhileNoAnswerNamesTheLevel); then one call goes, and
 //     the others wait for its answer
 //     (TestAReserveHoldsWhileCallsTakeFromTheLevel).
 //   - While the answers to calls that take from such a level name it, a

@@ -28,7 +28,7 @@ type slowStart struct {
 // it, as many as the cap on calls in flight) is full, while the flight has
 // calls unanswered, up to twice the first call's round trip after its last
 // call went, so that a limiter in front that refused part of the flight is
-// heard before more calls go.
+// answered before more calls go.
 func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
 	until := s.slowStart.until
 	switch {

@@ -138,7 +138,7 @@ func (a *attempt) sleep(ctx context.Context, d time.Duration, now time.Time) err
 		timeout = timer.C
 	}
 	var speak <-chan time.Time
-	if c.OnSlow != nil && !c.slowSaid {
+	if c.OnSlow != nil && !c.slowReported {
 		if a.slow == nil {
 			a.slow = time.NewTimer(a.start.Add(SlowAfter).Sub(now))
 		}
@@ -154,7 +154,7 @@ func (a *attempt) sleep(ctx context.Context, d time.Duration, now time.Time) err
 			// the attempt waited for.
 			speak = nil
 			s.mu.Lock()
-			c.slowSaid = true
+			c.slowReported = true
 			sw := a.slowLocked()
 			s.mu.Unlock()
 			if _, err := safely(PanicLogger, func() (struct{}, error) { c.OnSlow(ctx, sw); return struct{}{}, nil }); err != nil {

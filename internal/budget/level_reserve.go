@@ -25,12 +25,13 @@ type otherTakes struct {
 // their last), and a call sent on the last r would meet the next. Answers
 // that name another level, to calls that take from this one, say nothing
 // of what the others took, and keep the reserve. Nothing is kept back once
-// for reserveUnheard no call that took from the level has been answered
-// (charged) and no answer has named it (RateLimit): the calls it held sent
-// nothing meanwhile, so the others' next take has come or will not, and
-// only a call sent can tell what is left. One goes, and the reserve holds
-// again while it is in flight. A status answer does not count: asked while
-// the key is idle, it would keep the reserve from ever lapsing.
+// for an eighth of the window (reserveLapseWindow) no call that took from
+// the level has been answered (charged) and no answer has named it
+// (RateLimit): the calls it held sent nothing meanwhile, so the others'
+// next take has come or will not, and only a call sent can tell what is
+// left. One goes, and the reserve holds again while it is in flight. A
+// status answer does not count: asked while the key is idle, it would keep
+// the reserve from ever lapsing.
 func (l *level) reserve(now time.Time) float64 {
 	if !l.frees(now) || now.After(l.reserveLapse()) {
 		return 0
@@ -38,12 +39,12 @@ func (l *level) reserve(now time.Time) float64 {
 	return l.others.drops.max(now.Add(-l.window))
 }
 
-// reserveLapse is the last moment the level's reserve holds: reserveUnheard
-// after the last answer to a call that named it or took from it, or after
-// the call that went once it lapsed or on a guess (sent), while that call
-// is in flight.
+// reserveLapse is the last moment the level's reserve holds: an eighth of
+// the window (reserveLapseWindow) after the last answer to a call that
+// named it or took from it, or after the call that went once it lapsed or
+// on a guess (sent), while that call is in flight.
 func (l *level) reserveLapse() time.Time {
-	return later(later(l.others.markAt, l.others.answeredAt), l.others.probeAt).Add(l.window / reserveUnheard)
+	return later(later(l.others.markAt, l.others.answeredAt), l.others.probeAt).Add(l.window / reserveLapseWindow)
 }
 
 // sent notes a call admitted at now that took from the level and reports
@@ -103,10 +104,10 @@ const (
 	maxDropGapBound = 5 * time.Second
 )
 
-// reserveUnheard divides a level's window into how long its reserve holds
-// after the last answer naming it (7.5 s of a minute): under the 10 s
+// reserveLapseWindow divides a level's window into how long its reserve
+// holds after the last answer naming it (7.5 s of a minute): under the 10 s
 // without a call that make a stall.
-const reserveUnheard = 8
+const reserveLapseWindow = 8
 
 // drops are the falls of a level that others take from, each larger than
 // every later one (so the first still in the window is the most since):

@@ -684,7 +684,7 @@ func TestACapHeldByTheShareBindsThePace(t *testing.T) {
 	})
 }
 
-// TestSlowStartsFlightIsHeardBeforeMoreGo: the flight that goes when slow
+// TestSlowStartsFlightIsAnsweredBeforeMoreGo: the flight that goes when slow
 // start's lone call is answered (after 30 ms) is as many calls as the cap;
 // a call after it waits until the flight is answered in full, so that the
 // bare 429s of a limiter in front that refused part of it have cut the
@@ -693,7 +693,7 @@ func TestACapHeldByTheShareBindsThePace(t *testing.T) {
 // first call's round trip at most after the flight's last call went, and a
 // call whose deadline the flight's answers meet waits for them rather than
 // fail at once.
-func TestSlowStartsFlightIsHeardBeforeMoreGo(t *testing.T) {
+func TestSlowStartsFlightIsAnsweredBeforeMoreGo(t *testing.T) {
 	firstAnswer := func(t *testing.T, s *State) {
 		tk := admitNow(t, s, call(ops.GetContact, ""))
 		time.Sleep(30 * time.Millisecond)
@@ -1103,9 +1103,9 @@ func say(s *State, op *ops.Operation, limit string) {
 	s.observeLocked(call(op, ""), http.Header{"Ratelimit": {limit}}, time.Now(), nil, true)
 }
 
-// sayAt gives s each RateLimit line, answering a write, at its offset from
+// answerWritesAt gives s each RateLimit line, answering a write, at its offset from
 // now, in turn.
-func sayAt(s *State, words map[time.Duration]string) {
+func answerWritesAt(s *State, words map[time.Duration]string) {
 	start := time.Now()
 	for _, d := range slices.Sorted(maps.Keys(words)) {
 		time.Sleep(time.Until(start.Add(d)))
@@ -1123,7 +1123,7 @@ func sayAt(s *State, words map[time.Duration]string) {
 func TestASlowFallIsNoBucketsMove(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
-		sayAt(s, map[time.Duration]string{
+		answerWritesAt(s, map[time.Duration]string{
 			0: `"write";r=5;t=60`, 6 * time.Second: `"write";r=4;t=60`, 12 * time.Second: `"write";r=3;t=60`,
 			18 * time.Second: `"write";r=2;t=60`, 24 * time.Second: `"write";r=1;t=60`,
 			30 * time.Second: `"write";r=5;t=54`, // the first takes left the window
@@ -1143,7 +1143,7 @@ func TestASlowFallIsNoBucketsMove(t *testing.T) {
 func TestABucketThatRoseIsReadFromTheRise(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
-		sayAt(s, map[time.Duration]string{
+		answerWritesAt(s, map[time.Duration]string{
 			0: `"write";r=30;t=30`, 20 * time.Second: `"write";r=50;t=10`,
 			21 * time.Second: `"write";r=44;t=16`, 22 * time.Second: `"write";r=38;t=22`,
 		})
@@ -1360,12 +1360,12 @@ func TestASharedLevelWhoseAnswersShowNoRefillGetsNone(t *testing.T) {
 			t.Errorf("%v left of the org 1 s after an answer showed others taking, want the quota's refill (%v and more)", got, want)
 		}
 
-		// Unheard for an eighth of the window, it binds no more: a call
+		// Unnamed for an eighth of the window, it binds no more: a call
 		// too costly for what is left goes then and asks.
 		s = flatOrg(t, 3)
 		tk, d := admitAt(t, s, call(ops.ListContacts, "q=a")) // 7 points
 		if d < 5*time.Second || d > 8*time.Second {
-			t.Errorf("a 7-point call on r=3 of an org unheard since waited %v, want until an eighth of the window after the last answer", d)
+			t.Errorf("a 7-point call on r=3 of an org unnamed since waited %v, want until an eighth of the window after the last answer", d)
 		}
 		tk.Finish(orgAnswer(0))
 	})
@@ -1666,7 +1666,7 @@ func TestALevelOthersTakeFromInChunksKeepsAChunkBack(t *testing.T) {
 		}
 		_, waited := admitAt(t, s, search())
 		if goes := time.Since(took); goes < 7500*time.Millisecond || goes > 15*time.Second {
-			t.Errorf("the search went %v after the other key's take and the last word on the org (waited %v), want 7.5 s to 15 s: once the org has gone unheard for 7.5 s", goes, waited)
+			t.Errorf("the search went %v after the other key's take and the last word on the org (waited %v), want 7.5 s to 15 s: once no answer has named the org for 7.5 s", goes, waited)
 		}
 
 		// 20 s without word on the org, which falls by 79 meanwhile:
@@ -1685,12 +1685,12 @@ func TestALevelOthersTakeFromInChunksKeepsAChunkBack(t *testing.T) {
 	})
 }
 
-// TestAReserveLapsesWhileTheLevelGoesUnheard: what the org keeps back for
+// TestAReserveLapsesWhileNoAnswerNamesTheLevel: what the org keeps back for
 // the other key's next take holds calls while the server names the org,
 // and not once it has gone unnamed for an eighth of its window (7.5 s):
 // the calls it held sent nothing that could show that take. The next
 // answer naming the org brings it back.
-func TestAReserveLapsesWhileTheLevelGoesUnheard(t *testing.T) {
+func TestAReserveLapsesWhileNoAnswerNamesTheLevel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := orgFallen(t)
 		get := func() *Call { return call(ops.GetContact, "") }

@@ -36,7 +36,7 @@ const (
 	// rejoinWindow is how long a process that reached the store again
 	// still keeps to its share as well: the others that were down with it
 	// are back by then (their keepers look every keepEvery), and a store
-	// that came back empty has heard from them again.
+	// that came back empty has had requests from them again.
 	rejoinWindow = sharedRetry + sharedTimeout
 
 	// A release or refund the store did not get is sent again until it
@@ -54,14 +54,14 @@ type store struct {
 	sharedRetryAt time.Time         // when a call may try the store again; zero unless the store failed last
 	logger        *slog.Logger      // where the store's outages and returns and the bounds' overflow are logged
 
-	storeSeq   int                 // counts the stores given (UseStore): leases and pending requests name theirs by it
-	member     string              // this state's name among the key's processes
-	members    budgetstore.Members // what the store said last
-	share      budgetstore.Members // what the fallback shares are worked out from (see shareLocked)
-	drainUntil time.Time           // no budgeted call goes on the local budget before (see storeResult)
-	rejoinedAt time.Time           // when the store came back after it failed (rejoinWindow)
-	outageSaid bool                // the outage was logged, and its end is not yet
-	outagePart float64             // the part of the pooled levels this process takes now (level.parts.outage); 1: all
+	storeSeq     int                 // counts the stores given (UseStore): leases and pending requests name theirs by it
+	member       string              // this state's name among the key's processes
+	members      budgetstore.Members // what the store said last
+	share        budgetstore.Members // what the fallback shares are worked out from (see shareLocked)
+	drainUntil   time.Time           // no budgeted call goes on the local budget before (see storeResult)
+	rejoinedAt   time.Time           // when the store came back after it failed (rejoinWindow)
+	outageLogged bool                // the outage was logged, and its end is not yet
+	outagePart   float64             // the part of the pooled levels this process takes now (level.parts.outage); 1: all
 
 	leases      map[string]leaseRef // the leases of attempts in flight
 	unleased    int                 // budgeted attempts in flight, or whose slots linger, that the store gave no lease
@@ -175,7 +175,7 @@ func (s *State) storeResult(err error, members *budgetstore.Members, byKeeper bo
 			s.redrainLocked()
 			first = true
 			level, msg = slog.LevelWarn, "bodo: shared budget unreachable, using this process's share of the budget until it is back"
-			s.outageSaid = true
+			s.outageLogged = true
 			attrs = append(attrs, slog.String("error", err.Error()), slog.Int("processes", s.share.Processes))
 		}
 		s.sharedRetryAt = now.Add(sharedRetry)
@@ -191,8 +191,8 @@ func (s *State) storeResult(err error, members *budgetstore.Members, byKeeper bo
 	default:
 		if !s.sharedRetryAt.IsZero() {
 			s.rejoinedAt = now
-			if s.outageSaid {
-				msg, s.outageSaid = "bodo: shared budget reachable again", false
+			if s.outageLogged {
+				msg, s.outageLogged = "bodo: shared budget reachable again", false
 			}
 			s.slotGate.wakeHead()
 			s.guardGate.wakeHead()

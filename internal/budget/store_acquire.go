@@ -99,7 +99,7 @@ func (s *State) acquireSharedLocked(c *Call, now time.Time) (string, time.Durati
 	now = time.Now()
 	s.reservationDoneLocked(req.Reservation, now)
 	if err == nil {
-		s.reservationHeardLocked(req.Reservation)
+		s.reservationStoredLocked(req.Reservation)
 	}
 	if err != nil || logErr != nil && grant.Admitted {
 		// The store may have run it: end the lease there.

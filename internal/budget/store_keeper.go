@@ -136,7 +136,7 @@ func (s *State) keepOnce() bool {
 	if r := renew[cur]; r != nil {
 		s.reservationDoneLocked(r.req.Reservation, time.Now())
 		if up[cur] {
-			s.reservationHeardLocked(r.req.Reservation)
+			s.reservationStoredLocked(r.req.Reservation)
 		}
 	}
 	pending := s.pending

@@ -9,14 +9,14 @@ import (
 // reservation is what the store was told of the slots this process holds
 // in flight outside leases (budgetstore.Reservation).
 type reservation struct {
-	seq        uint64    // numbers the reservations sent, from 1
-	doneSeq    uint64    // the latest one whose request came back, answered or not: the store has it if it had the request at all
-	sent       int       // its slots; 0 once the store may have dropped it
-	heardSeq   uint64    // the latest one a request the store answered carried
-	heard      int       // its slots
-	heardUntil time.Time // when the store drops it at the latest
-	redrain    bool      // the store may not hold the share (an outage began, or the keeper ended in one): the share goes only after a drain from when a request carrying it came back
-	redrainSeq uint64    // the last one numbered before redrain was set: one numbered after it carries the share
+	seq         uint64    // numbers the reservations sent, from 1
+	doneSeq     uint64    // the latest one whose request came back, answered or not: the store has it if it had the request at all
+	sent        int       // its slots; 0 once the store may have dropped it
+	storedSeq   uint64    // the latest one a request the store answered carried
+	stored      int       // its slots
+	storedUntil time.Time // when the store drops it at the latest
+	redrain     bool      // the store may not hold the share (an outage began, or the keeper ended in one): the share goes only after a drain from when a request carrying it came back
+	redrainSeq  uint64    // the last one numbered before redrain was set: one numbered after it carries the share
 }
 
 // redrainLocked notes that the store may no longer hold the share: only a
@@ -80,11 +80,11 @@ func (s *State) unsentLocked(share fallbackShare, now time.Time) (*gate, time.Du
 	return &s.slotGate, sharedPoll, ReasonInFlight
 }
 
-// reservationHeardLocked notes that the store had r.
-func (s *State) reservationHeardLocked(r budgetstore.Reservation) {
-	if r.Seq > s.reservation.heardSeq {
-		s.reservation.heardSeq, s.reservation.heard = r.Seq, r.Slots
-		s.reservation.heardUntil = time.Now().Add(r.TTL)
+// reservationStoredLocked notes that the store had r.
+func (s *State) reservationStoredLocked(r budgetstore.Reservation) {
+	if r.Seq > s.reservation.storedSeq {
+		s.reservation.storedSeq, s.reservation.stored = r.Seq, r.Slots
+		s.reservation.storedUntil = time.Now().Add(r.TTL)
 	}
 }
 
@@ -94,7 +94,7 @@ func (s *State) reservationHeardLocked(r budgetstore.Reservation) {
 // on its share with no call leaves the store to drop the share; the next
 // call sends it again (keeperEndedLocked).
 func (s *State) reservingLocked(now time.Time) bool {
-	return s.reservation.heard > 0 && now.Before(s.reservation.heardUntil) ||
+	return s.reservation.stored > 0 && now.Before(s.reservation.storedUntil) ||
 		(s.inflight > 0 || s.waiting > 0) && s.reservedLocked(now) > 0
 }
 

@@ -362,13 +362,13 @@ func TestAnOutageStartsFromTheLastWord(t *testing.T) {
 	})
 }
 
-// TestAnOutageTakesOffTheUnheardRefillOnce: a store that fails, answers
+// TestAnOutageTakesOffTheRefillSinceTheLastAnswerOnce: a store that fails, answers
 // and fails again, with no word on the key between, takes the refill since
 // the last word off the key's part once.
-func TestAnOutageTakesOffTheUnheardRefillOnce(t *testing.T) {
+func TestAnOutageTakesOffTheRefillSinceTheLastAnswerOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := keyAfter(t, &downStore{refunded: map[string]float64{}}, `"key";r=300;t=30`)
-		time.Sleep(10 * time.Second) // 100 points of refill, unheard
+		time.Sleep(10 * time.Second) // 100 points of refill, no answer between
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		now := time.Now()
@@ -786,12 +786,12 @@ func TestTheKeeperAsksAFailedStoreOnceALook(t *testing.T) {
 	})
 }
 
-// TestSlowStartsFlightIsHeardThroughTheStore: with a shared store, calls
+// TestSlowStartsFlightCountsThroughTheStore: with a shared store, calls
 // that asked the store while slow start's flight took calls count in the
 // flight also when the store admits them after it filled, so the calls
 // after it wait for their answers too; and slow start that ended with its
 // call unanswered for SlowStartHold opens no flight when that answer comes.
-func TestSlowStartsFlightIsHeardThroughTheStore(t *testing.T) {
+func TestSlowStartsFlightCountsThroughTheStore(t *testing.T) {
 	t.Run("a flight the store admits after it filled", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := New()
@@ -896,11 +896,11 @@ func TestAKeptReleaseOwesWhatItSaid(t *testing.T) {
 // when it came.
 type reservationLog struct {
 	mu       sync.Mutex
-	said     []reservationSaid
+	said     []storedReservation
 	requests int // every request the store got
 }
 
-type reservationSaid struct {
+type storedReservation struct {
 	at    time.Time
 	slots int
 }
@@ -910,7 +910,7 @@ func (d *reservationLog) note(r budgetstore.Reservation) {
 	defer d.mu.Unlock()
 	d.requests++
 	if r.Seq > 0 {
-		d.said = append(d.said, reservationSaid{time.Now(), r.Slots})
+		d.said = append(d.said, storedReservation{time.Now(), r.Slots})
 	}
 }
 
@@ -941,11 +941,11 @@ func (d *reservationLog) count() int {
 }
 
 // last is the reservation the store got last.
-func (d *reservationLog) last() (reservationSaid, bool) {
+func (d *reservationLog) last() (storedReservation, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.said) == 0 {
-		return reservationSaid{}, false
+		return storedReservation{}, false
 	}
 	return d.said[len(d.said)-1], true
 }
@@ -988,7 +988,7 @@ func TestAProcessOnItsShareReservesItFromTheOthers(t *testing.T) {
 		tk.Finish(answer("", ""))
 		storeBack(&st.downStore)
 		if r, ok := st.last(); !ok || r.slots != 0 {
-			t.Errorf("after the share ended the store last heard %+v", r)
+			t.Errorf("after the share ended the store last had %+v", r)
 		}
 	})
 }
