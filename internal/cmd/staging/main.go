@@ -23,15 +23,23 @@ import (
 	"log"
 	"os"
 	"os/exec"
+	"os/signal"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
 func main() {
 	log.SetFlags(0)
-	if err := run(os.Args[1:], os.Stdout); err != nil {
+	// An interrupt or a SIGTERM (timeout) ends the servers, agents and
+	// Redis it started, which would otherwise go on taking CPU from the
+	// next measurement.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
 		log.Fatal(err)
 	}
 }
@@ -47,7 +55,7 @@ type config struct {
 	keep     string // a directory for each run's raw stats, server log and agents' report; "" keeps none
 }
 
-func run(args []string, out io.Writer) error {
+func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("staging", flag.ContinueOnError)
 	var c config
 	var only string
@@ -74,7 +82,7 @@ func run(args []string, out io.Writer) error {
 		if i < 0 || c.scale <= 0 {
 			return errors.New("-watch-org: needs the foreign-90 variation and a positive -scale")
 		}
-		return watchOrg(context.Background(), c, variations()[i], *watch, out)
+		return watchOrg(ctx, c, variations()[i], *watch, out)
 	}
 	if c.bin == "" {
 		return errors.New("-bin: the directory of the built agents programs (scripts/staging.sh builds them)")
@@ -108,7 +116,6 @@ func run(args []string, out io.Writer) error {
 	fmt.Fprintf(os.Stderr, "%d runs of %v (%.0f contract minutes each), %d at once\n",
 		len(todo), c.duration, c.duration.Minutes()*c.scale, c.parallel)
 
-	ctx := context.Background()
 	sem := make(chan struct{}, max(c.parallel, 1))
 	var wg sync.WaitGroup
 	for i := range todo {

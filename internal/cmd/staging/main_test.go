@@ -16,7 +16,7 @@ func TestKeepMakesItsDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	keep := filepath.Join(t.TempDir(), "runs", "today")
-	err = run([]string{"-staging", self, "-bin", t.TempDir(), "-keep", keep, "-only", "no-such-variation"}, io.Discard)
+	err = run(t.Context(), []string{"-staging", self, "-bin", t.TempDir(), "-keep", keep, "-only", "no-such-variation"}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "no variation") {
 		t.Fatalf("run: %v, want no variation to run", err)
 	}

@@ -28,7 +28,11 @@ func watchOrg(ctx context.Context, c config, v variation, d time.Duration, out i
 		return err
 	}
 	defer func() { cmd.Process.Kill(); <-log.done; cmd.Wait() }()
-	time.Sleep(time.Duration(1.5 * 60 / c.scale * float64(time.Second)))
+	select {
+	case <-time.After(time.Duration(1.5 * 60 / c.scale * float64(time.Second))):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	fmt.Fprintln(out, "seconds\tbody\theader")
 	client := &http.Client{Timeout: watchTimeout}
 	start := time.Now()
@@ -36,7 +40,7 @@ func watchOrg(ctx context.Context, c config, v variation, d time.Duration, out i
 	var last [2]int // the bodies of the two answers before
 	lowest := -1    // the lower of the body and the header of the one before
 	for at := start; time.Since(start) < d; at = later(at.Add(watchEvery), time.Now()) {
-		time.Sleep(time.Until(at))
+		time.Sleep(time.Until(at)) // at most watchEvery: the request after it ends with ctx
 		body, header, err := orgRemaining(ctx, client, url)
 		if errors.Is(err, errRefused) {
 			fmt.Fprintf(out, "%.3f\trefused\n", time.Since(start).Seconds())
