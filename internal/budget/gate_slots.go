@@ -27,8 +27,8 @@ type slowStart struct {
 // answer, once the flight that goes on it (the first calls admitted after
 // it, as many as the cap on calls in flight) is full, while the flight has
 // calls unanswered, up to twice the first call's round trip after its last
-// call went, so that a limiter in front that refused part of the flight is
-// answered before more calls go.
+// call went, so that the refusals of a limiter in front that refused part
+// of the flight are read before more calls go.
 func (s *State) slowStartDueLocked(now time.Time) (time.Duration, bool) {
 	until := s.slowStart.until
 	switch {
