@@ -292,11 +292,11 @@ func WithMaxRetries(n int) ClientOrRequestOption {
 
 // WithMaxRetryWait sets the longest wait the client accepts before a retry
 // (default DefaultMaxRetryWait, 60 s). When the server asks for longer, the
-// call fails at once with the *Error, whose RetryAfter says how long. What
-// the server asks is bounded first as the budget bounds it: a lockout's
-// wait at 5 minutes, the contract's lockout, and any other at an hour, the
-// longest window of a level; a call sits out no more than that, whatever
-// MaxRetryWait allows. It
+// call fails at once with the *Error, whose RetryAfter says how long. So
+// does a call whose answer asks for more than the budget holds the key
+// for, whatever MaxRetryWait allows: 5 minutes for a lockout (the
+// contract's lockout) and an hour for any other wait (the longest window
+// of a level). It
 // bounds the waits the budget holds the key for as well: a lockout, the
 // server's wait for every call of the key, a refusal's wait on a level the
 // call takes from, and a pause or a refusal's wait on a level that another

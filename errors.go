@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -431,20 +433,22 @@ func member[T any](members map[string]json.RawMessage, name string, dst *T) {
 // overflows; a hint this long is refused by every sane MaxRetryWait anyway.
 const maxHint = 24 * time.Hour
 
-// retryAfterMs turns the retryAfterMs member into a duration. A missing,
-// negative, fractional or non-numeric value is no hint.
+// retryAfterMs turns the retryAfterMs member into a duration: any JSON
+// number of milliseconds, a fraction rounded up to the next nanosecond, one
+// past maxHint (however large) maxHint, as parseRetryAfter caps a header. A
+// missing or negative value is no hint.
 func retryAfterMs(n *json.Number) (time.Duration, bool) {
 	if n == nil {
 		return 0, false
 	}
-	ms, err := n.Int64()
-	if err != nil || ms < 0 {
+	ms, err := strconv.ParseFloat(n.String(), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) || math.IsNaN(ms) || ms < 0 {
 		return 0, false
 	}
-	if ms > maxHint.Milliseconds() {
+	if ms > float64(maxHint.Milliseconds()) {
 		return maxHint, true
 	}
-	return time.Duration(ms) * time.Millisecond, true
+	return time.Duration(math.Ceil(ms * float64(time.Millisecond))), true
 }
 
 // redactedRequest returns a shallow copy of r whose Authorization header is

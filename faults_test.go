@@ -319,6 +319,42 @@ func TestFaultsOverSockets(t *testing.T) {
 		}
 	})
 
+	// 101 Switching Protocols hands the connection over instead of an
+	// answer: no attempt reads it, so the server keeping it open holds no
+	// call. A read is retried; a write without a key is not, since the
+	// request left and no answer says what came of it.
+	switching := func(s *rawServer, n int, c *net.TCPConn, req *http.Request) bool {
+		fmt.Fprint(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: bodo\r\nConnection: Upgrade\r\n\r\n")
+		s.pause(10 * time.Second)
+		return false
+	}
+	t.Run("101 to a read", func(t *testing.T) {
+		t.Parallel()
+		srv := newRawServer(t, switching)
+		c, _ := socketClient(t, srv.url, WithMaxRetries(1))
+		start := time.Now()
+		_, err := c.Me(context.Background())
+		within(t, start, 2*time.Second)
+		var re *RetryError
+		if !errors.As(err, &re) || re.Attempts != 2 || !errors.As(err, new(*interimAnswer)) || !strings.Contains(err.Error(), "101") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("101 to a write without a key", func(t *testing.T) {
+		t.Parallel()
+		srv := newRawServer(t, switching)
+		c, _ := socketClient(t, srv.url)
+		start := time.Now()
+		_, err := c.Contacts.Create(context.Background(), ContactCreate{Name: "Ada"}, WithoutIdempotencyKey())
+		within(t, start, time.Second)
+		if !errors.Is(err, ErrOutcomeUnknown) || !errors.As(err, new(*interimAnswer)) {
+			t.Fatalf("err = %v", err)
+		}
+		if _, reqs := srv.counts(); reqs != 1 {
+			t.Errorf("%d requests, want 1", reqs)
+		}
+	})
+
 	// A body that breaks off in other ways: FIN before Content-Length,
 	// malformed chunked encoding, a gzip body that is not gzip (Go's
 	// transport asked for gzip and unpacks it). Each fails the attempt, so
@@ -886,14 +922,10 @@ func TestFaultRetryAfterHints(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			c, mt := mockClient(t)
 			var rec recorder
-			n := 0
-			mt.RegisterResponder("GET", "=~/v1/me", rec.wrap(func(r *http.Request) (*http.Response, error) {
-				if n++; n == 1 {
-					past := time.Now().Add(-24 * time.Hour).UTC().Format(http.TimeFormat)
-					return problemResponder(429, CodeRateLimited, http.Header{"Retry-After": {past}}, nil)(r)
-				}
-				return jsonResponder(200, map[string]any{"keyId": "key_1"})(r)
-			}))
+			past := time.Now().Add(-24 * time.Hour).UTC().Format(http.TimeFormat)
+			mt.RegisterResponder("GET", "=~/v1/me", rec.wrap(firstThen(
+				problemResponder(429, CodeRateLimited, http.Header{"Retry-After": {past}}, nil),
+				jsonResponder(200, map[string]any{"keyId": "key_1"}))))
 			if _, err := c.Me(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -929,6 +961,74 @@ func TestFaultRetryAfterHints(t *testing.T) {
 				// Every hint is capped at maxHint (24 h), so that no
 				// arithmetic on it overflows: the error says 24h, not a year.
 				t.Logf("a year asked, RetryAfter = %v", e.RetryAfter)
+			})
+		})
+	}
+}
+
+// TestFaultRetryAfterLongerThanTheKeyIsHeld: a wait longer than the budget
+// holds the key for (an hour; a lockout's 5 minutes) fails the call at
+// once whatever MaxRetryWait allows, since a retry after the hold would go
+// before the server's wait.
+func TestFaultRetryAfterLongerThanTheKeyIsHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		retryAfter string
+		policy     string
+		wait       time.Duration
+	}{
+		{"two hours", "7200", "key", 2 * time.Hour},
+		{"a lockout of ten minutes", "600", "lockout", 10 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, mt := mockClient(t, WithMaxRetryWait(3*time.Hour))
+				var rec recorder
+				mt.RegisterResponder("GET", "=~/v1/me", rec.wrap(problemResponder(429, CodeRateLimited, http.Header{"Retry-After": {tc.retryAfter}}, map[string]any{"policy": tc.policy})))
+				start := time.Now()
+				_, err := c.Me(context.Background())
+				var e *Error
+				if !errors.As(err, &e) || e.RetryAfter != tc.wait {
+					t.Fatalf("err = %v", err)
+				}
+				if rec.count() != 1 || time.Since(start) != 0 {
+					t.Errorf("%d requests over %v: want one, failing at once", rec.count(), time.Since(start))
+				}
+			})
+		})
+	}
+}
+
+// TestFaultRetryAfterMsAnyNumber: retryAfterMs is honoured in every JSON
+// spelling of a number, and one too large for any wait fails the call at
+// once (24 h, past every sane MaxRetryWait) rather than counting as no
+// hint, which would retry within a second.
+func TestFaultRetryAfterMsAnyNumber(t *testing.T) {
+	for raw, want := range map[string]time.Duration{
+		"3e3": 3 * time.Second, "3000.0": 3 * time.Second, "2999.5": 2999500 * time.Microsecond,
+		"1e15": maxHint, "99999999999999999999": maxHint,
+	} {
+		t.Run(raw, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, mt := mockClient(t)
+				var rec recorder
+				mt.RegisterResponder("GET", "=~/v1/me", rec.wrap(firstThen(
+					problemResponder(429, CodeRateLimited, nil, map[string]any{"policy": "key", "retryAfterMs": json.Number(raw)}),
+					jsonResponder(200, map[string]any{"keyId": "key_1"}))))
+				_, err := c.Me(context.Background())
+				if want > DefaultMaxRetryWait {
+					var e *Error
+					if !errors.As(err, &e) || e.RetryAfter != want || rec.count() != 1 {
+						t.Fatalf("%d requests, err = %v; want one, failing with RetryAfter %v", rec.count(), err, want)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if gap := rec.times[1].Sub(rec.times[0]); gap < want || gap > want+jitterBound(want) {
+					t.Errorf("retried after %v, want %v plus at most %v", gap, want, jitterBound(want))
+				}
 			})
 		})
 	}

@@ -125,6 +125,11 @@ func (c *Client) roundTrip(cl *call, req *http.Request, a Attempt, t *budget.Tic
 // middleware chain.
 func (c *Client) doHTTP(req *http.Request, t *budget.Ticket, st *sendTrace) (*http.Response, error) {
 	resp, err := c.httpClient.Do(req)
+	if err == nil {
+		if err = interim(resp); err != nil { // a middleware never sees a connection handed over
+			resp = nil
+		}
+	}
 	err = st.ownCause(err)
 	if err != nil && st.deferred.Load() {
 		return nil, &deferredError{err: err, wait: st.heldWait, why: st.heldWhy}

@@ -202,7 +202,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 				}
 				hintless++
 			}
-			if heldFor(apiErr) > cl.settings.maxRetryWait {
+			if h := heldFor(apiErr); h > cl.settings.maxRetryWait || apiErr.RetryAfter > h {
 				c.logRefusal(cl, apiErr, attempt, -1)
 				return nil, nil, apiErr
 			}
@@ -268,6 +268,9 @@ func (c *Client) attempt(ctx context.Context, cl *call, at Attempt, t *budget.Ti
 	}
 	resp, err := c.roundTrip(cl, cl.newAttempt(trace.ctx()), at, t, trace)
 	trace.ticket.Store(nil) // the request's context holds the trace, and an error may hold the request
+	if err == nil {
+		err = interim(resp)
+	}
 	if err != nil {
 		switch {
 		case trace.resent.Load():
@@ -347,6 +350,28 @@ func heldTooLong(err error, maxWait time.Duration) *deferredError {
 // call, its answer is lost.
 type cutBody struct{ err error }
 
+// interimAnswer is a 1xx status as the answer to a call: 101 Switching
+// Protocols hands the connection over instead of an answer. The connection
+// is closed unread, and whether the call took effect is not known, as when
+// a connection fails after the request left.
+type interimAnswer struct{ status int }
+
+func (e *interimAnswer) Error() string {
+	return fmt.Sprintf("the server answered %d, which is no final answer", e.status)
+}
+
+// interim closes resp's body and returns an *interimAnswer when resp is a
+// 1xx answer.
+func interim(resp *http.Response) error {
+	if resp.StatusCode >= 200 {
+		return nil
+	}
+	if resp.Body != nil {
+		_ = resp.Body.Close()
+	}
+	return &interimAnswer{resp.StatusCode}
+}
+
 func (e *cutBody) Error() string { return "the body broke off: " + e.err.Error() }
 func (e *cutBody) Unwrap() error { return e.err }
 
@@ -391,10 +416,10 @@ func notSent(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
-// heldFor is how much of e's RetryAfter the call sits out: the bounds the
-// budget holds the key for (budget.MaxLockout for a lockout,
-// budget.MaxServerWait for any other wait), so that a call never waits
-// longer than its key is held, whatever the answer says.
+// heldFor is how much of e's RetryAfter the budget holds the key for:
+// budget.MaxLockout for a lockout, budget.MaxServerWait for any other
+// wait. A call whose answer asks for longer is not retried: it would go
+// before the server's wait.
 func heldFor(e *Error) time.Duration {
 	if e.Code != "" && e.Policy == budget.Lockout {
 		return min(e.RetryAfter, budget.MaxLockout)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -52,7 +53,10 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func TestRetryAfterMs(t *testing.T) {
-	for in, want := range map[string]time.Duration{"40250": 40250 * time.Millisecond, "0": 0, "1e15": -1, "-5": -1, "2.5": -1, "999999999999999": maxHint} {
+	for in, want := range map[string]time.Duration{
+		"40250": 40250 * time.Millisecond, "0": 0, "-0": 0, "-5": -1, "-1e400": -1, "2.5": 2500 * time.Microsecond, "4e4": 40 * time.Second,
+		"1e-7": time.Nanosecond, "1e15": maxHint, "999999999999999": maxHint, "99999999999999999999": maxHint, "1e400": maxHint,
+	} {
 		n := json.Number(in)
 		got, ok := retryAfterMs(&n)
 		if want < 0 && ok || want >= 0 && (!ok || got != want) {
@@ -138,6 +142,18 @@ func (r *recorder) wrap(next httpmock.Responder) httpmock.Responder {
 			r.mu.Unlock()
 		}
 		return resp, err
+	}
+}
+
+// firstThen answers the first request with first and every later one with
+// then.
+func firstThen(first, then httpmock.Responder) httpmock.Responder {
+	var n atomic.Int32
+	return func(r *http.Request) (*http.Response, error) {
+		if n.Add(1) == 1 {
+			return first(r)
+		}
+		return then(r)
 	}
 }
 
@@ -450,13 +466,9 @@ func TestRefusalsAreLoggedAndObserved(t *testing.T) {
 		var events []RetryEvent
 		logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
 		c, mt := mockClient(t, WithLogger(logger), WithOnRetry(func(ev RetryEvent) { events = append(events, ev) }))
-		n := 0
-		mt.RegisterResponder("GET", "=~/v1/contacts", func(r *http.Request) (*http.Response, error) {
-			if n++; n == 1 {
-				return problemResponder(429, CodeRateLimited, http.Header{"Retry-After": {"2"}}, map[string]any{"policy": "key"})(r)
-			}
-			return jsonResponder(200, map[string]any{"data": []any{}, "nextCursor": nil})(r)
-		})
+		mt.RegisterResponder("GET", "=~/v1/contacts", firstThen(
+			problemResponder(429, CodeRateLimited, http.Header{"Retry-After": {"2"}}, map[string]any{"policy": "key"}),
+			jsonResponder(200, map[string]any{"data": []any{}, "nextCursor": nil})))
 		if _, err := c.Contacts.List(context.Background(), nil); err != nil {
 			t.Fatal(err)
 		}
