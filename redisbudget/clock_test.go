@@ -56,10 +56,8 @@ func failover(t *testing.T, rdb *redis.Client, skew time.Duration) {
 // not frozen until the new clock reaches the old one's times.
 func TestFailoverToAClockBehind(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t)
-	rdb := srv.Client(t)
-	b := New(rdb)
-	ctx, k := context.Background(), testKey()
+	b, rdb, k, _ := storeOnRedis(t)
+	ctx := context.Background()
 	if g, err := b.Acquire(ctx, k, acquire("all", time.Minute, key(600))); err != nil || !g.Admitted {
 		t.Fatalf("%+v %v", g, err)
 	}

@@ -26,11 +26,8 @@ import (
 // refilling.
 func TestADamagedValueInRedisFailsNoScript(t *testing.T) {
 	t.Parallel()
-	rs := startRedis(t)
-	rdb := rs.Client(t)
-	b := New(rdb)
-	ctx, k := context.Background(), testKey()
-	p := DefaultPrefix + "{" + k + "}"
+	b, rdb, k, p := storeOnRedis(t)
+	ctx := context.Background()
 	if g, err := b.Acquire(ctx, k, acquire("bad", 50*time.Millisecond, key(1))); err != nil || !g.Admitted {
 		t.Fatalf("%+v %v", g, err)
 	}
@@ -54,6 +51,49 @@ func TestADamagedValueInRedisFailsNoScript(t *testing.T) {
 		if g.Admitted {
 			b.Release(ctx, k, budgetstore.Release{Lease: "lv" + bad, MaxInFlight: 6})
 		}
+	}
+}
+
+// TestADamagedCounterFailsNoScript: a sum the scripts add to (what is in
+// flight of a level, what its log and its ended leases charged, the log's
+// sequence) that holds no number counts as 0: Acquire, Release and Refund
+// still answer, each Acquire takes what it was granted once, and what was
+// in flight leaves the count when its lease ends.
+func TestADamagedCounterFailsNoScript(t *testing.T) {
+	t.Parallel()
+	b, rdb, k, p := storeOnRedis(t)
+	ctx := context.Background()
+	write := budgetstore.Level{Name: "write", Amount: 1, Size: 60, Quota: 60, Window: time.Minute}
+	if g, err := b.Acquire(ctx, k, acquire("a", time.Minute, key(1), write)); err != nil || !g.Admitted {
+		t.Fatalf("%+v %v", g, err)
+	}
+	rdb.HSet(ctx, p+":inflight", "key", "garbage", "write", "nan")
+	rdb.HSet(ctx, p+":lv:write", "ls", "x", "ld", "inf")
+	rdb.HSet(ctx, p+":lv:key", "ld", "y")
+	rdb.Set(ctx, p+":seq", "z", 0)
+	leases := []string{"a"}
+	for i := range 3 {
+		lease := "b" + strconv.Itoa(i)
+		if g, err := b.Acquire(ctx, k, acquire(lease, time.Minute, key(100), write)); err != nil || !g.Admitted {
+			t.Fatalf("Acquire %d with damaged counters: %+v, %v", i, g, err)
+		}
+		leases = append(leases, lease)
+	}
+	if left, err := strconv.ParseFloat(rdb.HGet(ctx, p+":lv:key", "t").Val(), 64); err != nil || left < 299-1e-6 || left > 300 {
+		t.Errorf("the key level holds %v (%v) after 301 of 600 were taken", left, err)
+	}
+	for _, l := range leases {
+		if err := b.Release(ctx, k, budgetstore.Release{Lease: l, RefusalWindow: time.Minute, MaxInFlight: 6}); err != nil {
+			t.Errorf("Release %s: %v", l, err)
+		}
+	}
+	took := write
+	took.Amount = -1
+	if err := b.Refund(ctx, k, []budgetstore.Level{took}); err != nil {
+		t.Errorf("Refund: %v", err)
+	}
+	if n := rdb.HLen(ctx, p+":inflight").Val(); n != 0 {
+		t.Errorf("%d levels still counted in flight after every lease ended: %v", n, rdb.HGetAll(ctx, p+":inflight").Val())
 	}
 }
 
@@ -151,10 +191,8 @@ func TestAStoresExhaustedQuotaIsRefusedAtOnce(t *testing.T) {
 // use does not grow them for ever.
 func TestLevelNamesLeaveNoFieldsBehind(t *testing.T) {
 	t.Parallel()
-	rs := startRedis(t)
-	rdb := rs.Client(t)
-	b := New(rdb)
-	ctx, k := context.Background(), testKey()
+	b, rdb, k, _ := storeOnRedis(t)
+	ctx := context.Background()
 	for i := range 200 {
 		name, lease := "learned-"+strconv.Itoa(i), "l"+strconv.Itoa(i)
 		lv := budgetstore.Level{Name: name, Amount: 1, Rate: 1, Size: 10}
@@ -241,11 +279,8 @@ func TestALeaseKeepsWhatItTookWhileItsCallRuns(t *testing.T) {
 	if b := New(nil, WithLeaseTTL(20*time.Millisecond)); b.leaseTTL != minLeaseTTL {
 		t.Errorf("WithLeaseTTL(20ms) leases for %v, want %v", b.leaseTTL, minLeaseTTL)
 	}
-	rs := startRedis(t)
-	rdb := rs.Client(t)
-	b := New(rdb)
-	ctx, k := context.Background(), testKey()
-	p := DefaultPrefix + "{" + k + "}"
+	b, rdb, k, p := storeOnRedis(t)
+	ctx := context.Background()
 	if g, err := b.Acquire(ctx, k, acquire("long", time.Minute, key(1))); err != nil || !g.Admitted {
 		t.Fatalf("%+v %v", g, err)
 	}

@@ -86,3 +86,12 @@ var testKeySeq atomic.Int64
 func testKey() string {
 	return fmt.Sprintf("test.bodo:%d", testKeySeq.Add(1))
 }
+
+// storeOnRedis is a Budget on a private Redis, with a client straight to
+// that Redis, a key of its own and the prefix of the key's entries there.
+func storeOnRedis(t *testing.T) (b *Budget, rdb *redis.Client, key, prefix string) {
+	t.Helper()
+	rdb = startRedis(t).Client(t)
+	key = testKey()
+	return New(rdb), rdb, key, DefaultPrefix + "{" + key + "}"
+}

@@ -27,6 +27,15 @@ local function num(x, d)
   return v
 end
 
+-- add adds d to field f of hash k and returns the sum; a field that holds
+-- no number counts as 0, where HINCRBYFLOAT would fail the script after
+-- what it had written.
+local function add(k, f, d)
+  local v = num(redis.call('HGET', k, f), 0) + d
+  redis.call('HSET', k, f, tostring(v))
+  return v
+end
+
 local function touch(k)
   redis.call('PEXPIRE', k, keep)
 end
@@ -121,11 +130,13 @@ end
 
 local function log_add(name, amount)
   if amount <= 1e-9 then return end
-  local id = redis.call('INCR', p .. ':seq')
+  local id = num(redis.call('GET', p .. ':seq'), 0) + 1
+  if not (id >= 1 and id < 2^53) then id = 1 end
+  redis.call('SET', p .. ':seq', string.format('%d', id))
   touch(p .. ':seq')
   local k, lk = p .. ':lv:' .. name, p .. ':log:' .. name
   redis.call('ZADD', lk, now, id .. ':' .. tostring(amount))
-  redis.call('HINCRBYFLOAT', k, 'ls', amount)
+  add(k, 'ls', amount)
   touch(lk)
   touch(k)
 end
@@ -140,7 +151,7 @@ local function log_refund(name, amount)
     local d = math.min(amount, a)
     redis.call('ZREM', lk, e[i])
     if a - d > 1e-9 then redis.call('ZADD', lk, e[i + 1], id .. ':' .. tostring(a - d)) end
-    redis.call('HINCRBYFLOAT', k, 'ls', -d)
+    add(k, 'ls', -d)
     amount = amount - d
   end
 end
@@ -263,13 +274,13 @@ local function drop_lease(id, back)
   for i = 1, #marks, 2 do charged_before[marks[i]] = num(marks[i + 1], 0) end
   for i = 1, #d, 2 do
     local name, amount = d[i], num(d[i + 1], 0)
-    if num(redis.call('HINCRBYFLOAT', p .. ':inflight', name, -amount), 0) <= 1e-9 then
+    if add(p .. ':inflight', name, -amount) <= 1e-9 then
       redis.call('HDEL', p .. ':inflight', name) -- nothing in flight: a level's name no longer used leaves no field
     end
     local c = amount - ((back and back[name]) or 0)
     if c > 1e-9 then
       local k = p .. ':lv:' .. name
-      redis.call('HINCRBYFLOAT', k, 'ld', c)
+      add(k, 'ld', c)
       if num(redis.call('HGET', k, 'w'), 0) > 0 then log_add(name, c) end
       charged[name] = c
     end
@@ -481,7 +492,7 @@ if not unbudgeted then
     if l.paced then
       redis.call('HSET', p .. ':lv:' .. l.name, 'pt', tostring(l.paced - l.amount), 'pa', now)
     end
-    redis.call('HINCRBYFLOAT', p .. ':inflight', l.name, l.amount)
+    add(p .. ':inflight', l.name, l.amount)
     redis.call('HSET', p .. ':lease:' .. lease, l.name, tostring(l.amount))
     redis.call('HSET', p .. ':leaseld:' .. lease, l.name, redis.call('HGET', p .. ':lv:' .. l.name, 'ld') or '0')
   end
@@ -626,7 +637,7 @@ for i, l in ipairs(levels_from(2, n)) do
       log_refund(l.name, l.amount)
     else
       local k = p .. ':lv:' .. l.name
-      redis.call('HINCRBYFLOAT', k, 'ld', -l.amount)
+      add(k, 'ld', -l.amount)
       if num(redis.call('HGET', k, 'w'), 0) > 0 then log_add(l.name, -l.amount) end
     end
   end
