@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -266,6 +267,29 @@ func TestPanickingLogHandlerDoesNotWedgeTheKey(t *testing.T) {
 		if err != nil {
 			t.Fatalf("call %d after it: %v (%v)", i, err, time.Since(start))
 		}
+	}
+}
+
+// TestARedisThatHangsHoldsNoCallPastTheStoresDeadline: a Redis that stops
+// answering (stopped, as a network that drops packets would leave it)
+// through a client made as the README shows, whose reads wait 5 s and
+// heed no context: a call still waits on it no longer than the store's
+// deadline (500 ms) and then goes on the process's share.
+func TestARedisThatHangsHoldsNoCallPastTheStoresDeadline(t *testing.T) {
+	t.Parallel()
+	rs := startRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	s := budget.New()
+	s.UseStore(New(rdb), testKey(), nil)
+	ctx := context.Background()
+	admitAnswered(ctx, t, s, ops.GetMe, "")
+	if err := rs.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rs.cmd.Process.Signal(syscall.SIGCONT) })
+	if d := admitAnswered(ctx, t, s, ops.GetMe, ""); d > 2*time.Second {
+		t.Errorf("the call waited %v on a Redis that does not answer", d)
 	}
 }
 

@@ -82,6 +82,25 @@ func New(rdb redis.Scripter, opts ...Option) *Budget {
 
 func (b *Budget) keys(key string) []string { return []string{b.prefix + "{" + key + "}"} }
 
+// run runs script on the key's slot and returns its reply, or ctx's error
+// as soon as ctx ends: go-redis waits for a reply until its ReadTimeout (5 s
+// by default, or for good) unless the client was made with
+// ContextTimeoutEnabled, and no call may wait on Redis past the deadline
+// the budget gives. A script cut off so may still have run: the budget
+// takes that for a failed request, as it takes a timeout.
+func (b *Budget) run(ctx context.Context, script *redis.Script, key string, args []any) *redis.Cmd {
+	done := make(chan *redis.Cmd, 1)
+	go func() { done <- script.Run(ctx, b.rdb, b.keys(key), args...) }()
+	select {
+	case cmd := <-done:
+		return cmd
+	case <-ctx.Done():
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(context.Cause(ctx))
+		return cmd
+	}
+}
+
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
 func levelArgs(args []any, levels []budgetstore.Level) []any {
@@ -109,7 +128,7 @@ func (b *Budget) Acquire(ctx context.Context, key string, req budgetstore.Acquir
 		req.RefusalLimit, ms(req.RefusalWindow), unbudgeted, req.Process, ms(req.ProcessTTL)}
 	args = reservationArgs(args, req.Reservation)
 	args = levelArgs(args, req.Levels)
-	res, err := acquireScript.Run(ctx, b.rdb, b.keys(key), args...).Slice()
+	res, err := b.run(ctx, acquireScript, key, args).Slice()
 	if err != nil {
 		return budgetstore.Grant{}, fmt.Errorf("redisbudget: acquire: %w", err)
 	}
@@ -180,7 +199,7 @@ func (b *Budget) Renew(ctx context.Context, key string, req budgetstore.Renew) (
 	for _, l := range req.Leases {
 		args = append(args, l)
 	}
-	res, err := renewScript.Run(ctx, b.rdb, b.keys(key), args...).Slice()
+	res, err := b.run(ctx, renewScript, key, args).Slice()
 	if err != nil {
 		return budgetstore.Members{}, fmt.Errorf("redisbudget: renew: %w", err)
 	}
@@ -216,7 +235,7 @@ func (b *Budget) Release(ctx context.Context, key string, rel budgetstore.Releas
 	args = levelArgs(args, rel.Refund)
 	args = levelArgs(args, rel.Left)
 	args = levelArgs(args, rel.Owe)
-	if err := releaseScript.Run(ctx, b.rdb, b.keys(key), args...).Err(); err != nil {
+	if err := b.run(ctx, releaseScript, key, args).Err(); err != nil {
 		return fmt.Errorf("redisbudget: release: %w", err)
 	}
 	return nil
@@ -234,7 +253,7 @@ func (b *Budget) Refund(ctx context.Context, key string, levels []budgetstore.Le
 	for _, l := range levels {
 		args = append(args, l.ID)
 	}
-	if err := refundScript.Run(ctx, b.rdb, b.keys(key), args...).Err(); err != nil {
+	if err := b.run(ctx, refundScript, key, args).Err(); err != nil {
 		return fmt.Errorf("redisbudget: refund: %w", err)
 	}
 	return nil
