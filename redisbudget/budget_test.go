@@ -96,6 +96,34 @@ func TestInFlightLeasesExpire(t *testing.T) {
 	}
 }
 
+// TestALeaseLastsAtMostADay: a lease time over a day, set with
+// WithLeaseTTL or asked by the client, is a day, as long as the scripts
+// keep a lease's amounts: a lease that outlived them would leave what it
+// took counted in flight for good.
+func TestALeaseLastsAtMostADay(t *testing.T) {
+	t.Parallel()
+	rs := startRedis(t)
+	rdb := rs.Client(t)
+	ctx, k := context.Background(), testKey()
+	for i, b := range []*Budget{New(rdb, WithLeaseTTL(48*time.Hour)), New(rdb)} {
+		lease := fmt.Sprint("long", i)
+		if g, err := b.Acquire(ctx, k, acquire(lease, 48*time.Hour, key(1))); err != nil || !g.Admitted {
+			t.Fatalf("%+v %v", g, err)
+		}
+		now, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends := time.UnixMilli(int64(rdb.ZScore(ctx, DefaultPrefix+"{"+k+"}:leases", lease).Val()))
+		if d := ends.Sub(now); d > maxLeaseTTL {
+			t.Errorf("lease %s ends in %v; the longest is %v", lease, d, maxLeaseTTL)
+		}
+	}
+	if !strings.Contains(luaPrelude, fmt.Sprintf("local keep = %d\n", maxLeaseTTL.Milliseconds())) {
+		t.Error("the scripts keep a lease's amounts for another time than maxLeaseTTL")
+	}
+}
+
 // TestAReservationHoldsItsSlotsFromTheOthers: the slots a process holds
 // outside leases (budgetstore.Reservation) count in flight for every other
 // process's Acquire, and of them its own calls for its own; of its

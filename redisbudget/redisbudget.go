@@ -57,7 +57,8 @@ func WithPrefix(prefix string) Option { return func(b *Budget) { b.prefix = pref
 // client renews the leases of calls still running every third of it (and
 // at least every 500 ms), so a call may last longer. A d under minLeaseTTL
 // counts as minLeaseTTL: a shorter lease could lapse between renewals
-// while its call runs.
+// while its call runs. A d over maxLeaseTTL counts as maxLeaseTTL, as does
+// a longer lease the client asks for.
 func WithLeaseTTL(d time.Duration) Option {
 	return func(b *Budget) {
 		if d > 0 {
@@ -67,8 +68,23 @@ func WithLeaseTTL(d time.Duration) Option {
 	}
 }
 
-// minLeaseTTL is the shortest lease WithLeaseTTL sets.
-const minLeaseTTL = time.Second
+// minLeaseTTL is the shortest lease WithLeaseTTL sets; maxLeaseTTL is the
+// longest lease, a day, as long as the lease's amounts live in Redis
+// unused (keep in the scripts): a lease that outlived them would leave
+// what it took counted in flight for good.
+const (
+	minLeaseTTL = time.Second
+	maxLeaseTTL = 24 * time.Hour
+)
+
+// leaseTTLOf is the lease time of a call: the client's (asked), unless
+// WithLeaseTTL set one, at most maxLeaseTTL.
+func (b *Budget) leaseTTLOf(asked time.Duration) time.Duration {
+	if b.leaseTTL > 0 {
+		asked = b.leaseTTL
+	}
+	return min(asked, maxLeaseTTL)
+}
 
 // New returns a budget stored through rdb: a *redis.Client, a
 // *redis.ClusterClient or a *redis.Ring.
@@ -120,10 +136,7 @@ func (b *Budget) Acquire(ctx context.Context, key string, req budgetstore.Acquir
 	if req.Unbudgeted {
 		unbudgeted = 1
 	}
-	ttl := req.LeaseTTL
-	if b.leaseTTL > 0 {
-		ttl = b.leaseTTL
-	}
+	ttl := b.leaseTTLOf(req.LeaseTTL)
 	args := []any{req.Lease, ms(ttl), num(req.Cost), num(req.KeyRate), req.MaxInFlight,
 		req.RefusalLimit, ms(req.RefusalWindow), unbudgeted, req.Process, ms(req.ProcessTTL)}
 	args = reservationArgs(args, req.Reservation)
@@ -189,10 +202,7 @@ func members(n, rank any) budgetstore.Members {
 
 // Renew implements budgetstore.Store.
 func (b *Budget) Renew(ctx context.Context, key string, req budgetstore.Renew) (budgetstore.Members, error) {
-	ttl := req.LeaseTTL
-	if b.leaseTTL > 0 {
-		ttl = b.leaseTTL
-	}
+	ttl := b.leaseTTLOf(req.LeaseTTL)
 	args := make([]any, 0, 7+len(req.Leases))
 	args = append(args, req.Process, ms(req.ProcessTTL), ms(ttl))
 	args = reservationArgs(args, req.Reservation)
