@@ -64,8 +64,18 @@ func (t *telemetry) attempt(req *http.Request, next bodo.MiddlewareNext) (*http.
 	t.propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	inFlight := metric.WithAttributes(semconv.ServerAddress(host))
 	t.inFlight.Add(ctx, 1, inFlight)
+	returned := false
+	defer func() {
+		if !returned { // next panicked: the span and the count in flight end with it
+			t.inFlight.Add(ctx, -1, inFlight)
+			span.SetAttributes(semconv.ErrorTypeKey.String("panic"))
+			span.SetStatus(codes.Error, "panic")
+			span.End()
+		}
+	}()
 	start := time.Now()
 	resp, err := next(req)
+	returned = true
 	elapsed := time.Since(start)
 	t.inFlight.Add(ctx, -1, inFlight)
 

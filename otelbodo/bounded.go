@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/url"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/bodo-app/bodo-go"
 )
@@ -62,12 +64,19 @@ func unitValue(u string) string {
 	return otherValue
 }
 
-// spanValue is v cut to maxSpanValue bytes.
+// spanValue is v cut to at most maxSpanValue bytes, at the start of a
+// character, with every byte that is no UTF-8 replaced by U+FFFD: OTLP
+// carries attributes as protobuf strings, and an exporter drops the whole
+// batch that holds one that is not UTF-8.
 func spanValue(v string) string {
 	if len(v) > maxSpanValue {
-		return v[:maxSpanValue]
+		n := maxSpanValue
+		for n > maxSpanValue-utf8.UTFMax && !utf8.RuneStart(v[n]) {
+			n--
+		}
+		v = v[:n]
 	}
-	return v
+	return strings.ToValidUTF8(v, "\uFFFD")
 }
 
 // redactedErr is err as a span records it: a *url.Error of net/http names

@@ -15,10 +15,12 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bodo-app/bodo-go"
 	"github.com/bodo-app/bodo-go/bodotest"
 	"github.com/bodo-app/bodo-go/otelbodo"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	om "go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/metric"
@@ -339,4 +341,69 @@ func TestAHeldSpanKeepsServerStringsShort(t *testing.T) {
 			t.Errorf("%d calls refused locally: %d held spans carry %d MiB of server strings (%d KiB each)", calls, held, bytes>>20, bytes/held>>10)
 		}
 	})
+}
+
+// TestServerStringsOnSpansAreUTF8: a refusal whose policy the span must
+// cut (over 256 bytes) in the middle of a character still gives every
+// attribute and status of every span as UTF-8, which OTLP needs to export
+// the batch at all.
+func TestServerStringsOnSpansAreUTF8(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		policy := "x" + strings.Repeat("ü", 200)
+		hostile := rt(func(r *http.Request) (*http.Response, error) {
+			body := fmt.Sprintf(`{"type":"about:blank","status":429,"code":"QUOTA_EXHAUSTED","policy":%q,"resetsAt":%q}`,
+				policy, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+			h := http.Header{"Content-Type": {"application/problem+json"}}
+			return &http.Response{StatusCode: 429, Header: h, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+		})
+		r := newRecorded()
+		c := newC(t, fmt.Sprintf("https://held%d.example.test", heldHosts.Add(1)), bodotest.APIKey, hostile, otelbodo.WithTracerProvider(r.tp))
+		for range 2 { // the second is refused locally: a held span
+			_, _ = c.Me(context.Background())
+		}
+		cut := false
+		for _, sp := range r.spans.Ended() {
+			values := []string{sp.Status().Description}
+			for _, kv := range sp.Attributes() {
+				values = append(values, kv.Value.Emit())
+			}
+			for _, ev := range sp.Events() {
+				for _, kv := range ev.Attributes {
+					values = append(values, kv.Value.Emit())
+				}
+			}
+			for _, v := range values {
+				if !utf8.ValidString(v) {
+					t.Errorf("span %s carries %q, which is not UTF-8", sp.Name(), v[max(len(v)-8, 0):])
+				}
+				cut = cut || strings.HasPrefix(v, "xü") && len(v) <= 256
+			}
+		}
+		if !cut {
+			t.Error("no span carries the policy, cut to 256 bytes")
+		}
+	})
+}
+
+// TestAPanickingTransportEndsTheSpan: a transport that panics (recovered
+// by the caller) ends the attempt's span as failed and leaves nothing
+// counted in flight.
+func TestAPanickingTransportEndsTheSpan(t *testing.T) {
+	panicking := rt(func(*http.Request) (*http.Response, error) { panic("the transport failed") })
+	r := newRecorded()
+	c := newC(t, "https://panic.example.test", bodotest.APIKey, panicking,
+		otelbodo.WithTracerProvider(r.tp), otelbodo.WithMeterProvider(r.mp))
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = c.Me(context.Background(), bodo.WithMaxRetries(0))
+	}()
+	if started, ended := len(r.spans.Started()), len(r.spans.Ended()); started != 1 || ended != 1 {
+		t.Errorf("%d spans started, %d ended; want one of each", started, ended)
+	} else if sp := r.spans.Ended()[0]; sp.Status().Code != codes.Error {
+		t.Errorf("the span's status is %v, want an error", sp.Status())
+	}
+	all := func(map[attribute.Key]attribute.Value) bool { return true }
+	if n := sumWhere(t, metricByName(t, r.collect(t), otelbodo.MetricInFlight), all); n != 0 {
+		t.Errorf("%d in flight after the call ended", n)
+	}
 }
