@@ -422,9 +422,9 @@ type InvoiceCreate struct {
 	// The ISO 4217 code, three capital letters, e.g. `EUR`.
 	Currency string `json:"currency"`
 
-	// The status to create it in: `draft` (the default) or `open`. A draft cannot
-	// be paid and this API has no operation that opens it: create an invoice
-	// `open` to pay it.
+	// The status to create it in: `draft` or `open`. Without it the server
+	// chooses, and the API names no default: give it. A draft cannot be paid and
+	// this API has no operation that opens it: create an invoice `open` to pay it.
 	Status Opt[InvoiceStatus] `json:"status,omitzero"`
 }
 
@@ -444,10 +444,9 @@ type InvoiceRefund struct {
 	Amount Opt[int64] `json:"amount,omitzero"`
 }
 
-// InvoiceStatus is where an invoice stands: draft (the default of a new
-// invoice; it cannot be paid), open (can be paid), paid (can be refunded; a
-// partial refund leaves it paid, with amountRefunded grown), refunded
-// (refunded in full) or void.
+// InvoiceStatus is where an invoice stands: draft (cannot be paid), open (can
+// be paid), paid (can be refunded; a partial refund leaves it paid, with
+// amountRefunded grown), refunded (refunded in full) or void.
 type InvoiceStatus string
 
 // Me is the calling API key, the principal it acts for and its organisation.

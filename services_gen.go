@@ -389,8 +389,9 @@ func (s *InvoicesService) All(ctx context.Context, params *ListInvoicesParams, o
 
 // Create calls createInvoice (POST /v1/invoices, 5 points): create an invoice.
 //
-// A new invoice is a `draft` unless it is created with `status: open`; only an
-// open invoice can be paid, and no operation opens a draft.
+// Give `status`: without it the server chooses, and the API names no default
+// (bodotest creates a `draft`). Only an open invoice can be paid, and no
+// operation opens a draft.
 func (s *InvoicesService) Create(ctx context.Context, body InvoiceCreate, opts ...RequestOption) (*Invoice, error) {
 	build := func(server string) (*http.Request, error) {
 		return newRequest(http.MethodPost, server+"v1/invoices", nil, body)

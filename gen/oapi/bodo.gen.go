@@ -413,7 +413,7 @@ type InvoiceCreate struct {
 	// Currency The ISO 4217 code, three capital letters, e.g. `EUR`.
 	Currency string `json:"currency"`
 
-	// Status The status to create it in: `draft` (the default) or `open`. A draft cannot be paid and this API has no operation that opens it: create an invoice `open` to pay it.
+	// Status The status to create it in: `draft` or `open`. Without it the server chooses, and the API names no default: give it. A draft cannot be paid and this API has no operation that opens it: create an invoice `open` to pay it.
 	Status *InvoiceStatus `json:"status,omitempty"`
 }
 
@@ -432,7 +432,7 @@ type InvoiceRefund struct {
 	Amount *int64 `json:"amount,omitempty"`
 }
 
-// InvoiceStatus Where an invoice stands: draft (the default of a new invoice; it cannot be paid), open (can be paid), paid (can be refunded; a partial refund leaves it paid, with amountRefunded grown), refunded (refunded in full) or void.
+// InvoiceStatus Where an invoice stands: draft (cannot be paid), open (can be paid), paid (can be refunded; a partial refund leaves it paid, with amountRefunded grown), refunded (refunded in full) or void.
 type InvoiceStatus string
 
 // Me The calling API key, the principal it acts for and its organisation.
@@ -611,7 +611,7 @@ type IfNoneMatch = string
 // InvoiceId defines model for InvoiceId.
 type InvoiceId = string
 
-// InvoiceStatusFilter Where an invoice stands: draft (the default of a new invoice; it cannot be paid), open (can be paid), paid (can be refunded; a partial refund leaves it paid, with amountRefunded grown), refunded (refunded in full) or void.
+// InvoiceStatusFilter Where an invoice stands: draft (cannot be paid), open (can be paid), paid (can be refunded; a partial refund leaves it paid, with amountRefunded grown), refunded (refunded in full) or void.
 type InvoiceStatusFilter = InvoiceStatus
 
 // Limit defines model for Limit.
@@ -955,7 +955,7 @@ type ClientInterface interface {
 
 	// CreateInvoiceWithBody Create an invoice
 	//
-	// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
+	// Give `status`: without it the server chooses, and the API names no default (bodotest creates a `draft`). Only an open invoice can be paid, and no operation opens a draft.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -964,7 +964,7 @@ type ClientInterface interface {
 
 	// CreateInvoice Create an invoice
 	//
-	// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
+	// Give `status`: without it the server chooses, and the API names no default (bodotest creates a `draft`). Only an open invoice can be paid, and no operation opens a draft.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1276,7 +1276,7 @@ func (c *Client) ListInvoices(ctx context.Context, params *ListInvoicesParams, r
 
 // CreateInvoiceWithBody Create an invoice
 //
-// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
+// Give `status`: without it the server chooses, and the API names no default (bodotest creates a `draft`). Only an open invoice can be paid, and no operation opens a draft.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1295,7 +1295,7 @@ func (c *Client) CreateInvoiceWithBody(ctx context.Context, params *CreateInvoic
 
 // CreateInvoice Create an invoice
 //
-// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
+// Give `status`: without it the server chooses, and the API names no default (bodotest creates a `draft`). Only an open invoice can be paid, and no operation opens a draft.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2550,7 +2550,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateInvoiceWithBodyWithResponse Create an invoice
 	//
-	// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
+	// Give `status`: without it the server chooses, and the API names no default (bodotest creates a `draft`). Only an open invoice can be paid, and no operation opens a draft.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2559,7 +2559,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateInvoiceWithResponse Create an invoice
 	//
-	// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
+	// Give `status`: without it the server chooses, and the API names no default (bodotest creates a `draft`). Only an open invoice can be paid, and no operation opens a draft.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6240,7 +6240,7 @@ func (c *ClientWithResponses) ListInvoicesWithResponse(ctx context.Context, para
 
 // CreateInvoiceWithBodyWithResponse Create an invoice
 //
-// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
+// Give `status`: without it the server chooses, and the API names no default (bodotest creates a `draft`). Only an open invoice can be paid, and no operation opens a draft.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6255,7 +6255,7 @@ func (c *ClientWithResponses) CreateInvoiceWithBodyWithResponse(ctx context.Cont
 
 // CreateInvoiceWithResponse Create an invoice
 //
-// A new invoice is a `draft` unless it is created with `status: open`; only an open invoice can be paid, and no operation opens a draft.
+// Give `status`: without it the server chooses, and the API names no default (bodotest creates a `draft`). Only an open invoice can be paid, and no operation opens a draft.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
