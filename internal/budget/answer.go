@@ -133,6 +133,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 		if a != nil {
 			if !s.slowStart.learned {
 				s.openFlightLocked(t.start, now)
+				s.slotGate.wakeHead() // also when no budgeted call ended: the flight may go
 			}
 			s.observeLocked(c, a.Header, now, rel, !uncharged)
 			if a.Problem != nil {

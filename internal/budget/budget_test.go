@@ -261,8 +261,15 @@ func learn(t *testing.T, s *State) {
 // admitLater admits c in a goroutine of wg and finishes it with a plain
 // answer; it returns once that goroutine is admitted or held.
 func admitLater(t *testing.T, s *State, wg *sync.WaitGroup, c *Call) {
+	goLater(t, s, wg, c, new(time.Duration))
+}
+
+// goLater is admitLater that sets *went to how long c waited.
+func goLater(t *testing.T, s *State, wg *sync.WaitGroup, c *Call, went *time.Duration) {
+	start := time.Now()
 	wg.Go(func() {
 		tk, _, err := s.Admit(context.Background(), c)
+		*went = time.Since(start)
 		if err != nil {
 			t.Error(err)
 			return

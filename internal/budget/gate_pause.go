@@ -4,14 +4,15 @@ import "time"
 
 // pauseLocked holds every call while the key is locked out, and a budgeted
 // call while the server's wait for every call of the key runs (heldUntil):
-// the later of the two, and behind the calls that wait for it already.
+// the later of the two, and a budgeted call behind the calls that wait
+// for it already.
 func (s *State) pauseLocked(c *Call, now time.Time) (*gate, time.Duration, string) {
 	pausedUntil := s.lockedUntil
 	why := ReasonLockout
 	if c.Budgeted && s.heldUntil.After(pausedUntil) {
 		pausedUntil, why = s.heldUntil, ReasonServer
 	}
-	if now.Before(pausedUntil) || s.pauseGate.ahead(&c.w) {
+	if now.Before(pausedUntil) || c.Budgeted && s.pauseGate.ahead(&c.w) {
 		return &s.pauseGate, max(pausedUntil.Sub(now), 0), why
 	}
 	return nil, 0, ""

@@ -83,7 +83,7 @@ func (s *State) slotLocked(w *waiter, share fallbackShare, now time.Time) (*gate
 		return g, d, why
 	}
 	if s.inflight >= limit || s.slotGate.ahead(w) {
-		return &s.slotGate, forever, ReasonInFlight
+		return &s.slotGate, s.pace.untilStep(now), ReasonInFlight // until a call ends or a cut cap steps up
 	}
 	return nil, 0, ""
 }

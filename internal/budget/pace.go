@@ -276,11 +276,16 @@ func (p *pace) wait(amount, rate float64, now time.Time) time.Duration {
 		return 0
 	}
 	p.boundAt = now
-	d := durationOf(deficit / (p.now() * rate))
-	if p.share < p.top(now) {
-		d = min(d, p.changeAt.Add(p.quiet).Sub(now))
+	return min(durationOf(deficit/(p.now()*rate)), p.untilStep(now))
+}
+
+// untilStep is how long until the share's next step up; forever at its
+// top.
+func (p *pace) untilStep(now time.Time) time.Duration {
+	if p.share >= p.top(now) || p.changeAt.IsZero() {
+		return forever
 	}
-	return d
+	return p.changeAt.Add(p.quiet).Sub(now)
 }
 
 // take takes amount of an admitted call.
