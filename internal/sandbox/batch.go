@@ -107,21 +107,28 @@ func parseBatch(body []byte) ([]batchPart, []fieldError, error) {
 }
 
 // batchDemand is the sum of the parts: each part's cost from the ops table,
-// 1 for a part that will replay or that has no route; every part an
-// enforced extra policy covers is charged to it as a call of its own.
+// 1 for a part that has no route (as runPart finds it) or whose
+// Idempotency-Key a request before it used, in the batch or earlier, which
+// replays it or is refused; every part an enforced extra policy covers is
+// charged to it as a call of its own.
 func (s *Server) batchDemand(k *apiKey, now time.Time, parts []batchPart) demand {
 	var d demand
+	keys := map[string]bool{} // the keys of the parts before
 	for _, p := range parts {
-		op, _, ok := ops.Match(p.method, p.u.Path)
-		if !ok {
+		rt := s.lookup(p.method, p.u)
+		if rt == nil {
 			d.points++
 			continue
 		}
-		query := p.u.Query().Get
-		if p.keyed() && validIdemKey(*p.idemKey) && k.lookup(*p.idemKey, now) != nil {
-			d.points++
-			s.extraTakes(&d, op, query, p.u.Path, 1)
-			continue
+		op, query := rt.op, p.u.Query().Get
+		if p.keyed() && validIdemKey(*p.idemKey) {
+			used := keys[*p.idemKey] || k.lookup(*p.idemKey, now) != nil
+			keys[*p.idemKey] = true
+			if used {
+				d.points++
+				s.extraTakes(&d, op, query, p.u.Path, 1)
+				continue
+			}
 		}
 		pd := opDemand(op, query)
 		s.extraTakes(&d, op, query, p.u.Path, pd.points)

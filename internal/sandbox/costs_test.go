@@ -121,6 +121,29 @@ func TestBatchCostsTheSumOfItsParts(t *testing.T) {
 	})
 }
 
+// TestABatchChargesRepeatsAndStrayPathsOnePoint: a part whose
+// Idempotency-Key an earlier part of the batch used replays it, and a part
+// whose path has no route (a trailing slash) answers 404: each costs one
+// point and no write, as on its own, also where the write level has room
+// for one write only.
+func TestABatchChargesRepeatsAndStrayPathsOnePoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTester(t, New(WithLimits(Limits{WriteQuota: 2})))
+		con := c.createContact("Bleibt")
+		before, writes := c.points(), c.s.Stats(TestKey).Writes
+		part := map[string]any{"method": "POST", "path": "/v1/contacts", "body": map[string]any{"name": "Einmal"}, "idempotencyKey": "k1"}
+		c.do("POST", "/v1/batch", map[string]any{"requests": []any{part, part,
+			map[string]any{"method": "DELETE", "path": "/v1/contacts/" + con + "/"}}}).want(t, http.StatusOK)
+		if got := c.points() - before; got != 5+1+1 {
+			t.Errorf("batch cost %d, want 5 + 1 (the replay) + 1 (no route)", got)
+		}
+		if got := c.s.Stats(TestKey).Writes - writes; got != 1 || c.s.ContactsNamed("Einmal") != 1 || c.s.ContactsNamed("Bleibt") != 1 {
+			t.Errorf("%d writes, %d contacts made, %d kept; want one write that made one, the other kept",
+				got, c.s.ContactsNamed("Einmal"), c.s.ContactsNamed("Bleibt"))
+		}
+	})
+}
+
 func TestBatchIsRefusedAsAWhole(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTester(t, New(WithLimits(Limits{KeyQuota: 30, KeyCapacity: 30})))
