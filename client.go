@@ -538,7 +538,7 @@ func parseBaseURL(raw string, allowHTTP bool) (*url.URL, error) {
 	if u.Scheme == "http" && !allowHTTP && !isLoopback(u.Hostname()) {
 		return nil, fmt.Errorf("base URL %q: plain http is only allowed to a loopback host; use https or WithInsecureHTTP", raw)
 	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+	if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 		return nil, fmt.Errorf("base URL %q must not carry user info, a query or a fragment", raw)
 	}
 	if !strings.HasSuffix(u.Path, "/") {
@@ -662,6 +662,7 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 				}
 			}
 			c.state.ObserveStatus(&cl.bc, levels)
+			c.state.ObserveKeyStatus(st.LockedUntil.Or(time.Time{}), st.RejectionsLast60s)
 		}
 	case op.Egress == ops.EgressPage:
 		c.settleEgress(cl, pageLen(out))

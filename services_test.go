@@ -240,7 +240,7 @@ func TestNewClientConfiguration(t *testing.T) {
 	if _, err := NewClient(); err == nil || !strings.Contains(err.Error(), "BODO_API_KEY") {
 		t.Errorf("no key: %v", err)
 	}
-	for _, bad := range []string{"ftp://api.bodo-app.com", "https://", "http://api.bodo-app.com", "https://u:p@api.bodo-app.com", "https://api.bodo-app.com/?x=1", "://nope"} {
+	for _, bad := range []string{"ftp://api.bodo-app.com", "https://", "http://api.bodo-app.com", "https://u:p@api.bodo-app.com", "https://api.bodo-app.com/?x=1", "https://api.bodo-app.com?", "://nope"} {
 		if _, err := NewClient(WithAPIKey(testKey), WithBaseURL(bad)); err == nil {
 			t.Errorf("base URL %q accepted", bad)
 		}
