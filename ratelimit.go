@@ -315,7 +315,9 @@ type BudgetLevel struct {
 	FullIn time.Duration
 	// ReportedRemaining and ReportedReset are r and t of the last
 	// RateLimit field (or GET /v1/rate_limit answer) that named the level,
-	// at ReportedAt; a zero ReportedAt means none has yet.
+	// at ReportedAt; a zero ReportedAt means none has yet. parallel has
+	// none: its Remaining is the slots this key's calls leave, and what the
+	// server says of it sets its Quota.
 	ReportedRemaining float64
 	ReportedReset     time.Duration
 	ReportedAt        time.Time

@@ -722,3 +722,37 @@ func TestAPanickingStatusRequestIsLogged(t *testing.T) {
 		}
 	})
 }
+
+// TestAStatusTellsTheKeyAsAWhole: a rate-limit status's parallel quota
+// sets the slots in flight, as RateLimit-Policy's does, and its lockout
+// (another process's) holds every call until it ends, sending none; the
+// refusals it counted fill the lockout guard.
+func TestAStatusTellsTheKeyAsAWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, mt := mockClient(t)
+		until := time.Now().Add(4 * time.Minute)
+		mt.RegisterResponder("GET", "=~/v1/rate_limit", jsonResponder(200, map[string]any{"policies": []map[string]any{
+			{"name": "key", "quota": 300, "window": 60, "unit": "points", "remaining": 500, "resetSeconds": 20, "capacity": 600},
+			{"name": "parallel", "quota": 3, "unit": "concurrent-requests", "remaining": 2, "resetSeconds": 0}},
+			"lockedUntil": until.UTC().Format(time.RFC3339), "rejectionsLast60s": 51}))
+		var rec recorder
+		mt.RegisterResponder("GET", "=~/v1/contacts/", rec.wrap(jsonResponder(200, sampleContact)))
+		if _, err := c.RateLimit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		b := c.Budget()
+		if b.InFlightCap > 3 || !b.PausedUntil.Equal(until.Truncate(time.Second)) || b.Refusals != budget.RefusalLimit {
+			t.Errorf("in-flight cap %d, paused until %v, %d refusals; want at most 3, %v and %d",
+				b.InFlightCap, b.PausedUntil, b.Refusals, until.Truncate(time.Second), budget.RefusalLimit)
+		}
+		for _, l := range b.Levels {
+			if l.Name == "parallel" && l.Quota != 3 {
+				t.Errorf("parallel's quota %d, want 3", l.Quota)
+			}
+		}
+		_, err := c.Contacts.Get(context.Background(), "con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP", WithMaxRetryWait(time.Minute))
+		if rec.count() != 0 || err == nil {
+			t.Errorf("%d calls sent during the lockout the status reported (err %v)", rec.count(), err)
+		}
+	})
+}

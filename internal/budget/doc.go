@@ -366,6 +366,10 @@
 //     A level that takes longer to refill a unit is asked about that much
 //     later and apart: the delete level, 10 a minute, every 6 s
 //     (TestAnIdleKeyAsksAboutASlowLevelOnceAUnitCouldRefill).
+//   - A status speaks of the key as a whole too: its parallel quota sets the
+//     slots in flight, a lockout it reports holds every call (at most
+//     MaxLockout), and the refusals it counted fill the lockout guard
+//     (State.ObserveKeyStatus; TestAStatusTellsTheKeyAsAWhole in package bodo).
 //
 // Odd answers and lost ones:
 //

@@ -147,8 +147,27 @@ func (s *State) StatusDone(sent bool) {
 	}
 }
 
+// ObserveKeyStatus takes a rate-limit status's word on the key as a whole:
+// a lockout until lockedUntil (zero: none) holds every call, as a refusal
+// naming it does, for at most MaxLockout; refusals is what the server
+// counted in the last RefusalWindow, which the lockout guard counts as its
+// own where it knows of fewer (another process's, another client's).
+func (s *State) ObserveKeyStatus(lockedUntil time.Time, refusals int) {
+	s = s.live()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if lockedUntil.After(now) {
+		s.lockedUntil = later(s.lockedUntil, now.Add(min(lockedUntil.Sub(now), MaxLockout)))
+	}
+	s.pruneRefusalsLocked(now)
+	for range min(refusals, RefusalLimit) - len(s.refusals) {
+		s.refusals = append(s.refusals, now)
+	}
+}
+
 // ObserveStatus takes the server's word on every level of a rate-limit
-// status, the answer to c (a Status call, or nil): what it reports left,
+// status (parallel's quota sets the slots in flight), the answer to c (a Status call, or nil): what it reports left,
 // less what the server cannot have counted when it answered, the attempts
 // in flight and what was charged to the level after c was admitted (a call sent
 // beside c may have reached the server after it). A refusal's wait still
@@ -159,6 +178,13 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 	defer s.mu.Unlock()
 	now := time.Now()
 	for _, st := range levels {
+		if st.Name == Parallel {
+			if st.Quota > 0 { // as RateLimit-Policy says it (applyPoliciesLocked)
+				s.parallel = int(min(st.Quota, 1<<20))
+				s.slotGate.wakeHead()
+			}
+			continue
+		}
 		l := s.levels[st.Name]
 		if l == nil {
 			continue
