@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -753,6 +754,48 @@ func TestAStatusTellsTheKeyAsAWhole(t *testing.T) {
 		_, err := c.Contacts.Get(context.Background(), "con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP", WithMaxRetryWait(time.Minute))
 		if rec.count() != 0 || err == nil {
 			t.Errorf("%d calls sent during the lockout the status reported (err %v)", rec.count(), err)
+		}
+	})
+}
+
+// TestTheClientsOwnStatusIsNoCallersWait: the status request the client
+// sends on its own for a call a stale level holds waits for a slot behind
+// six slow calls; OnWait hears of the call's wait, not of the status
+// request's, which no caller made.
+func TestTheClientsOwnStatusIsNoCallersWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New(sandbox.WithLatency(30*time.Millisecond), sandbox.WithFaults(func(r *http.Request) sandbox.Fault {
+			if strings.HasSuffix(r.URL.Path, "/count") {
+				return sandbox.Fault{Delay: 10 * time.Second}
+			}
+			return sandbox.Fault{}
+		}))
+		var mu sync.Mutex
+		var heard []string
+		c := sandboxClient(t, srv, WithOnWait(func(ev WaitEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			heard = append(heard, ev.Operation)
+		}))
+		ctx := context.Background()
+		if _, err := c.Me(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(budget.StaleAfter)
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Go(func() { _, _ = c.Contacts.Count(ctx, nil) })
+		}
+		synctest.Wait()
+		c.state.Spend("org", -1000) // the model believes the org drained; the server's org is full
+		if _, err := c.Contacts.Get(ctx, "con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP"); err != nil && !errors.Is(err, ErrNotFound) {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Contains(heard, "getContact") || slices.Contains(heard, "getRateLimit") {
+			t.Errorf("OnWait heard %v; want the get's wait and not the status request's", heard)
 		}
 	})
 }
