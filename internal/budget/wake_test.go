@@ -91,3 +91,26 @@ func TestSlowStartEndedByAnUnbudgetedAnswerWakesTheSlots(t *testing.T) {
 		}
 	})
 }
+
+// TestAnUnbudgetedCallGoesWhenTheLockoutEnds: a lockout holds every call
+// and the server's longer wait only the budgeted ones; a call without a
+// budget queued behind a budgeted one goes when the lockout ends.
+func TestAnUnbudgetedCallGoesWhenTheLockoutEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		locked, overloaded := admitNow(t, s, call(ops.GetMe, "")), admitNow(t, s, call(ops.GetMe, ""))
+		locked.Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Lockout, time.Minute))
+		overloaded.Finish(refusal(http.StatusServiceUnavailable, codeOverloaded, "", 2*time.Minute))
+		var wg sync.WaitGroup
+		var budgeted, un time.Duration
+		goLater(t, s, &wg, call(ops.GetMe, ""), &budgeted)
+		c := call(ops.GetMe, "")
+		c.Budgeted = false
+		goLater(t, s, &wg, c, &un)
+		wg.Wait()
+		if un != time.Minute || budgeted < 2*time.Minute {
+			t.Errorf("the call without a budget went after %v, the budgeted one after %v; want 1m0s and 2m0s or more", un, budgeted)
+		}
+	})
+}
