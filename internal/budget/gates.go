@@ -40,11 +40,15 @@ func (s *State) holdLocked(c *Call, now time.Time) (*gate, time.Duration, string
 		return g, d, why
 	}
 	s.adaptLocked(now)
-	if g, d, why := s.levelsLocked(c, now); g != nil {
-		return g, d, why
+	g, d, why := s.levelsLocked(c, now)
+	if g == nil {
+		g, d, why = s.paceLocked(c, now)
 	}
-	if g, d, why := s.paceLocked(c, now); g != nil {
-		return g, d, why
+	if g == nil {
+		return s.slotLocked(w, share, now)
 	}
-	return s.slotLocked(w, share, now)
+	if share.on {
+		d = min(d, s.reprobeLocked(now)) // the store back may let it go at once
+	}
+	return g, d, why
 }

@@ -196,6 +196,10 @@ func (s *State) storeResult(err error, members *budgetstore.Members, byKeeper bo
 			}
 			s.slotGate.wakeHead()
 			s.guardGate.wakeHead()
+			s.paceGate.wakeHead()
+			for _, l := range s.order { // held by the share, which the store's word replaces
+				l.gate.wakeHead()
+			}
 		}
 		s.sharedRetryAt = time.Time{}
 		if members != nil && members.Processes > 0 {

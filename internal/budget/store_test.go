@@ -1486,3 +1486,66 @@ func TestALingeringLeaseOnTheShareKeepsItsSlotInTheStore(t *testing.T) {
 		time.Sleep(time.Minute)
 	})
 }
+
+// admittedAfter admits c on s in a goroutine, finishes it with a plain
+// answer and sends when it went; nothing when it failed.
+func admittedAfter(ctx context.Context, t *testing.T, s *State, c *Call) <-chan time.Time {
+	done := make(chan time.Time, 1)
+	go func() {
+		tk, _, err := s.Admit(ctx, c)
+		if err != nil {
+			return
+		}
+		done <- time.Now()
+		tk.Finish(answer("", ""))
+	}()
+	return done
+}
+
+// TestAStoreBackWakesTheCallsItsShareHeld: a call the outage's share held
+// at a level goes once the store is back and would admit it, not when the
+// share would have let it (35 s on), nor never, where the share leaves
+// this process nothing (seven processes for six slots).
+func TestAStoreBackWakesTheCallsItsShareHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T) (*State, *downStore)
+		c     *Call
+	}{
+		{"a level refilling at its share", func(t *testing.T) (*State, *downStore) {
+			st := &downStore{refunded: map[string]float64{}}
+			return drainedKey(t, st), st
+		}, &Call{Op: "big", Cost: 60, Demand: []Demand{{Level: Key, Amount: 60}}, Budgeted: true}},
+		{"a share of nothing", func(t *testing.T) (*State, *downStore) {
+			st := &sevenStore{downStore: downStore{refunded: map[string]float64{}}, procs: 7}
+			return keyAfter(t, st, `"key";r=300;t=30`), &st.downStore
+		}, call(ops.GetContact, "")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, st := tc.setup(t)
+				st.setDown(true)
+				time.Sleep(5 * time.Second) // found down, the drain over
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				done := admittedAfter(ctx, t, s, tc.c)
+				time.Sleep(time.Second)
+				if why := held(s, tc.c); why == "" {
+					t.Fatal("the call was not held while the store was down")
+				}
+				back := time.Now()
+				st.setDown(false)
+				select {
+				case at := <-done:
+					if at.Sub(back) > rejoinWindow+time.Second {
+						t.Errorf("the call went %v after the store came back", at.Sub(back))
+					}
+				case <-time.After(10 * time.Minute):
+					t.Error("the call had not gone 10 minutes after the store came back")
+				}
+				cancel()
+				time.Sleep(time.Minute)
+			})
+		})
+	}
+}
