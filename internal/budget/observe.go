@@ -78,6 +78,15 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 	}
 }
 
+// setParallelLocked takes quota, the server's parallel quota, for the
+// slots in flight; a quota of 0 or less is none.
+func (s *State) setParallelLocked(quota float64) {
+	if quota > 0 {
+		s.parallel = int(min(quota, 1<<20))
+		s.slotGate.wakeHead()
+	}
+}
+
 // applyPoliciesLocked takes the quotas, windows and units a RateLimit-Policy
 // announced. parallel (or any concurrent-requests policy of that name) sets
 // the in-flight limit; a quota of 0, or a new policy without a window, is
@@ -86,9 +95,8 @@ func (s *State) applyPoliciesLocked(policies []policyHeader, now time.Time) {
 	for _, p := range policies {
 		p.window = min(p.window, maxSeconds)
 		if p.name == Parallel || p.unit == "concurrent-requests" {
-			if p.name == Parallel && p.quota > 0 {
-				s.parallel = int(min(p.quota, 1<<20))
-				s.slotGate.wakeHead()
+			if p.name == Parallel {
+				s.setParallelLocked(float64(p.quota))
 			}
 			continue
 		}

@@ -167,10 +167,11 @@ func (s *State) ObserveKeyStatus(lockedUntil time.Time, refusals int) {
 }
 
 // ObserveStatus takes the server's word on every level of a rate-limit
-// status (parallel's quota sets the slots in flight), the answer to c (a Status call, or nil): what it reports left,
-// less what the server cannot have counted when it answered, the attempts
-// in flight and what was charged to the level after c was admitted (a call sent
-// beside c may have reached the server after it). A refusal's wait still
+// status (parallel's quota sets the slots in flight), the answer to c (a
+// Status call, or nil): what it reports left, less what the server cannot
+// have counted when it answered, the attempts in flight and what was
+// charged to the level after c was admitted (a call sent beside c may have
+// reached the server after it). A refusal's wait still
 // holds its level until it ends.
 func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 	s = s.live()
@@ -179,10 +180,7 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 	now := time.Now()
 	for _, st := range levels {
 		if st.Name == Parallel {
-			if st.Quota > 0 { // as RateLimit-Policy says it (applyPoliciesLocked)
-				s.parallel = int(min(st.Quota, 1<<20))
-				s.slotGate.wakeHead()
-			}
+			s.setParallelLocked(st.Quota)
 			continue
 		}
 		l := s.levels[st.Name]
