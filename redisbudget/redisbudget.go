@@ -99,8 +99,9 @@ func New(rdb redis.Scripter, opts ...Option) *Budget {
 func (b *Budget) keys(key string) []string { return []string{b.prefix + "{" + key + "}"} }
 
 // run runs script on the key's slot and returns its reply, or ctx's error
-// as soon as ctx ends: go-redis waits for a reply until its ReadTimeout (5 s
-// by default, or for good) unless the client was made with
+// as soon as ctx ends: go-redis waits for a reply until its ReadTimeout,
+// retries included (5 s with the defaults against a Redis that stopped,
+// for good with none), unless the client was made with
 // ContextTimeoutEnabled, and no call may wait on Redis past the deadline
 // the budget gives. A script cut off so may still have run: the budget
 // takes that for a failed request, as it takes a timeout.
