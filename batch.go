@@ -42,14 +42,17 @@ func BatchPart(method BatchMethod, path string, body any) (BatchRequestItem, err
 }
 
 // partOperation is the operation a batch part of method names with path,
-// and the path's query. It refuses a path that does not parse, has an
-// empty segment, names no operation or a batch, or whose parameters the
+// and the path's query. It refuses a path that does not parse, does not
+// start with /v1/, has a scheme, host or fragment, has an empty segment, names no operation or a batch, or whose parameters the
 // service methods would refuse: a dot segment (also percent-encoded), or a
 // literal of another operation's path (DELETE /v1/contacts/count).
 func partOperation(method, path string) (*ops.Operation, url.Values, error) {
 	u, err := url.Parse(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the path does not parse: %w", err)
+	}
+	if u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || strings.Contains(path, "#") || !strings.HasPrefix(u.Path, "/v1/") {
+		return nil, nil, errors.New("the path is none of the API's: it starts with /v1/ and has no scheme, host or fragment")
 	}
 	if strings.Contains(u.Path, "//") || strings.HasSuffix(u.Path, "/") {
 		return nil, nil, errors.New("the path has an empty segment")

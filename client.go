@@ -16,6 +16,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bodo-app/bodo-go/budgetstore"
 	"github.com/bodo-app/bodo-go/internal/budget"
@@ -859,6 +860,9 @@ func prepareBatch(cl *call) error {
 	for i := range br.Requests {
 		part := &br.Requests[i]
 		method := string(part.Method)
+		if key, ok := part.IdempotencyKey.Get(); ok && (key == "" || utf8.RuneCountInString(key) > 255) {
+			return fmt.Errorf("part %d: an idempotencyKey has 1 to 255 characters, not %d", i, utf8.RuneCountInString(key))
+		}
 		if (method == http.MethodPost || method == http.MethodPatch) && !part.IdempotencyKey.IsSet() {
 			key := uuid.NewString()
 			if batchKey != "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -64,6 +65,9 @@ func TestBatchPartAndDecode(t *testing.T) {
 		{BatchMethodDelete, "/v1/contacts/.."}, {BatchMethodDelete, "/v1/contacts/%2e%2e"}, {BatchMethodPost, "/v1/invoices/../pay"},
 		{BatchMethodPatch, "/v1/contacts/."}, {BatchMethodDelete, "/v1/contacts/count"}, {BatchMethodGet, "/v1/contacts/con_1/"},
 		{BatchMethodGet, "/v1//contacts"},
+		// What is not a path of the API at all.
+		{BatchMethodGet, "v1/contacts"}, {BatchMethodGet, "https://evil.example/v1/contacts"},
+		{BatchMethodGet, "//evil.example/v1/contacts"}, {BatchMethodGet, "/v1/contacts#x"}, {BatchMethodGet, "/v1/contacts#"},
 	} {
 		if _, err := BatchPart(bad.method, bad.path, nil); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("BatchPart(%q, %q) = %v, want a BAD_REQUEST *Error", bad.method, bad.path, err)
@@ -86,6 +90,13 @@ func TestBatchPartAndDecode(t *testing.T) {
 	_, err = c.Batch(context.Background(), BatchRequest{Requests: []BatchRequestItem{{Method: BatchMethodDelete, Path: "/v1/contacts/%2e%2e"}}})
 	if !errors.Is(err, ErrBadRequest) || rec.count() != 0 {
 		t.Errorf("a batch whose part Batch would not make: %v, %d sent", err, rec.count())
+	}
+	for _, key := range []string{"", strings.Repeat("k", 256)} {
+		part := BatchRequestItem{Method: BatchMethodPost, Path: "/v1/contacts", IdempotencyKey: String(key)}
+		_, err = c.Batch(context.Background(), BatchRequest{Requests: []BatchRequestItem{part}})
+		if !errors.Is(err, ErrBadRequest) || rec.count() != 0 {
+			t.Errorf("a part whose idempotencyKey has %d characters: %v, %d sent", len(key), err, rec.count())
+		}
 	}
 	get, _ := BatchPart(BatchMethodGet, "/v1/contacts/con_1", nil)
 	for _, n := range []int{0, maxBatchParts + 1} {
