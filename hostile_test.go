@@ -290,6 +290,22 @@ func TestHostileRepeatedCursorEndsTheIteration(t *testing.T) {
 	}
 }
 
+// TestHostileEventsWithoutIDsEndTheIteration: Events.All pages after the
+// last event's id; a server whose last event has none, and which repeats
+// its nextCursor, ends the iteration with ErrRepeatedCursor instead of
+// serving the first page for ever.
+func TestHostileEventsWithoutIDsEndTheIteration(t *testing.T) {
+	api, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"data":[{"id":"","type":"contact.created","createdAt":"2026-11-30T10:00:00Z","data":{}}],"nextCursor":"cur_1"}`)
+	})
+	c, _ := socketClient(t, api.URL)
+	items, err := drain(c.Events.All(hostileCtx(t), nil), 50)
+	if !errors.Is(err, ErrRepeatedCursor) || items != 2 || *hits != 2 {
+		t.Errorf("%d events in %d pages, err = %v; want 2 events, 2 pages, ErrRepeatedCursor", items, *hits, err)
+	}
+}
+
 // TestHostileEmptyPagesEndTheIteration: a server answers every page
 // without data and with a new nextCursor. Nothing reaches the caller that
 // could stop the iteration, so All ends it with an *Error (ErrEmptyPages)

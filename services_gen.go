@@ -282,8 +282,8 @@ func (s *EventsService) All(ctx context.Context, params *ListEventsParams, opts 
 			if next == "" {
 				return
 			}
-			if n := len(page.Data); n > 0 {
-				next = page.Data[n-1].ID // after is an id, which the last one read is, whatever the cursor is
+			if n := len(page.Data); n > 0 && page.Data[n-1].ID != "" {
+				next = page.Data[n-1].ID // after is an id, which the last one read is, whatever the cursor is; without one, the cursor, whose repeats end the iteration
 			}
 			if err := cursors.follow(ops.ListEvents.ID, next, len(page.Data) == 0); err != nil {
 				yield(Event{}, err)

@@ -583,8 +583,8 @@ func ({{receiver .}}) {{allName .}}(ctx context.Context{{args .}}, opts ...Reque
 				return
 			}
 {{- if eq .PageParam "After"}}
-			if n := len(page.Data); n > 0 {
-				next = page.Data[n-1].ID // after is an id, which the last one read is, whatever the cursor is
+			if n := len(page.Data); n > 0 && page.Data[n-1].ID != "" {
+				next = page.Data[n-1].ID // after is an id, which the last one read is, whatever the cursor is; without one, the cursor, whose repeats end the iteration
 			}
 {{- end}}
 			if err := cursors.follow(ops.{{.GoName}}.ID, next, len(page.Data) == 0); err != nil {
