@@ -59,9 +59,10 @@ func (t *Ticket) endReadingLocked() {
 
 // Bound is for the last moment before t's request is written: it reports
 // how long t's call must still wait for a wait the server announced since
-// the call was admitted (a lockout, a wait asked of every call of the key,
-// a refusal's wait on a level the call takes from), and why (a Reason or
-// the level's name); zero when none binds.
+// the call was admitted (a lockout, an exhausted quota the call would
+// meet, a wait asked of every call of the key, a refusal's wait on a level
+// the call takes from), and why (a Reason or the level's name); zero when
+// none binds.
 // It first waits for the key's refusals still being read (Reading), at most
 // readingWait or until ctx ends; a budgeted call that one is still being
 // read then binds is held as long as its headers asked, as the answer may
@@ -92,6 +93,9 @@ func (t *Ticket) Bound(ctx context.Context) (time.Duration, string) {
 		if u.After(until) {
 			until, why = u, reason
 		}
+	}
+	if e, ok := s.blockedLocked(t.c, time.Now()).(*ExhaustedError); ok {
+		bind(e.Until, e.Policy)
 	}
 	if t.c.Budgeted {
 		bind(s.heldUntil, ReasonServer)

@@ -49,6 +49,29 @@ func TestNoRequestLeavesAfterAnAnswerThatAsksToWait(t *testing.T) {
 	})
 }
 
+// TestAQuotaExhaustedWhileARequestWaitsHoldsIt: a call admitted before
+// another's QUOTA_EXHAUSTED was read, which that quota's block would
+// refuse, learns of it at its last moment; one the block does not concern
+// does not.
+func TestAQuotaExhaustedWhileARequestWaitsHoldsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		refused := admitNow(t, s, call(ops.GetContact, ""))
+		same, other := admitNow(t, s, call(ops.GetContact, "")), admitNow(t, s, call(ops.ListContacts, ""))
+		refused.Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{},
+			Problem: &Problem{Code: codeQuotaExhausted, Policy: "monthly", ResetsAt: time.Now().Add(time.Hour)}})
+		if d, why := same.Bound(context.Background()); d != time.Hour || why != "monthly" {
+			t.Errorf("a get admitted before its quota was exhausted is bound by %v (%q), want an hour (monthly)", d, why)
+		}
+		if d, _ := other.Bound(context.Background()); d != 0 {
+			t.Errorf("a list is bound by %v by the get's exhausted quota", d)
+		}
+		same.Unanswered(false, false)
+		other.Finish(answer("", ""))
+	})
+}
+
 // TestReadingIsBounded: a refusal whose body never ends holds the key's
 // other requests at their last moment for readingWait at most.
 func TestReadingIsBounded(t *testing.T) {
