@@ -177,7 +177,11 @@ func WithInsecureHTTP() Option {
 // write (a payment) and every HTTP/2 resend and retries it through the
 // budget, as one of the call's retries (WithMaxRetries). A write with a
 // body that HTTP/2 says was not processed (RST_STREAM REFUSED_STREAM, a
-// GOAWAY below its stream) counts as not sent, and is retried.
+// GOAWAY below its stream) counts as not sent, and is retried. Leave
+// HTTP2Config.StrictMaxConcurrentRequests off: with it, a request on a
+// full HTTP/2 connection waits for a stream after its last moment, which
+// net/http tells no one, and a refusal answered meanwhile does not hold
+// it (rule 5 of the budget).
 func WithHTTPClient(hc *http.Client) Option {
 	return clientOption(func(s *clientSettings) error {
 		if hc == nil {

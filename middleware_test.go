@@ -3,6 +3,7 @@ package bodo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -271,6 +272,37 @@ func TestAttemptsAMiddlewareEndsCostNothing(t *testing.T) {
 		if took > 5*time.Second || write.Remaining < 59 {
 			t.Errorf("120 writes ended by a middleware, none sent: they took %v of budget waits and the model's write level has %.0f of %d left (want ~0s and 60)",
 				took.Round(time.Second), write.Remaining, write.Capacity)
+		}
+	})
+}
+
+// TestARefusalAMiddlewareMadeAnErrorStillHoldsTheKey: a middleware that
+// turns every error status into an error of its own closes a 429's body
+// unread; the wait its Retry-After asked still holds the key's next call.
+func TestARefusalAMiddlewareMadeAnErrorStillHoldsTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		check := WithMiddleware(func(r *http.Request, next MiddlewareNext) (*http.Response, error) {
+			resp, err := next(r)
+			if err == nil && resp.StatusCode >= 400 {
+				_ = resp.Body.Close()
+				return nil, fmt.Errorf("status %d", resp.StatusCode)
+			}
+			return resp, err
+		})
+		c, mt := mockClient(t, check, WithMaxRetries(0))
+		var rec recorder
+		mt.RegisterResponder("GET", "=~/v1/contacts/", rec.wrap(firstThen(
+			problemResponder(429, CodeRateLimited, http.Header{"Retry-After": {"2"}}, map[string]any{"policy": "key"}),
+			jsonResponder(200, sampleContact))))
+		ctx := context.Background()
+		if _, err := c.Contacts.Get(ctx, "con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP"); err == nil {
+			t.Fatal("the middleware's error did not come back")
+		}
+		if _, err := c.Contacts.Get(ctx, "con_01JBD8Y3K5M7Q2W9X4Z6T1V0NP"); err != nil {
+			t.Fatal(err)
+		}
+		if gap := rec.times[1].Sub(rec.times[0]); gap < 2*time.Second {
+			t.Errorf("the next get went %v after a 429 that asked for 2s", gap)
 		}
 	})
 }

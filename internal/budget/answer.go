@@ -141,6 +141,12 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 			}
 		}
 		s.leaveFlightLocked(t)
+		if a == nil && t.reading && now.Before(t.readUntil) {
+			// A refusal whose body the call never read (a middleware
+			// made it an error): its headers' wait binds the key's
+			// budgeted calls, as it did while the body was being read.
+			s.heldUntil = later(s.heldUntil, t.readUntil)
+		}
 		t.endReadingLocked() // the answer's waits are in: requests held at their last moment look again
 		overflow, logger := s.bounds.overflowDue, s.logger
 		s.bounds.overflowDue = false

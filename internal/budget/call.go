@@ -144,15 +144,16 @@ type SlowWait struct {
 
 // Ticket is an admitted attempt; end it with Finish or Unanswered.
 type Ticket struct {
-	s        *State
-	c        *Call
-	taken    []take
-	lease    string
-	ref      leaseRef // the store the lease is in
-	unleased bool     // budgeted, admitted without a lease while the state had a store
-	start    time.Time
-	flight   bool // it went in slow start's flight
-	once     sync.Once
-	reading  bool // its answer is a refusal being read (Reading)
-	ended    bool // Finish or Unanswered has run
+	s         *State
+	c         *Call
+	taken     []take
+	lease     string
+	ref       leaseRef // the store the lease is in
+	unleased  bool     // budgeted, admitted without a lease while the state had a store
+	start     time.Time
+	flight    bool // it went in slow start's flight
+	once      sync.Once
+	reading   bool      // its answer is a refusal being read (Reading)
+	readUntil time.Time // the end of the wait that refusal's headers asked
+	ended     bool      // Finish or Unanswered has run
 }

@@ -169,7 +169,11 @@
 // before anything is written (lastmoment.go, package bodo's unsent.go;
 // TestNoRequestLeavesAfterAnAnswerThatAsksToWait,
 // TestAWaitSatOutIsLookedAtAgain,
-// TestARefusalsHeadersBindWhileItsBodyIsRead).
+// TestARefusalsHeadersBindWhileItsBodyIsRead,
+// TestAQuotaExhaustedWhileARequestWaitsHoldsIt). A refusal whose body is
+// never read (a middleware made it an error) holds the key's budgeted
+// calls as long as its headers asked
+// (TestARefusalAMiddlewareMadeAnErrorStillHoldsTheKey in package bodo).
 //
 // # Rule 6: without any hint, converge just below the limiter
 //

@@ -28,7 +28,8 @@ type reading struct {
 // is still being read, its headers asking for a wait of wait (Retry-After;
 // zero when they ask none): until Finish or Unanswered ends t, a request of the
 // key about to be written waits for it (Bound), since the body may ask for
-// a wait that its headers did not say.
+// a wait that its headers did not say. Ended by Unanswered, the refusal
+// never read, its headers' wait holds the key's budgeted calls.
 func (t *Ticket) Reading(wait time.Duration) {
 	s := t.s
 	s.mu.Lock()
@@ -37,11 +38,12 @@ func (t *Ticket) Reading(wait time.Duration) {
 		return
 	}
 	t.reading = true
+	t.readUntil = time.Now().Add(min(max(wait, 0), maxHold))
 	if s.read.n == 0 {
 		s.read.done, s.read.until = make(chan struct{}), time.Time{}
 	}
 	s.read.n++
-	s.read.until = later(s.read.until, time.Now().Add(min(max(wait, 0), maxHold)))
+	s.read.until = later(s.read.until, t.readUntil)
 }
 
 // endReadingLocked ends t's mark of Reading, if it has one.
