@@ -798,6 +798,32 @@ func TestARunLetsItsWaitersGoOneByOne(t *testing.T) {
 	})
 }
 
+// TestARefusalOfAPartitionHoldsItsTargetOnly: a refusal naming a
+// partitioned policy, whose RateLimit names the call's partition, holds
+// the calls to that target; another contact's updates go, now and after
+// the wait, as the policy's base was never tied to them.
+func TestARefusalOfAPartitionHoldsItsTargetOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		update := func(id string) *Call {
+			c := call(ops.UpdateContact, "")
+			c.Target = "PATCH /v1/contacts/" + id
+			return c
+		}
+		admitNow(t, s, update("con_1")).Finish(answer(`"per-contact";q=2;w=60`, `"per-contact";r=1;t=60;pk=:AQ==:`))
+		refused := refusal(http.StatusTooManyRequests, codeRateLimited, "per-contact", 30*time.Second)
+		refused.Header.Set("RateLimit", `"per-contact";r=0;t=30;pk=:AQ==:`)
+		admitNow(t, s, update("con_1")).Finish(refused)
+		if why := held(s, update("con_1")); why != "per-contact" {
+			t.Errorf("the refused contact is held by %q", why)
+		}
+		for range 5 {
+			admitNow(t, s, update("con_2")).Finish(answer("", `"per-contact";r=1;t=60;pk=:Ag==:`))
+			time.Sleep(time.Minute)
+		}
+	})
+}
+
 // TestPartitionedPolicy: a policy with a pk holds only the calls of its
 // partition's target.
 func TestPartitionedPolicy(t *testing.T) {

@@ -143,6 +143,17 @@ func (s *State) addLevelLocked(id string, l *level, now time.Time) {
 	s.version++
 }
 
+// targetPartitionLocked returns the partition of the learned policy name
+// that holds target, nil when none does.
+func (s *State) targetPartitionLocked(name, target string) *level {
+	for _, l := range s.order {
+		if l.partition != "" && l.name == name && l.target == target {
+			return l
+		}
+	}
+	return nil
+}
+
 // partitionLocked returns the level of one partition of a learned policy,
 // made from the announced policy when it is new: it holds the calls to
 // target only. A new pk for a target that has a partition of the policy
@@ -153,13 +164,11 @@ func (s *State) partitionLocked(name, pk, target string, now time.Time) *level {
 	if l := s.levels[id]; l != nil {
 		return l
 	}
-	for _, l := range s.order {
-		if l.partition != "" && l.name == name && l.target == target {
-			delete(s.levels, name+"\x00"+l.partition)
-			l.partition = pk
-			s.levels[id] = l
-			return l
-		}
+	if l := s.targetPartitionLocked(name, target); l != nil {
+		delete(s.levels, name+"\x00"+l.partition)
+		l.partition = pk
+		s.levels[id] = l
+		return l
 	}
 	base := s.levels[name]
 	if base == nil || base.window <= 0 || !s.roomLocked(true, now) {

@@ -139,8 +139,14 @@ const priorWaitSlack = 1.25
 // refusingLevelLocked returns the level a RATE_LIMITED named, made when
 // the policy was never announced (it then holds the refused kind of call);
 // nil past MaxLearnedPolicies. A learned policy a refusal names is tied to
-// the refused kind of call at once.
+// the refused kind of call at once; of a partitioned policy, the partition
+// that holds the call's target is the level, and the policy's base is not
+// tied.
 func (s *State) refusingLevelLocked(c *Call, policy string, now time.Time) *level {
+	if l := s.targetPartitionLocked(policy, c.Target); l != nil {
+		l.usedAt = now
+		return l
+	}
 	l := s.levels[policy]
 	if l == nil {
 		if !s.roomLocked(false, now) {
