@@ -22,6 +22,14 @@ func call(op *ops.Operation, query string) *Call {
 	return &Call{Op: op.ID, Cost: float64(op.CostFor(q.Get)), Demand: DemandOf(op, q), Target: op.Method + " " + op.Path, Budgeted: true}
 }
 
+// unbudgeted is a call of op outside the budget (a client without one):
+// only the lockout and the refusal guard hold it.
+func unbudgeted(op *ops.Operation) *Call {
+	c := call(op, "")
+	c.Budgeted = false
+	return c
+}
+
 // answer is a 200 with the given RateLimit-Policy and RateLimit lines ("" for none).
 func answer(policy, limit string) Answer {
 	h := http.Header{}
@@ -894,17 +902,13 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 		s := New()
 		var tickets []*Ticket
 		for range RefusalLimit {
-			c := call(ops.GetMe, "")
-			c.Budgeted = false
-			tickets = append(tickets, admitNow(t, s, c))
+			tickets = append(tickets, admitNow(t, s, unbudgeted(ops.GetMe)))
 		}
 		var wg sync.WaitGroup
 		admitted := make(chan *Ticket, 100)
 		for range 100 {
 			wg.Go(func() {
-				c := call(ops.GetMe, "")
-				c.Budgeted = false
-				tk, _, err := s.Admit(context.Background(), c)
+				tk, _, err := s.Admit(context.Background(), unbudgeted(ops.GetMe))
 				if err != nil {
 					t.Error(err)
 				}
@@ -973,8 +977,7 @@ func BenchmarkUnbudgetedMany(b *testing.B) {
 	a := answer("", "")
 	b.SetParallelism(5000) // × GOMAXPROCS goroutines
 	b.RunParallel(func(pb *testing.PB) {
-		c := call(ops.GetMe, "")
-		c.Budgeted = false
+		c := unbudgeted(ops.GetMe)
 		for pb.Next() {
 			tk, _, err := s.Admit(context.Background(), c)
 			if err != nil {

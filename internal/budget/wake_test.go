@@ -53,9 +53,7 @@ func TestAnUnbudgetedCallIsNotQueuedBehindTheServersWait(t *testing.T) {
 		var wg sync.WaitGroup
 		var budgeted time.Duration
 		goLater(t, s, &wg, call(ops.GetMe, ""), &budgeted)
-		un := call(ops.GetMe, "")
-		un.Budgeted = false
-		tk, waited := admitAt(t, s, un)
+		tk, waited := admitAt(t, s, unbudgeted(ops.GetMe))
 		tk.Finish(answer("", ""))
 		wg.Wait()
 		if waited > 0 {
@@ -75,9 +73,7 @@ func TestSlowStartEndedByAnUnbudgetedAnswerWakesTheSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
 		first := admitNow(t, s, call(ops.GetMe, ""))
-		un := call(ops.GetMe, "")
-		un.Budgeted = false
-		untk := admitNow(t, s, un)
+		untk := admitNow(t, s, unbudgeted(ops.GetMe))
 		var wg sync.WaitGroup
 		var went time.Duration
 		goLater(t, s, &wg, call(ops.GetMe, ""), &went)
@@ -105,9 +101,7 @@ func TestAnUnbudgetedCallGoesWhenTheLockoutEnds(t *testing.T) {
 		var wg sync.WaitGroup
 		var budgeted, un time.Duration
 		goLater(t, s, &wg, call(ops.GetMe, ""), &budgeted)
-		c := call(ops.GetMe, "")
-		c.Budgeted = false
-		goLater(t, s, &wg, c, &un)
+		goLater(t, s, &wg, unbudgeted(ops.GetMe), &un)
 		wg.Wait()
 		if un != time.Minute || budgeted < 2*time.Minute {
 			t.Errorf("the call without a budget went after %v, the budgeted one after %v; want 1m0s and 2m0s or more", un, budgeted)
