@@ -2,18 +2,16 @@ package budget
 
 import "time"
 
-// pauseLocked holds every call while the key is locked out, and a budgeted
-// call while the server's wait for every call of the key runs (heldUntil):
-// the later of the two, and a budgeted call behind the calls that wait
-// for it already.
+// pauseLocked holds every call while the key is locked out (lockGate),
+// and a budgeted call while the server's wait for every call of the key
+// runs (serverGate, heldUntil), each behind the calls that wait there
+// already. A call without a budget meets the lockout only.
 func (s *State) pauseLocked(c *Call, now time.Time) (*gate, time.Duration, string) {
-	pausedUntil := s.lockedUntil
-	why := ReasonLockout
-	if c.Budgeted && s.heldUntil.After(pausedUntil) {
-		pausedUntil, why = s.heldUntil, ReasonServer
+	if now.Before(s.lockedUntil) || s.lockGate.ahead(&c.w) {
+		return &s.lockGate, max(s.lockedUntil.Sub(now), 0), ReasonLockout
 	}
-	if now.Before(pausedUntil) || c.Budgeted && s.pauseGate.ahead(&c.w) {
-		return &s.pauseGate, max(pausedUntil.Sub(now), 0), why
+	if c.Budgeted && (now.Before(s.heldUntil) || s.serverGate.ahead(&c.w)) {
+		return &s.serverGate, max(s.heldUntil.Sub(now), 0), ReasonServer
 	}
 	return nil, 0, ""
 }
@@ -25,7 +23,7 @@ func (s *State) pauseLocked(c *Call, now time.Time) (*gate, time.Duration, strin
 // guard).
 func (s *State) serverWaitLocked(g *gate, d time.Duration, why string, refusal bool, now time.Time) (time.Duration, bool) {
 	switch {
-	case g == &s.pauseGate, refusal, g == &s.storeGate && why == ReasonLockout:
+	case g == &s.lockGate, g == &s.serverGate, refusal, g == &s.storeGate && why == ReasonLockout:
 		return d, true
 	case g.level != nil && now.Before(g.level.holdUntil):
 		return g.level.holdUntil.Sub(now), true

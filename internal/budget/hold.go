@@ -98,13 +98,11 @@ func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why 
 		}
 		timerWait = min(timerWait, next.Sub(now))
 	}
-	if !head && !(why == ReasonPace && g.firstOfSize(w)) && !(g == &s.pauseGate && !w.c.Budgeted) {
-		// Only the first of the queue looks again on its own; so do the
+	if !head && !(why == ReasonPace && g.firstOfSize(w)) {
+		// Only the first of the queue looks again on its own, and the
 		// first of a size behind it that waits for the level's pace (it
-		// may pass the first, and no one else wakes it then) and a call
-		// without a budget that the lockout holds (the server's wait for
-		// the budgeted calls may hold the first past the lockout's end).
-		// The calls of a size behind go in their order.
+		// may pass the first, and no one else wakes it then); the calls
+		// of its size behind it go in their order.
 		timerWait = 0
 	}
 	s.mu.Unlock()

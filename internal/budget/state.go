@@ -34,7 +34,8 @@ type State struct {
 
 	seq         uint64    // numbers the admissions, for arrival order in the gates' queues
 	waiting     int       // calls in Admit
-	pauseGate   gate      // the calls a lockout or the server's wait holds (gate_pause.go)
+	lockGate    gate      // the calls a lockout holds (gate_pause.go)
+	serverGate  gate      // the budgeted calls the server's wait holds (gate_pause.go)
 	guardGate   gate      // the calls the refusal guard holds (gate_guard.go)
 	paceGate    gate      // the calls the key's pace holds (gate_pace.go)
 	slotGate    gate      // the calls waiting for a slot in flight (gate_slots.go)
