@@ -799,3 +799,40 @@ func TestTheClientsOwnStatusIsNoCallersWait(t *testing.T) {
 		}
 	})
 }
+
+// TestALearnedFixedWindowIsRefusedOnce: a policy the contract does not
+// document, "burst", 2 reads of a contact a minute counted in fixed
+// windows. The budget refills a learned policy between answers, since
+// others may take from it too; the first read that refill lets go before
+// the window's end is refused, and from then on the policy frees only when
+// the window ends. One reader for 30 minutes is refused once, sends
+// nothing early, and reads twice in nearly every window.
+func TestALearnedFixedWindowIsRefusedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New(sandbox.WithLatency(20*time.Millisecond), sandbox.WithExtraPolicies(sandbox.ExtraPolicy{
+			Name: "burst", Quota: 2, Window: time.Minute, Shape: sandbox.FixedWindow, Enforced: true,
+			Operations: []string{"getContact"}}))
+		c := sandboxClient(t, srv, WithMaxRetries(0))
+		ctx := context.Background()
+		ct, err := c.Contacts.Create(ctx, ContactCreate{Name: "R"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads, refused := 0, 0
+		for start := time.Now(); time.Since(start) < 30*time.Minute; {
+			_, err := c.Contacts.Get(ctx, ct.ID)
+			switch {
+			case err == nil:
+				reads++
+			case errors.Is(err, ErrRateLimited):
+				refused++
+			default:
+				t.Fatal(err)
+			}
+		}
+		st := srv.Stats(sandbox.TestKey)
+		if refused > 1 || st.EarlyRequests > 0 || reads < 58 {
+			t.Errorf("30 minutes on a window of 2 reads a minute: %d reads, %d refused, %d early; want at least 58, at most 1 refused, none early", reads, refused, st.EarlyRequests)
+		}
+	})
+}
