@@ -43,6 +43,8 @@ func WithIfMatch(etag string) RequestOption {
 
 // WithResponseInto stores the call's final *http.Response in *dst (its body
 // already read and closed), for its headers: ETag, Request-Id, RateLimit.
+// A call that fails on an answer stores that answer (Error.Response); one
+// that got none stores nil.
 func WithResponseInto(dst **http.Response) RequestOption {
 	return requestOption(func(s *callSettings) error {
 		s.responseInto = dst

@@ -148,6 +148,31 @@ func TestIfMatch(t *testing.T) {
 	})
 }
 
+// TestResponseIntoOnAFailedCall: a call that fails on an answer (a 412
+// for a stale ETag) stores that answer, with its headers; one that got no
+// answer stores nil, not a response of an earlier call.
+func TestResponseIntoOnAFailedCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New()
+		c := sandboxClient(t, srv, WithMaxRetries(0))
+		ctx := context.Background()
+		ada, err := c.Contacts.Create(ctx, ContactCreate{Name: "Ada"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resp *http.Response
+		_, err = c.Contacts.Update(ctx, ada.ID, ContactUpdate{Phone: Value("2")}, WithIfMatch(`"stale"`), WithResponseInto(&resp))
+		if !errors.Is(err, ErrPreconditionFailed) || resp == nil || resp.StatusCode != http.StatusPreconditionFailed || resp.Header.Get("Request-Id") == "" {
+			t.Fatalf("a 412: %v, stored %v", err, resp)
+		}
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := c.Contacts.Get(cancelled, ada.ID, WithResponseInto(&resp)); err == nil || resp != nil {
+			t.Errorf("a call that got no answer: %v, stored %v; want nil", err, resp)
+		}
+	})
+}
+
 func TestNotModifiedWithoutCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := sandbox.New()

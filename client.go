@@ -616,6 +616,12 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 	}
 	resp, body, err := c.send(ctx, cl)
 	if err != nil {
+		if dst := cl.settings.responseInto; dst != nil {
+			*dst = nil
+			if e := (*Error)(nil); errors.As(err, &e) && e.Response != nil {
+				*dst = e.Response
+			}
+		}
 		if hit {
 			c.cache.dropRefused(cacheKey, err)
 		}
@@ -626,6 +632,8 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 		*cl.settings.responseInto = resp
 	}
 	switch {
+	case resp.StatusCode == http.StatusNotModified && !op.Conditional:
+		return invalidResponse(op.ID, resp, nil, errors.New("a 304 Not Modified to an operation that is never conditional"))
 	case op.Method == http.MethodPatch || op.Method == http.MethodDelete:
 		c.cache.drop(cacheKey)
 	case resp.StatusCode == http.StatusNotModified:
@@ -644,8 +652,11 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 		}
 		return decodeBytes(op.ID, resp, cached.body, out)
 	}
-	if out == nil || resp.StatusCode == http.StatusNoContent {
+	if out == nil {
 		return nil
+	}
+	if resp.StatusCode == http.StatusNoContent || string(bytes.TrimSpace(body)) == "null" {
+		return invalidResponse(op.ID, resp, body, errors.New("no content where the operation answers with one"))
 	}
 	if err := decodeBytes(op.ID, resp, body, out); err != nil {
 		return err

@@ -650,3 +650,33 @@ func TestARefusalsPolicyNameIsBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestHostileAnswerWithoutContentIsAnError: an operation that answers
+// with a resource, answered 204, with an empty body or with the JSON
+// null, fails with an invalid response instead of returning a zero value
+// as if it were the resource (a payment with no id). A 304 to an
+// operation that sends no If-None-Match (a delete) is one too.
+func TestHostileAnswerWithoutContentIsAnError(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		body   string
+	}{{http.StatusNoContent, ""}, {http.StatusOK, ""}, {http.StatusOK, "null"}, {http.StatusOK, " null\n"}} {
+		c := hostileClient(t, uniqueBaseURL(), roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return answerWith(r, tc.status, "application/json", []byte(tc.body), nil), nil
+		}))
+		var e *Error
+		if ct, err := c.Contacts.Get(t.Context(), hostileContactID); !errors.As(err, &e) || e.Status != tc.status || e.Title != "Invalid response" {
+			t.Errorf("Get answered %d %q: %+v, %v; want an invalid response", tc.status, tc.body, ct, err)
+		}
+		if inv, err := c.Invoices.Pay(t.Context(), "inv_01JBD8Y3K5M7Q2W9X4Z6T1V0NP"); !errors.As(err, &e) || e.Title != "Invalid response" {
+			t.Errorf("Pay answered %d %q: %+v, %v; want an invalid response", tc.status, tc.body, inv, err)
+		}
+	}
+	c := hostileClient(t, uniqueBaseURL(), roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return answerWith(r, http.StatusNotModified, "", nil, nil), nil
+	}))
+	var e *Error
+	if err := c.Contacts.Delete(t.Context(), hostileContactID); !errors.As(err, &e) || e.Status != http.StatusNotModified {
+		t.Errorf("Delete answered 304: %v, want an error", err)
+	}
+}
