@@ -388,8 +388,7 @@ func newError(operation string, resp *http.Response, now time.Time) *Error {
 // than its own is ignored, as RFC 9457 asks, and the others still count.
 func parseProblem(contentType string, body []byte) (problem, bool) {
 	var p problem
-	mt, _, _ := mime.ParseMediaType(contentType)
-	if mt != "application/problem+json" && mt != "application/json" {
+	if !mayBeProblem(contentType) {
 		return p, false
 	}
 	var members map[string]json.RawMessage
@@ -414,6 +413,13 @@ func parseProblem(contentType string, body []byte) (problem, bool) {
 		p.Policy = "" // no level's name: a refusal of the key
 	}
 	return p, true
+}
+
+// mayBeProblem reports whether an answer of contentType may carry the
+// API's problem: JSON, as application/problem+json or application/json.
+func mayBeProblem(contentType string) bool {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt == "application/problem+json" || mt == "application/json"
 }
 
 // member sets *dst to the problem's member name, when it has one of dst's

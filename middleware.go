@@ -141,9 +141,10 @@ func (c *Client) doHTTP(req *http.Request, t *budget.Ticket, st *sendTrace) (*ht
 // reading marks t's refusal as being read: its body may ask for a wait
 // that its headers do not say, and until the answer is read, requests
 // about to be written wait for it (the one that gets this connection when
-// the body is read too).
+// the body is read too). Only a body that may be the API's problem does:
+// the wait of any other answer (a proxy's page) binds only its own call.
 func reading(resp *http.Response, err error, t *budget.Ticket) {
-	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && mayBeProblem(resp.Header.Get("Content-Type")) {
 		wait, _ := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 		t.Reading(wait)
 	}

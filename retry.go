@@ -282,23 +282,28 @@ func (c *Client) attempt(ctx context.Context, cl *call, at Attempt, t *budget.Ti
 		}
 		return nil, nil, err
 	}
+	body, stop := trace.idle(resp.Body)
+	defer stop()
 	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotModified {
 		// The caller reads the problem before the deferred cancel: keep
 		// the body readable by reading it now, capped.
 		// What came of the body, if it broke off: the status and headers
 		// (Retry-After) still say what the server decided.
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxProblemBody))
-		drainAndClose(resp.Body)
-		resp.Body = io.NopCloser(bytes.NewReader(body))
+		problem, _ := io.ReadAll(io.LimitReader(body, maxProblemBody))
+		drainAndClose(body)
+		resp.Body = io.NopCloser(bytes.NewReader(problem))
 		return resp, nil, nil
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSuccessBody+1))
-	drainAndClose(resp.Body)
+	read, err := io.ReadAll(io.LimitReader(body, maxSuccessBody+1))
+	drainAndClose(body)
 	resp.Body = http.NoBody // the body is returned apart
 	if err != nil {
-		return resp, body, &cutBody{err: err}
+		if context.Cause(trace.Context) == errBodyStalled {
+			err = errBodyStalled
+		}
+		return resp, read, &cutBody{err: err}
 	}
-	return resp, body, nil
+	return resp, read, nil
 }
 
 // h2Unprocessed reports whether err is net/http's HTTP/2 transport giving

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -39,6 +40,7 @@ type sendTrace struct {
 	heldWait     time.Duration                 // the wait that deferred the request, and why (set before deferred)
 	heldWhy      string
 	answerWait   time.Duration              // how long after its headers the request's answer may take to begin; 0: no bound of sendTrace's
+	byteWait     time.Duration              // how long a read of the answer's body may wait for a byte; 0: no bound (idleBody)
 	noAnswer     atomic.Pointer[time.Timer] // ends the attempt answerWait after its headers were written, unless stopped (answered)
 }
 
@@ -54,9 +56,10 @@ func (cl *call) sendTrace(ctx context.Context, t *budget.Ticket, answerWait time
 	}
 	cl.traced = true
 	st.Context, st.hold, st.cancel, st.keyed = ctx, cl.bc.MaxHold, nil, resentForItsKey(cl.req)
-	if cl.req.URL.Scheme == "https" || st.keyed {
+	if cl.req.URL.Scheme == "https" || st.keyed || answerWait > 0 {
 		st.Context, st.cancel = context.WithCancelCause(ctx)
 	}
+	st.byteWait = answerWait
 	st.ticket.Store(t)
 	st.trace.GetConn = st.getConn
 	st.trace.GotConn = st.gotConn
@@ -117,7 +120,7 @@ func (st *sendTrace) ownCause(err error) error {
 		return err
 	}
 	switch cause := context.Cause(st.Context); cause {
-	case errNoAnswer, errHeldBack:
+	case errNoAnswer, errHeldBack, errBodyStalled:
 		own := *ue
 		own.Err = cause
 		return &own
@@ -369,4 +372,47 @@ func certificateRefused(cl *call, err error) *Error {
 	e.Title = "Certificate refused"
 	e.Detail = "not sent: the TLS handshake refused the server's certificate: " + err.Error()
 	return e
+}
+
+// errBodyStalled is the cause that ends an attempt whose answer's body
+// sent no byte for the default client's answer wait (idleBody).
+var errBodyStalled error = bodyTimeout{}
+
+// bodyTimeout is errBodyStalled: a timeout, as net/http's own are.
+type bodyTimeout struct{}
+
+func (bodyTimeout) Error() string {
+	return "bodo: no byte of the answer's body within the response header timeout"
+}
+func (bodyTimeout) Timeout() bool   { return true }
+func (bodyTimeout) Temporary() bool { return true }
+
+// idleBody is an answer's body whose reads end the attempt (errBodyStalled)
+// once one has waited byteWait for a byte: net/http bounds the wait for an
+// answer's headers, nothing the wait for its body, and a call whose body
+// never ends holds its slot in flight, and the calls behind it, for good.
+type idleBody struct {
+	io.ReadCloser
+	timer *time.Timer
+	wait  time.Duration
+}
+
+// idle returns body bounded by the trace's byteWait, and the func that
+// stops the bound once the body is read; body itself and a no-op when
+// there is no bound.
+func (st *sendTrace) idle(body io.ReadCloser) (io.ReadCloser, func()) {
+	if st.byteWait <= 0 || st.cancel == nil || body == nil {
+		return body, func() {}
+	}
+	b := &idleBody{ReadCloser: body, wait: st.byteWait}
+	b.timer = time.AfterFunc(st.byteWait, func() { st.cancel(errBodyStalled) })
+	return b, func() { b.timer.Stop() }
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.timer.Reset(b.wait)
+	}
+	return n, err
 }
