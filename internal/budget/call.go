@@ -17,10 +17,12 @@ type Call struct {
 	Budgeted bool     // false: only the lockout and the guard apply
 	// MaxHold, when positive, is the longest wait the server asked of the
 	// key that the call sits out: a lockout, a wait for every call of the
-	// key, a refusal's wait on a level it takes from, or the shared
-	// store's pause or refusal's wait (budgetstore.Grant.Refusal),
-	// whichever process was told it. A longer one fails the
-	// attempt at once with a HoldError that wraps ErrHoldTooLong.
+	// key, a refusal's wait on a level it takes from, the moment of a
+	// level's word that leaves the call too little until then (a
+	// RateLimit t), or the shared store's pause or refusal's wait
+	// (budgetstore.Grant.Refusal), whichever process was told it. A
+	// longer one fails the attempt at once with a HoldError that wraps
+	// ErrHoldTooLong.
 	MaxHold time.Duration
 	// PastLevels lets a budgeted call pass the pace and every level others
 	// take from (other keys, other processes, or a learned policy) whose

@@ -18,15 +18,18 @@ func (s *State) pauseLocked(c *Call, now time.Time) (*gate, time.Duration, strin
 
 // serverWaitLocked returns how long g holds a call for a wait the server
 // asked of the key, given d and why from holdLocked or the shared store
-// (refusal: the store's wait is a refusal's); false when what holds it is
-// the client's own model (a level's tokens, the pace, the slots, the
-// guard).
+// (refusal: the store's wait is a refusal's): a refusal's, or the moment
+// of a level's word when the call waits for it (a refusal would ask as
+// much); false when what holds it is the client's own model (a level's
+// refill or log, the pace, the slots, the guard).
 func (s *State) serverWaitLocked(g *gate, d time.Duration, why string, refusal bool, now time.Time) (time.Duration, bool) {
 	switch {
 	case g == &s.lockGate, g == &s.serverGate, refusal, g == &s.storeGate && why == ReasonLockout:
 		return d, true
 	case g.level != nil && now.Before(g.level.holdUntil):
 		return g.level.holdUntil.Sub(now), true
+	case g.level != nil && now.Before(g.level.moment.at) && !now.Add(d).Before(g.level.moment.at):
+		return g.level.moment.at.Sub(now), true
 	}
 	return 0, false
 }

@@ -1975,3 +1975,32 @@ func TestTheFallsKeptBackAreThoseOfAPartOfTheWindow(t *testing.T) {
 		}
 	})
 }
+
+// TestAWordsMomentPastTheCallsMaxHoldFailsIt (rule 1): a word that leaves
+// a level nothing until a moment a day away ("delete-day";r=0;t=86000) is
+// a wait the server asks, as a refusal would: a delete that may sit out a
+// minute (MaxHold) fails at once with ErrHoldTooLong and the wait, and
+// does not wait a day. One a word leaves waiting less than that goes at
+// the moment.
+func TestAWordsMomentPastTheCallsMaxHoldFailsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.DeleteContact, "")).Finish(answer("", `"delete-day";r=0;t=86000`))
+		del := call(ops.DeleteContact, "")
+		del.MaxHold = time.Minute
+		start := time.Now()
+		_, _, err := s.Admit(context.Background(), del)
+		var he *HoldError
+		if !errors.As(err, &he) || !errors.Is(err, ErrHoldTooLong) || he.Reason != DeleteDay || he.Wait != 86000*time.Second || time.Since(start) > 0 {
+			t.Errorf("a delete a day before delete-day's moment, sitting out a minute: %v after %v; want ErrHoldTooLong at once, for delete-day's day", err, time.Since(start))
+		}
+
+		writes(t, s, 9, `"write";r=30;t=60`)
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", `"write";r=0;t=50`))
+		w := call(ops.CreateContact, "")
+		w.MaxHold = time.Minute
+		if _, waited := admitAt(t, s, w); waited != 50*time.Second {
+			t.Errorf("a write 50 s before the write level's moment, sitting out a minute, went after %v, want 50 s", waited)
+		}
+	})
+}
