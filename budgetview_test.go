@@ -2,9 +2,12 @@ package bodo
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 )
@@ -57,5 +60,78 @@ func TestBudgetAndRateLimitTellOneStory(t *testing.T) {
 		if org := after[4]; org.Share != 0.5 {
 			t.Errorf("org share %v, want this key's half", org.Share)
 		}
+	})
+}
+
+// TestBudgetSaysWhatTheModelHolds: Budget's Capacity, Remaining, Share and
+// FullIn tell one story, also where the server showed a level other than
+// the contract's:
+//   - a status that says the key level holds its quota and no more (a
+//     fixed window, a sliding log): Capacity 300, not the contract's 600;
+//   - a refusal of the key level whose wait the contract's bucket would
+//     never ask: once the level is full again, Remaining is its Capacity
+//     and FullIn 0;
+//   - principal and org levels two keys of this process split: each key's
+//     Share is its part, and once idle, the level is full.
+func TestBudgetSaysWhatTheModelHolds(t *testing.T) {
+	for _, sh := range []sandbox.Shape{sandbox.FixedWindow, sandbox.SlidingLog} {
+		t.Run(fmt.Sprint(sh), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lim := sandbox.DefaultLimits()
+				lim.Shape = sh
+				c := sandboxClient(t, sandbox.New(sandbox.WithLimits(lim)))
+				st, err := c.RateLimit(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if k := c.Budget().Levels[0]; k.Capacity != st.Policies[0].Capacity {
+					t.Errorf("the key level's Capacity %d, where the status said %v", k.Capacity, st.Policies[0])
+				}
+			})
+		})
+	}
+	t.Run("refused", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			first := true
+			srv := sandbox.New(sandbox.WithFaults(func(r *http.Request) sandbox.Fault {
+				if r.URL.Path == "/v1/contacts" && first {
+					first = false
+					return sandbox.Fault{RateLimited: "key", RetryAfter: 2 * time.Second}
+				}
+				return sandbox.Fault{}
+			}))
+			c := sandboxClient(t, srv, WithMaxRetries(0))
+			if _, err := c.Contacts.List(context.Background(), nil); err == nil {
+				t.Fatal("want the fault's 429")
+			}
+			time.Sleep(3 * time.Minute)
+			if k := c.Budget().Levels[0]; k.FullIn != 0 || k.Remaining != float64(k.Capacity) {
+				t.Errorf("the key level 3 minutes after a refusal: Remaining %v of Capacity %d, FullIn %v; want it full", k.Remaining, k.Capacity, k.FullIn)
+			}
+		})
+	})
+	t.Run("split", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := sandbox.New()
+			base := uniqueBaseURL()
+			a, b := sandboxClient(t, srv, WithBaseURL(base)), sandboxClient(t, srv, WithBaseURL(base), WithAPIKey(sandbox.SecondKey))
+			for _, c := range []*Client{a, b, a} {
+				if _, err := c.Contacts.List(context.Background(), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, l := range a.Budget().Levels {
+				if want := map[string]float64{"principal": 0.5, "org": 0.25}[l.Name]; want > 0 && l.Share != want {
+					t.Errorf("%s split by two keys: Share %v, want %v", l.Name, l.Share, want)
+				}
+			}
+			time.Sleep(5 * time.Minute)
+			for _, l := range a.Budget().Levels {
+				if (l.Name == "principal" || l.Name == "org") && (l.FullIn != 0 || l.Remaining != l.Share*float64(l.Capacity)) {
+					t.Errorf("%s split by two keys, 5 idle minutes on: Remaining %v of Capacity %d, Share %v, FullIn %v; want it full",
+						l.Name, l.Remaining, l.Capacity, l.Share, l.FullIn)
+				}
+			}
+		})
 	})
 }

@@ -159,10 +159,11 @@ func (l *level) backfills(first *waiter, amount float64, now time.Time) bool {
 // t past the level's window is absurd, and ignored. 0 when it never is.
 func (l *level) fullIn(now time.Time) time.Duration {
 	hold := max(l.holdUntil.Sub(now), 0)
-	if l.available(now) >= l.size()-1e-9 {
+	full := l.size() * l.part() // of a level this key shares with keys or processes, its part
+	if l.available(now) >= full-1e-9 {
 		return hold
 	}
-	d := l.wait(l.size(), now)
+	d := l.wait(full, now)
 	if d == forever {
 		d = 0
 	}

@@ -26,9 +26,9 @@ type LevelSnapshot struct {
 	Name              string
 	Unit              string        // points, requests, records, concurrent-requests
 	Quota             int           // per Window
-	Share             float64       // the part of the quota this key may use
+	Share             float64       // the part of the quota this key may use, split among the keys of this process that share it
 	Window            time.Duration // the quota's window
-	Capacity          int           // the most a call may need of it: its size, at least the quota
+	Capacity          int           // what it holds when full (level.size), at least the quota
 	Remaining         float64       // what the model believes is left now
 	FullIn            time.Duration // how long until it is full again and no refusal's wait holds it (level.fullIn)
 	ReportedRemaining float64       // r of the server's last word on it
@@ -64,8 +64,8 @@ func (s *State) Snapshot() Snapshot {
 	for _, l := range s.order {
 		l.refill(now)
 		ls := LevelSnapshot{
-			Name: l.name, Unit: l.unit, Quota: int(l.quota), Share: l.share, Window: l.window,
-			Capacity: int(max(l.fitSize(), l.quota)), Remaining: l.available(now), FullIn: l.fullIn(now),
+			Name: l.name, Unit: l.unit, Quota: int(l.quota), Share: l.share * l.parts.split, Window: l.window,
+			Capacity: int(max(l.size(), l.quota)), Remaining: l.available(now), FullIn: l.fullIn(now),
 			ReportedRemaining: l.reported.remaining, ReportedReset: l.reported.reset, ReportedAt: l.reported.at,
 			Waiting: len(l.gate.q.ws),
 		}
