@@ -6,18 +6,18 @@ import (
 	"fmt"
 	"log"
 	"math"
-	"net/http/httptest"
 	"time"
 
 	"github.com/bodo-app/bodo-go"
-	"github.com/bodo-app/bodo-go/internal/sandbox"
+	"github.com/bodo-app/bodo-go/bodotest"
 )
 
-// exampleClient serves a fresh sandbox on loopback and returns a client for
-// it; a real program calls bodo.NewClient() with BODO_API_KEY set.
+// exampleClient starts the test server bodotest on loopback and returns a
+// client for it; a real program calls bodo.NewClient() with BODO_API_KEY
+// set.
 func exampleClient() (*bodo.Client, func()) {
-	srv := httptest.NewServer(sandbox.New())
-	client, err := bodo.NewClient(bodo.WithBaseURL(srv.URL), bodo.WithAPIKey(sandbox.TestKey))
+	srv := bodotest.NewServer()
+	client, err := bodo.NewClient(bodo.WithBaseURL(srv.URL), bodo.WithHTTPClient(srv.Client()), bodo.WithAPIKey(bodotest.APIKey))
 	if err != nil {
 		log.Fatal(err)
 	}

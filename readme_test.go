@@ -34,6 +34,7 @@ func TestREADMESnippetsCompile(t *testing.T) {
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -72,7 +73,7 @@ func invoiceAndPay(ctx context.Context, c *bodo.Client, name string, amount int6
 		}
 		fmt.Fprintf(&src, "func block%d(ctx context.Context, client *bodo.Client, id string) error {\n%s\nreturn nil\n}\n", i+1, body)
 	}
-	src.WriteString("\nvar _, _, _, _, _, _, _, _, _ = errors.New, fmt.Sprint, log.Print, slog.Default, http.MethodGet, os.Getenv, testing.Short, synctest.Test, bodotest.NewServer\nvar _, _ = otelbodo.WithTelemetry, redisbudget.New\nvar _ = redis.NewClient\n")
+	src.WriteString("\nvar _, _, _, _, _, _, _, _, _ = errors.New, fmt.Sprint, log.Print, slog.Default, http.MethodGet, os.Getenv, testing.Short, synctest.Test, bodotest.NewServer\nvar _, _ = otelbodo.WithTelemetry, redisbudget.New\nvar _ = redis.NewClient\nvar _ = json.Unmarshal\n")
 	must := func(err error) {
 		if err != nil {
 			t.Fatal(err)
