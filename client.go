@@ -93,6 +93,7 @@ type callSettings struct {
 	ifMatch          string
 	responseInto     **http.Response
 	statusPoll       bool         // the client's own GET /v1/rate_limit (pollStatus): past the levels
+	own              bool         // the client's own request (its status, its key's identity): the caller's hooks do not hear of it
 	middleware       []Middleware // the client's, then the call's; never appended to in place
 }
 
@@ -601,8 +602,8 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 	if err != nil {
 		return err
 	}
-	if c.budgeted && !cl.settings.statusPoll && c.state.WantsIdentity(time.Now()) {
-		c.learnIdentity(ctx)
+	if c.budgeted && !cl.settings.own && c.state.WantsIdentity(time.Now()) {
+		defer func() { go c.learnIdentity() }() // after the call: a key's first call goes alone (slow start), and it is the caller's
 	}
 	var cacheKey string
 	if c.cache != nil {
@@ -694,12 +695,26 @@ func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server st
 // learnIdentity asks GET /v1/me whom the client's key belongs to (one
 // point, once per key and process), so that the principal and org levels
 // are split among the keys of this process that share them (do records the
-// answer). A failure is asked again a minute later; the call goes on either
-// way.
-func (c *Client) learnIdentity(ctx context.Context) {
-	if _, err := c.Me(ctx); err != nil {
-		c.state.IdentityFailed(time.Now())
-	}
+// answer). It runs once the call that found it due has ended, beside the
+// calls that follow, bounded as the status request is; a failure is asked
+// again a minute later.
+func (c *Client) learnIdentity() {
+	failed := true
+	defer func() {
+		if p := recover(); p != nil {
+			c.ownPanicked("identity", p)
+		}
+		if failed {
+			c.state.IdentityFailed(time.Now())
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), statusPollTimeout)
+	defer cancel()
+	_, err := c.Me(ctx, WithMaxRetries(0), requestOption(func(s *callSettings) error {
+		s.own = true
+		return nil
+	}))
+	failed = err != nil
 }
 
 // notModified is the error of a 304 the client has no cached answer for

@@ -90,7 +90,7 @@ func (c *Client) heldBy(reason string) <-chan struct{} {
 				// its own, is no caller's to recover: it is logged, and the
 				// request counts as sent.
 				if p := recover(); p != nil {
-					c.statusPanicked(p)
+					c.ownPanicked("status", p)
 				}
 			}()
 			sent = c.pollStatus()
@@ -99,11 +99,12 @@ func (c *Client) heldBy(reason string) <-chan struct{} {
 	return done
 }
 
-// statusPanicked logs a panic of the client's own status request at ERROR;
-// a logger that panics too is not heard.
-func (c *Client) statusPanicked(p any) {
+// ownPanicked logs at ERROR a panic of the client's own request (what:
+// status, identity), which no caller's recover sees; a logger that panics
+// too is not heard.
+func (c *Client) ownPanicked(what string, p any) {
 	defer func() { _ = recover() }()
-	c.logger.Error("bodo: the status request panicked", slog.String("host", c.host), slog.Any("panic", p))
+	c.logger.Error("bodo: the "+what+" request panicked", slog.String("host", c.host), slog.Any("panic", p))
 }
 
 // slowWait hears of a call that has waited budget.SlowAfter for the budget
@@ -136,7 +137,7 @@ func (c *Client) pollStatus() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), statusPollTimeout)
 	defer cancel()
 	_, err := c.RateLimit(ctx, WithMaxRetries(0), requestOption(func(s *callSettings) error {
-		s.statusPoll = true
+		s.statusPoll, s.own = true, true
 		return nil
 	}))
 	var apiErr *Error

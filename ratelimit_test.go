@@ -430,6 +430,51 @@ func TestKeysOfOnePrincipalSplitItsLevel(t *testing.T) {
 	}
 }
 
+// TestTheKeysIdentityIsAskedBesideTheCall: once a second key talks to the
+// host, a call of it asks GET /v1/me whom the key belongs to, in the
+// background with a bound of its own: a call with WithAttemptTimeout(1s)
+// and no retries, while the server takes 20 s to answer /v1/me, ends in
+// milliseconds, and neither OnRetry nor OnWait hears of the client's own
+// request. When both keys have their answer, the principal level is split.
+func TestTheKeysIdentityIsAskedBesideTheCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New(sandbox.WithFaults(func(r *http.Request) sandbox.Fault {
+			if r.URL.Path == "/v1/me" {
+				return sandbox.Fault{Delay: 20 * time.Second}
+			}
+			return sandbox.Fault{}
+		}))
+		base := WithBaseURL(uniqueBaseURL())
+		a := sandboxClient(t, srv, base)
+		if _, err := a.Contacts.List(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		var heard []string
+		b := sandboxClient(t, srv, base, WithAPIKey(sandbox.SecondKey),
+			WithOnRetry(func(e RetryEvent) { heard = append(heard, "retry "+e.Operation) }),
+			WithOnWait(func(e WaitEvent) { heard = append(heard, "wait "+e.Operation) }))
+		start := time.Now()
+		if _, err := b.Contacts.List(context.Background(), nil, WithAttemptTimeout(time.Second), WithMaxRetries(0)); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("a list with WithAttemptTimeout(1s) took %v", took)
+		}
+		if _, err := a.Contacts.List(context.Background(), nil); err != nil { // a asks too
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		for _, l := range b.Budget().Levels {
+			if l.Name == "principal" && l.Share != 0.5 {
+				t.Errorf("the principal level once /v1/me answered: Share %v, want half", l.Share)
+			}
+		}
+		if len(heard) > 0 {
+			t.Errorf("the caller's hooks heard %v", heard)
+		}
+	})
+}
+
 // principalRun runs 8 agents on each of two keys of one principal for 10
 // virtual minutes, both clients on one host name when split, else on two,
 // against a principal level no bigger than one key's, and returns what the

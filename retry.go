@@ -97,7 +97,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 		if err == nil {
 			open, leaving = ticket, false
 		}
-		if c.onWait != nil && !cl.settings.statusPoll && waited.Reason != "" && (waited.Wait > 0 || err != nil) {
+		if c.onWait != nil && !cl.settings.own && waited.Reason != "" && (waited.Wait > 0 || err != nil) {
 			c.onWait(waited)
 		}
 		if err != nil {
@@ -224,7 +224,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			return nil, nil, fmt.Errorf("bodo: %s: the retry would wait %v, past the context deadline: %w: %w",
 				cl.op.ID, wait.Round(time.Millisecond), last, context.DeadlineExceeded)
 		}
-		if c.onRetry != nil && !cl.settings.statusPoll {
+		if c.onRetry != nil && !cl.settings.own {
 			c.onRetry(RetryEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Attempt: attempt, Wait: wait, Err: last})
 		}
 		if err := sleep(ctx, wait); err != nil {
