@@ -123,30 +123,6 @@ func TestAnAnswerSetsALevelThatDoesNotRefill(t *testing.T) {
 	}
 }
 
-// TestAProcessThatLearnedStepsStopsTheOthersRefill: a learned policy
-// others may take from, 2 a window, which process b refills between
-// answers (Rate 1 a second) and process a learned to free only at its
-// moments (Rate 0 with its Window, no log). Once a's request said so, b's
-// calls find no refill for a window: the level frees at the moment the
-// server named, not before.
-func TestAProcessThatLearnedStepsStopsTheOthersRefill(t *testing.T) {
-	t.Parallel()
-	a, b, k := twoProcesses(t)
-	ctx := context.Background()
-	burst := func(rate float64, window time.Duration) budgetstore.Level {
-		return budgetstore.Level{Name: "burst", Amount: 1, Rate: rate, Size: 2, Window: window}
-	}
-	take(t, b, k, "b0", []budgetstore.Level{burst(1, 0)})
-	left := burst(0, time.Minute)
-	left.Amount, left.Reset = 0, time.Minute // the server: none left until the window ends
-	take(t, a, k, "a0", []budgetstore.Level{burst(0, time.Minute)}, left)
-	time.Sleep(1500 * time.Millisecond)
-	g, err := b.Acquire(ctx, k, acquire("b1", time.Minute, burst(1, 0)))
-	if err != nil || g.Admitted || g.Reason != "burst" {
-		t.Fatalf("b's call 1.5 s later at b's refill of 1 a second: %+v %v, want held by burst until its moment", g, err)
-	}
-}
-
 // TestAMomentAddsWhatTheRefillHasNot: at the moment an answer named, a
 // level that refills holds at least one unit more than the answer left it,
 // its refill since counting toward that unit: a bucket refilling 0.1 a

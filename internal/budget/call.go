@@ -84,7 +84,6 @@ type take struct {
 	mark    float64 // what the level's attempts had taken before this one (charged and in flight)
 	charged float64 // what had been charged to the level when it was taken
 	probe   bool    // the call the level's others wait for (level.sent)
-	early   bool    // it went before the moment of the level's word, on what the refill brought since (level.early)
 }
 
 // kind is what a learned policy is tied to: the operation and the call's

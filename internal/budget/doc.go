@@ -62,16 +62,6 @@
 //     its quota less this key's own takes in the last window, which every
 //     shape grants (level.logAvailable;
 //     TestTheServersWordBindsUntilItsMoment).
-//   - A policy the contract does not document is refilled between answers
-//     at its quota's rate, since others may take from it too
-//     (TestASpreadPolicyCountsItsRefill). A refusal of a call that this
-//     refill let go before the moment of the word shows that nothing freed
-//     before it: from then on the policy frees only at the moments the
-//     server names, and the shared store refills it for no process
-//     (level.early, level.learnResets;
-//     TestALevelRefusedBeforeItsMomentFreesOnlyThen). A level of the API
-//     that others take from keeps its refill: what they took explains such
-//     a refusal.
 //   - The answer to a call that took nothing from a level (a server that
 //     names the narrowest of all levels) may carry a word older than the
 //     model's: it only lowers it (level.observe;

@@ -70,7 +70,6 @@ type level struct {
 	// the documented bucket's depth (learnDepth).
 	bucket bool
 	steps  bool          // a t further than a bucket would need to be full again: it frees in steps, a sliding log's or a window's (learnSteps)
-	resets bool          // a learned level refused a call its refill let go before its moment: it frees only at the moments the server names (learnResets)
 	shape  shapeEvidence // what r and t showed so far of the level's shape (level_shape.go)
 	shared bool          // other keys take from it too
 	pooled bool          // a shared store keeps it for every process of the key; it refills as the store has it (storeLevel) unless it frees in steps

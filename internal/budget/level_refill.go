@@ -24,32 +24,8 @@ const minObservedReset = 5
 // refills reports whether the server's word is brought forward by a
 // continuous refill. A pooled level does unless it showed that it frees in
 // steps: the other processes take from it as well, so this process's log
-// does not bound it, and the store refills it for all of them. A level
-// others may take from does unless a refusal showed that it frees only at
-// its moments (learnResets).
-func (l *level) refills() bool {
-	return l.bucket || !l.resets && (l.shared || l.pooled && !l.steps)
-}
-
-// early reports whether taking amount now goes before the moment of the
-// server's last word on what the refill brought since (unconfirmed): the
-// word alone would hold it.
-func (l *level) early(amount float64, now time.Time) bool {
-	return l.refills() && !l.bucket && now.Before(l.moment.at) && l.tokens-l.unconfirmed < l.need(amount)-1e-9
-}
-
-// learnResets reads a refusal of a call that went early on a policy the
-// contract does not document (a learned level, which the model refills
-// between answers since others may take from it too): nothing freed
-// before the moment the server named, so the level frees in steps, at its
-// moments and as its answers say, not by a refill (rule 1). A level of the
-// API that others take from keeps its refill: the contract says others
-// take from it, and what they took explains the refusal.
-func (l *level) learnResets() {
-	if !l.known && !l.bucket {
-		l.steps, l.resets = true, true
-	}
-}
+// does not bound it, and the store refills it for all of them.
+func (l *level) refills() bool { return l.bucket || l.shared || l.pooled && !l.steps }
 
 // rate is the level's refill per second: the rate the server showed
 // while it is recent (observedUntil), else its grossRate; for a level

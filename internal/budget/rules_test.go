@@ -333,47 +333,6 @@ func TestAMomentAddsWhatTheRefillSinceHasNot(t *testing.T) {
 	})
 }
 
-// TestALevelRefusedBeforeItsMomentFreesOnlyThen (rule 1): a policy the
-// contract does not document, counted in fixed windows ("burst", 2 a
-// minute), says r=0 until its window ends. The model refills it at its
-// quota's rate between answers, since others may take from it too, and
-// so sends before the moment; the refusal shows that nothing freed, and
-// from then on the level frees only at the moments the server names. One
-// reader for 30 minutes is refused once, not once a window, and reads
-// twice in every window. The shared store is told so: no process
-// refills it for a window (rule 7).
-func TestALevelRefusedBeforeItsMomentFreesOnlyThen(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		start := time.Now()
-		window, taken, accepted, refused := -1, 0, 0, 0
-		for time.Since(start) < 30*time.Minute {
-			tk, _ := admitAt(t, s, call(ops.GetContact, ""))
-			since := time.Since(start)
-			if w := int(since / time.Minute); w != window {
-				window, taken = w, 0
-			}
-			reset := int64(math.Ceil((time.Minute - since%time.Minute).Seconds()))
-			if taken == 2 {
-				refused++
-				a := refusal(http.StatusTooManyRequests, codeRateLimited, "burst", time.Duration(reset)*time.Second)
-				a.Header.Set("RateLimit", fmt.Sprintf(`"burst";r=0;t=%d`, reset))
-				tk.Finish(a)
-				continue
-			}
-			taken++
-			accepted++
-			tk.Finish(answer(`"burst";q=2;w=60`, fmt.Sprintf(`"burst";r=%d;t=%d`, 2-taken, reset)))
-		}
-		if refused > 1 || accepted < 58 {
-			t.Errorf("in 30 minutes of a window of 2 a minute: %d reads accepted, %d refused; want at least 58, at most 1 refused", accepted, refused)
-		}
-		if sl := storeLevel(s.levels["burst"], 1, time.Now()); sl.Rate != 0 || sl.Window != time.Minute {
-			t.Errorf("the policy for the shared store: %+v, want no refill and its window, so that no process refills it", sl)
-		}
-	})
-}
-
 // TestABucketOfThisKeyAloneRefillsAtItsQuotasRate: on another plan (300
 // points per 10 s, 30 a second), a key level that said r=475;t=5 holds more
 // than its quota, a bucket. When it then says r=300;t=11, its t is later

@@ -10,8 +10,7 @@ import (
 
 // storeLevel is l's model for the store: a level that showed it frees in
 // steps (level.steps) frees only by its log, its moment and the answers,
-// as the local budget has it, and its Window stops the refill the other
-// processes would give it; any other refills at its rate, since the
+// as the local budget has it; any other refills at its rate, since the
 // processes that share a level learn its shape one by one, and one that
 // took a level for a bucket's would stop the refill the others count on.
 // A level the contract gives a capacity beyond its quota (the key's
@@ -24,8 +23,6 @@ func storeLevel(l *level, amount float64, now time.Time) budgetstore.Level {
 	sl.Taken = takenOf(l, sl.Size, now)
 	if !l.steps || l.refills() || l.documentedBucket() {
 		sl.Rate = l.rate(now)
-	} else {
-		sl.Window = l.window // with Rate 0: the store refills it for no process for a window
 	}
 	if !l.shared && l.window > 0 && l.quota > 0 {
 		sl.Quota, sl.Window = l.quota*l.share, l.window
