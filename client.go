@@ -218,11 +218,19 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithOnRetry calls f before each retry, after the wait is chosen and before
 // it starts, from the calling goroutine. Use it to count or export retries;
-// f must not block. It does not hear of the status request the client
-// makes on its own (see WithOnWait).
+// f must not block. Given more than once, each f hears of every retry, in
+// the order given. It does not hear of the requests the client makes on
+// its own (see WithOnWait).
 func WithOnRetry(f func(RetryEvent)) Option {
 	return clientOption(func(s *clientSettings) error {
-		s.onRetry = f
+		if f == nil {
+			return errors.New("WithOnRetry: nil func")
+		}
+		if prev := s.onRetry; prev != nil {
+			s.onRetry = func(ev RetryEvent) { prev(ev); f(ev) }
+		} else {
+			s.onRetry = f
+		}
 		return nil
 	})
 }
@@ -242,9 +250,10 @@ func WithoutBudget() Option {
 // was sent, with how long and why, and for every attempt the budget held or
 // refused and never sent, with the error the call returns (WaitEvent.Err).
 // It calls f from the calling goroutine; f must not block. Given more than
-// once, each f hears of every wait, in the order given. The status request
-// the client makes on its own, when a level that holds calls has an old
-// word, is no caller's call, and f does not hear of it.
+// once, each f hears of every wait, in the order given. The requests the
+// client makes on its own (the status, when a level that holds calls has
+// an old word; the key's identity) are no caller's calls, and f does not
+// hear of them.
 func WithOnWait(f func(WaitEvent)) Option {
 	return clientOption(func(s *clientSettings) error {
 		if f == nil {

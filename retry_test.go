@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -274,6 +275,33 @@ func TestMalformedHintFallsBackToBackoff(t *testing.T) {
 		}
 		if !errors.Is(err, ErrRateLimited) {
 			t.Errorf("err = %v", err)
+		}
+	})
+}
+
+// TestEveryOnRetryHearsEveryRetry: WithOnRetry given twice (options
+// composed with WithOptions) calls both, in the order given, as WithOnWait
+// does; a nil func is refused.
+func TestEveryOnRetryHearsEveryRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var heard []string
+		c, mt := mockClient(t, WithOnRetry(func(RetryEvent) { heard = append(heard, "first") }),
+			WithOptions(WithOnRetry(func(RetryEvent) { heard = append(heard, "second") })))
+		n := 0
+		mt.RegisterResponder("GET", "=~/v1/me", func(r *http.Request) (*http.Response, error) {
+			if n++; n == 1 {
+				return problemResponder(429, CodeRateLimited, http.Header{"Retry-After": {"1"}}, nil)(r)
+			}
+			return jsonResponder(200, map[string]any{"keyId": "key_1"})(r)
+		})
+		if _, err := c.Me(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(heard, []string{"first", "second"}) {
+			t.Errorf("one retry heard as %v, want by both, in order", heard)
+		}
+		if _, err := NewClient(WithAPIKey(testKey), WithOnRetry(nil)); err == nil {
+			t.Error("WithOnRetry took a nil func")
 		}
 	})
 }
