@@ -128,6 +128,8 @@ func (c *Client) doHTTP(req *http.Request, t *budget.Ticket, st *sendTrace) (*ht
 	if err == nil {
 		if err = interim(resp); err != nil { // a middleware never sees a connection handed over
 			resp = nil
+		} else {
+			resp.Body = st.idle(resp.Body)
 		}
 	}
 	err = st.ownCause(err)

@@ -114,7 +114,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, []byte, er
 			ticket.Unanswered(false, false)
 			e := heldError(cl, d.why, d.wait)
 			e.Detail += fmt.Sprintf("; the wait, %v, announced as the request was about to be written, is longer than MaxRetryWait (%v), so the call was not sent", d.wait.Round(time.Millisecond), cl.settings.maxRetryWait)
-			if c.onWait != nil {
+			if c.onWait != nil && !cl.settings.own {
 				c.onWait(WaitEvent{Operation: cl.op.ID, Class: string(cl.op.Class), Host: c.host, Reason: d.why, Err: e, ctx: ctx})
 			}
 			return nil, nil, e
@@ -267,6 +267,7 @@ func (c *Client) attempt(ctx context.Context, cl *call, at Attempt, t *budget.Ti
 		defer trace.answered()
 	}
 	resp, err := c.roundTrip(cl, cl.newAttempt(trace.ctx()), at, t, trace)
+	defer trace.stopIdle()
 	trace.ticket.Store(nil) // the request's context holds the trace, and an error may hold the request
 	if err == nil {
 		err = interim(resp)
@@ -282,8 +283,7 @@ func (c *Client) attempt(ctx context.Context, cl *call, at Attempt, t *budget.Ti
 		}
 		return nil, nil, err
 	}
-	body, stop := trace.idle(resp.Body)
-	defer stop()
+	body := resp.Body
 	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotModified {
 		// The caller reads the problem before the deferred cancel: keep
 		// the body readable by reading it now, capped.

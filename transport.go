@@ -12,11 +12,12 @@ import (
 // uses, when http.DefaultTransport is an *http.Transport: to dial, to
 // finish the TLS handshake, from the request's end to the answer's
 // headers (for an https request with a body from its headers, so that an
-// HTTP/2 server that lets no body through cannot put it off) and between
-// two bytes of the answer's body (DefaultResponseHeaderTimeout both; an
-// attempt whose body stalls so ends as one cut off), and, on an HTTP/2
-// connection, from the last frame read to a ping and from the ping to its
-// answer, after which the connection is closed. Each applies where
+// HTTP/2 server that lets no body through cannot put it off) and for each
+// read of the answer's body, which waits for a byte (of a chunked body,
+// for at most 1 KiB): DefaultResponseHeaderTimeout both; an attempt whose
+// body stalls so ends as one cut off, also while a middleware reads it.
+// On an HTTP/2 connection, from the last frame read to a ping and from the
+// ping to its answer, after which the connection is closed. Each applies where
 // http.DefaultTransport sets none: its own dialer (30 s, as
 // DefaultDialTimeout) and TLS handshake timeout (10 s) stay, and so do
 // any a program set there. There is no timeout on the whole exchange, so

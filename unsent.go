@@ -41,6 +41,7 @@ type sendTrace struct {
 	heldWhy      string
 	answerWait   time.Duration              // how long after its headers the request's answer may take to begin; 0: no bound of sendTrace's
 	byteWait     time.Duration              // how long a read of the answer's body may wait for a byte; 0: no bound (idleBody)
+	idleTimer    *time.Timer                // ends the attempt once its answer's body went byteWait without a byte (idle)
 	noAnswer     atomic.Pointer[time.Timer] // ends the attempt answerWait after its headers were written, unless stopped (answered)
 }
 
@@ -59,7 +60,7 @@ func (cl *call) sendTrace(ctx context.Context, t *budget.Ticket, answerWait time
 	if cl.req.URL.Scheme == "https" || st.keyed || answerWait > 0 {
 		st.Context, st.cancel = context.WithCancelCause(ctx)
 	}
-	st.byteWait = answerWait
+	st.byteWait, st.idleTimer = answerWait, nil
 	st.ticket.Store(t)
 	st.trace.GetConn = st.getConn
 	st.trace.GotConn = st.gotConn
@@ -391,25 +392,42 @@ func (bodyTimeout) Temporary() bool { return true }
 // once one has waited byteWait for a byte: net/http bounds the wait for an
 // answer's headers, nothing the wait for its body, and a call whose body
 // never ends holds its slot in flight, and the calls behind it, for good.
+// A read asks for at most maxIdleRead bytes: net/http's reader of a chunked
+// body returns only once it filled what it was asked for, so a big read of
+// a slow, steady body would wait long with bytes arriving all along.
 type idleBody struct {
 	io.ReadCloser
 	timer *time.Timer
 	wait  time.Duration
 }
 
-// idle returns body bounded by the trace's byteWait, and the func that
-// stops the bound once the body is read; body itself and a no-op when
-// there is no bound.
-func (st *sendTrace) idle(body io.ReadCloser) (io.ReadCloser, func()) {
-	if st.byteWait <= 0 || st.cancel == nil || body == nil {
-		return body, func() {}
+// maxIdleRead is the most an idleBody read asks for.
+const maxIdleRead = 1 << 10
+
+// idle returns body bounded by the trace's byteWait, from the middleware's
+// first sight of it (a middleware may read it) until stopIdle; body itself
+// when there is no bound.
+func (st *sendTrace) idle(body io.ReadCloser) io.ReadCloser {
+	if st.byteWait <= 0 || st.cancel == nil || body == nil || body == http.NoBody {
+		return body
 	}
 	b := &idleBody{ReadCloser: body, wait: st.byteWait}
 	b.timer = time.AfterFunc(st.byteWait, func() { st.cancel(errBodyStalled) })
-	return b, func() { b.timer.Stop() }
+	st.idleTimer = b.timer
+	return b
+}
+
+// stopIdle ends the bound of idle once the attempt is done with its body.
+func (st *sendTrace) stopIdle() {
+	if st.idleTimer != nil {
+		st.idleTimer.Stop()
+	}
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
+	if len(p) > maxIdleRead {
+		p = p[:maxIdleRead]
+	}
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
 		b.timer.Reset(b.wait)
