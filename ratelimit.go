@@ -301,7 +301,7 @@ type BudgetLevel struct {
 	Name   string
 	Unit   string  // points, requests, records or concurrent-requests
 	Quota  int     // what the level grants per Window, for every key it counts (org: the whole organisation)
-	Share  float64 // the part of Quota this key may take (org: 0.5), split among the keys of this process that share the level
+	Share  float64 // the part of Quota this key may take (org: 0.5), split among the keys of this process that share the level, and while a shared store is down, this process's part
 	Window time.Duration
 	// Capacity is what the level holds when full: the contract's size
 	// until the server shows another (the key level's 600 points).

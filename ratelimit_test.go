@@ -844,3 +844,29 @@ func TestTheClientsOwnStatusIsNoCallersWait(t *testing.T) {
 		}
 	})
 }
+
+// TestABucketsFullMomentIsNoWaitTheServerAsked: the write level is a
+// bucket (60, one a second). Another client of the key takes 59 writes and
+// this one the last; the answer says "write";r=0;t=60, when the bucket is
+// full again. A create that sits out at most 30 s (MaxRetryWait) is not
+// failed as if the server had asked a minute: a bucket refilling at the
+// quota's rate frees its write within a second, which a refusal would ask.
+func TestABucketsFullMomentIsNoWaitTheServerAsked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := sandbox.New()
+		other, c := sandboxClient(t, srv), sandboxClient(t, srv)
+		ctx := context.Background()
+		for i := range 59 {
+			if _, err := other.Contacts.Create(ctx, ContactCreate{Name: fmt.Sprint("o", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.Contacts.Create(ctx, ContactCreate{Name: "last"}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := c.Contacts.Create(ctx, ContactCreate{Name: "next"}, WithMaxRetryWait(30*time.Second)); err != nil {
+			t.Errorf("the next create, which the write bucket takes within a second, failed after %v: %v", time.Since(start), err)
+		}
+	})
+}

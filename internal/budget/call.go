@@ -19,7 +19,8 @@ type Call struct {
 	// key that the call sits out: a lockout, a wait for every call of the
 	// key, a refusal's wait on a level it takes from, the moment of a
 	// level's word that leaves the call too little until then (a
-	// RateLimit t), or the shared store's pause or refusal's wait
+	// RateLimit t) when even a bucket refilling at the quota's rate would
+	// hold it longer, or the shared store's pause or refusal's wait
 	// (budgetstore.Grant.Refusal), whichever process was told it. A
 	// longer one fails the attempt at once with a HoldError that wraps
 	// ErrHoldTooLong.

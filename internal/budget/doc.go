@@ -383,6 +383,15 @@
 //     calls it binds for the refusal's wait and by its pace, not by what
 //     the model counts of it (level.sized;
 //     TestAPolicyHoldsWhatItIsSeenToTakeFrom).
+//   - A call sits out a wait the server asks for at most its MaxHold (the
+//     client's WithMaxRetryWait), and fails at once with a longer one: a
+//     refusal's, or the moment of a word that leaves it too little until
+//     then when even a bucket refilling at the quota's rate from what the
+//     word left would hold it longer ("delete-day";r=0;t=86000; a t that
+//     names when a bucket is full again asks no one call to wait that long)
+//     (State.serverWaitLocked, level.leastWait;
+//     TestAWordsMomentPastTheCallsMaxHoldFailsIt,
+//     TestABucketsFullMomentIsNoWaitTheServerAsked in package bodo).
 //   - A wait the server asks is held at most MaxLockout for a lockout and
 //     MaxServerWait otherwise. A header's w and t count for at most maxHold,
 //     and then a call goes to ask again (maxSeconds;

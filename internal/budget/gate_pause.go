@@ -16,20 +16,32 @@ func (s *State) pauseLocked(c *Call, now time.Time) (*gate, time.Duration, strin
 	return nil, 0, ""
 }
 
-// serverWaitLocked returns how long g holds a call for a wait the server
-// asked of the key, given d and why from holdLocked or the shared store
+// serverWaitLocked returns how long g holds c for a wait the server asked
+// of the key, given d and why from holdLocked or the shared store
 // (refusal: the store's wait is a refusal's): a refusal's, or the moment
-// of a level's word when the call waits for it (a refusal would ask as
-// much); false when what holds it is the client's own model (a level's
-// refill or log, the pace, the slots, the guard).
-func (s *State) serverWaitLocked(g *gate, d time.Duration, why string, refusal bool, now time.Time) (time.Duration, bool) {
+// of a level's word when c waits for it and whatever shape the level has
+// it would wait longer than c's MaxHold (a refusal would ask as much);
+// false when what holds it is the client's own model (a level's refill or
+// log, the pace, the slots, the guard).
+func (s *State) serverWaitLocked(c *Call, g *gate, d time.Duration, why string, refusal bool, now time.Time) (time.Duration, bool) {
 	switch {
 	case g == &s.lockGate, g == &s.serverGate, refusal, g == &s.storeGate && why == ReasonLockout:
 		return d, true
 	case g.level != nil && now.Before(g.level.holdUntil):
 		return g.level.holdUntil.Sub(now), true
-	case g.level != nil && now.Before(g.level.moment.at) && !now.Add(d).Before(g.level.moment.at):
+	case g.level != nil && now.Before(g.level.moment.at) && !now.Add(d).Before(g.level.moment.at) &&
+		g.level.leastWait(s.amountLocked(c, g.level)) > c.MaxHold:
 		return g.level.moment.at.Sub(now), true
 	}
 	return 0, false
+}
+
+// amountLocked is what c takes of l; 1 when it takes nothing of it.
+func (s *State) amountLocked(c *Call, l *level) float64 {
+	for _, t := range s.takesLocked(c) {
+		if t.l == l {
+			return t.amount
+		}
+	}
+	return 1
 }

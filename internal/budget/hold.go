@@ -14,7 +14,7 @@ import (
 func (a *attempt) holdLocked(ctx context.Context, g *gate, d time.Duration, why string, refusal bool, now time.Time) error {
 	s, c, w := a.s, a.c, &a.c.w
 	a.reason, a.wait, a.waitFrom = why, d, now
-	if asked, ok := s.serverWaitLocked(g, d, why, refusal, now); ok && c.MaxHold > 0 && asked > c.MaxHold {
+	if asked, ok := s.serverWaitLocked(c, g, d, why, refusal, now); ok && c.MaxHold > 0 && asked > c.MaxHold {
 		return &HoldError{Reason: why, Wait: asked, Err: ErrHoldTooLong}
 	}
 	// When it asks again for the status, held all along: only about a

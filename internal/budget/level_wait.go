@@ -175,3 +175,18 @@ func (l *level) fullIn(now time.Time) time.Duration {
 	}
 	return max(d, hold)
 }
+
+// leastWait is the shortest wait for amount that the server's last word
+// allows, whatever the level's shape: a bucket refilling at the quota's
+// rate from what the word left. A moment further away than that may be a
+// bucket's full one, which is no wait the server asks of one call.
+func (l *level) leastWait(amount float64) time.Duration {
+	missing := l.need(amount) - max(l.tokens, 0)
+	if missing <= 0 {
+		return 0
+	}
+	if r := l.grossRate(); r > 0 {
+		return durationOf(missing / r)
+	}
+	return forever
+}

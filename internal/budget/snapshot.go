@@ -26,7 +26,7 @@ type LevelSnapshot struct {
 	Name              string
 	Unit              string        // points, requests, records, concurrent-requests
 	Quota             int           // per Window
-	Share             float64       // the part of the quota this key may use, split among the keys of this process that share it
+	Share             float64       // the part of the quota this key may use: of this process's keys that share it, its part; while the shared store is down, of this process's part
 	Window            time.Duration // the quota's window
 	Capacity          int           // what it holds when full (level.size), at least the quota
 	Remaining         float64       // what the model believes is left now
@@ -64,7 +64,7 @@ func (s *State) Snapshot() Snapshot {
 	for _, l := range s.order {
 		l.refill(now)
 		ls := LevelSnapshot{
-			Name: l.name, Unit: l.unit, Quota: int(l.quota), Share: l.share * l.parts.split, Window: l.window,
+			Name: l.name, Unit: l.unit, Quota: int(l.quota), Share: l.share * l.part(), Window: l.window,
 			Capacity: int(max(l.size(), l.quota)), Remaining: l.available(now), FullIn: l.fullIn(now),
 			ReportedRemaining: l.reported.remaining, ReportedReset: l.reported.reset, ReportedAt: l.reported.at,
 			Waiting: len(l.gate.q.ws),

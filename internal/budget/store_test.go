@@ -1549,3 +1549,25 @@ func TestAStoreBackWakesTheCallsItsShareHeld(t *testing.T) {
 		})
 	}
 }
+
+// TestAnOutageSnapshotSaysTheProcesssPart: while the store is down, a
+// process of four keeps to its part of the key level (rule 7), and the
+// snapshot says so: its Share is that part, and a level it shows full
+// (FullIn 0) holds its Share of the Capacity.
+func TestAnOutageSnapshotSaysTheProcesssPart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &downStore{refunded: map[string]float64{}}
+		s := keyAfter(t, st, `"key";r=600;t=0`)
+		st.setDown(true)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+		time.Sleep(1500 * time.Millisecond) // within sharedRetry: the process keeps to its part
+		held(s, call(ops.GetContact, ""))
+		for _, l := range s.Snapshot().Levels {
+			if l.Name == Key && (l.Share >= 1 || l.FullIn == 0 && l.Remaining < l.Share*float64(l.Capacity)-1e-9) {
+				t.Errorf("the key level in the outage: Remaining %.1f of Capacity %d, Share %v, FullIn %v; want this process's part, and not full below it",
+					l.Remaining, l.Capacity, l.Share, l.FullIn)
+			}
+		}
+		storeBack(st)
+	})
+}
