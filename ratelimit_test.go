@@ -430,13 +430,13 @@ func TestKeysOfOnePrincipalSplitItsLevel(t *testing.T) {
 	}
 }
 
-// TestTheKeysIdentityIsAskedBesideTheCall: once a second key talks to the
-// host, a call of it asks GET /v1/me whom the key belongs to, in the
-// background with a bound of its own: a call with WithAttemptTimeout(1s)
+// TestTheKeysIdentityIsAskedAfterTheCall: once a second key talks to the
+// host, a call of it has GET /v1/me asked whom the key belongs to, once it
+// has ended, with a bound of its own: a call with WithAttemptTimeout(1s)
 // and no retries, while the server takes 20 s to answer /v1/me, ends in
 // milliseconds, and neither OnRetry nor OnWait hears of the client's own
 // request. When both keys have their answer, the principal level is split.
-func TestTheKeysIdentityIsAskedBesideTheCall(t *testing.T) {
+func TestTheKeysIdentityIsAskedAfterTheCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := sandbox.New(sandbox.WithFaults(func(r *http.Request) sandbox.Fault {
 			if r.URL.Path == "/v1/me" {
