@@ -226,11 +226,7 @@ func WithOnRetry(f func(RetryEvent)) Option {
 		if f == nil {
 			return errors.New("WithOnRetry: nil func")
 		}
-		if prev := s.onRetry; prev != nil {
-			s.onRetry = func(ev RetryEvent) { prev(ev); f(ev) }
-		} else {
-			s.onRetry = f
-		}
+		s.onRetry = then(s.onRetry, f)
 		return nil
 	})
 }
@@ -259,13 +255,17 @@ func WithOnWait(f func(WaitEvent)) Option {
 		if f == nil {
 			return errors.New("WithOnWait: nil func")
 		}
-		if prev := s.onWait; prev != nil {
-			s.onWait = func(ev WaitEvent) { prev(ev); f(ev) }
-		} else {
-			s.onWait = f
-		}
+		s.onWait = then(s.onWait, f)
 		return nil
 	})
+}
+
+// then is a hook that calls prev, if any, and then f.
+func then[E any](prev, f func(E)) func(E) {
+	if prev == nil {
+		return f
+	}
+	return func(ev E) { prev(ev); f(ev) }
 }
 
 // WithOptions applies opts in order, as one Option: for a package whose
