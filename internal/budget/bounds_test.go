@@ -146,7 +146,7 @@ func TestWhatTheStoreMissedIsBounded(t *testing.T) {
 func TestEvidenceIsKeptOfAtMostMaxKinds(t *testing.T) {
 	l := &level{quota: 100, share: 1}
 	for i := range 4 * maxKinds {
-		l.witness(fmt.Sprint("kind ", i), 50, 0)
+		l.witness(fmt.Sprint("kind ", i), 1, 50, 0, time.Now())
 	}
 	if len(l.scope.evidence) != maxKinds {
 		t.Errorf("evidence of %d kinds, want %d", len(l.scope.evidence), maxKinds)

@@ -1857,3 +1857,40 @@ func TestSettleGivesBackWhatNoWordCounted(t *testing.T) {
 		})
 	}
 }
+
+// TestAnUnmovedWordWhileTheLevelMayHaveRefilledUntiesNothing (rule 3): a
+// policy of 10 searches a minute, tied to searches by a refusal, answers
+// searches spread at its rate with r where it was: a sliding log frees a
+// take as each call takes one. That says nothing of whether searches take
+// from it, and it stays tied. The same answers a second apart, when the
+// quota's rate cannot have refilled a search, show that searches do not
+// take from it, and untie it.
+func TestAnUnmovedWordWhileTheLevelMayHaveRefilledUntiesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		apart time.Duration
+		tied  bool
+	}{{6 * time.Second, true}, {time.Second, false}} {
+		t.Run(tc.apart.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := New()
+				search := func() *Call { return call(ops.ListContacts, "q=a") }
+				admitNow(t, s, search()).Finish(answer(`"search";q=10;w=60`, `"search";r=5;t=60`))
+				a := refusal(http.StatusTooManyRequests, codeRateLimited, "search", time.Second)
+				a.Header.Set("RateLimit", `"search";r=0;t=1`)
+				admitNow(t, s, search()).Finish(a)
+				time.Sleep(time.Second)
+				admitNow(t, s, search()).Finish(answer("", `"search";r=5;t=60`))
+				for range 6 {
+					time.Sleep(tc.apart)
+					tk, _ := admitAt(t, s, search())
+					tk.Finish(answer("", `"search";r=5;t=60`))
+				}
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if tied := s.levels["search"].scope.ops[search().kind()]; tied != tc.tied {
+					t.Errorf("searches tied to the policy after six answers %v apart with r unmoved: %v, want %v", tc.apart, tied, tc.tied)
+				}
+			})
+		})
+	}
+}

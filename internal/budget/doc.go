@@ -120,9 +120,14 @@
 //
 // A policy the contract does not document binds the kind of call (an
 // operation at a cost) that a refusal named it for, or whose answers show
-// it going down two more times than not. Being named is not enough, since
-// a server may name the narrowest of all the key's levels in every answer
-// (level.witness; TestAPolicyHoldsWhatItIsSeenToTakeFrom). Nor is a fall
+// it going down two more times than not; an answer shows it not going down
+// only when r stayed where it was and the quota's rate cannot have
+// refilled the call's take since the last word (a sliding log spread at
+// its rate frees a take as each call takes one;
+// TestAnUnmovedWordWhileTheLevelMayHaveRefilledUntiesNothing). Being
+// named is not enough, since a server may name the narrowest of all the
+// key's levels in every answer (level.witness;
+// TestAPolicyHoldsWhatItIsSeenToTakeFrom). Nor is a fall
 // that this key's other calls may have caused: those in flight when the
 // call whose answer brought the last word on the policy was admitted, and
 // those sent since. An answer shows its call's kind taking only when the

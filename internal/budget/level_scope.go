@@ -23,22 +23,25 @@ const tieAfter = 2
 // maxKinds bounds the kinds of call a learned policy keeps evidence of.
 const maxKinds = 256
 
-// witness counts what an answer to a call of kind says of l, a learned
-// policy the answer named with remaining r, when others is the most that
-// this key's other calls may have taken from it since the server's last
-// word on it: that such calls take from it when r fell by more than
-// others, that they do not when it did not fall, and nothing otherwise
-// (being named is not enough: a server may name the narrowest of all the
-// key's levels in every answer, and a fall the other calls in flight may
-// have caused says nothing of this one). It reports whether the tie of
-// kind changed.
-func (l *level) witness(kind string, r, others float64) bool {
-	last := l.reported.remaining
+// witness counts what an answer to a call of kind, which would take
+// amount, says of l, a learned policy the answer named with remaining r,
+// when others is the most that this key's other calls may have taken from
+// it since the server's last word on it: that such calls take from it when
+// r fell by more than others, that they do not when r stayed where it was
+// and the quota's rate cannot have refilled amount since that word, and
+// nothing otherwise (being named is not enough: a server may name the
+// narrowest of all the key's levels in every answer; a fall the other
+// calls in flight may have caused says nothing of this one, nor does a
+// level that may have freed what the call took: a sliding log spread at
+// its rate frees a take as each call takes one). It reports whether the
+// tie of kind changed.
+func (l *level) witness(kind string, amount, r, others float64, now time.Time) bool {
+	last, freed := l.reported.remaining, l.grossRate()*now.Sub(l.reported.at).Seconds()
 	if l.reported.at.IsZero() {
 		if l.quota <= 0 {
 			return false
 		}
-		last = l.quota * l.share // a level the server has not named yet is full
+		last, freed = l.quota*l.share, 0 // a level the server has not named yet is full
 	}
 	e, ok := l.scope.evidence[kind]
 	if !ok && len(l.scope.evidence) >= maxKinds {
@@ -47,7 +50,7 @@ func (l *level) witness(kind string, r, others float64) bool {
 	switch fall := last - r; {
 	case fall > others+1e-9:
 		e = min(e+1, 2*tieAfter)
-	case fall <= 0:
+	case math.Abs(fall) < 1e-9 && freed < amount:
 		e = max(e-1, -2*tieAfter)
 	default:
 		return false

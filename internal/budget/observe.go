@@ -44,7 +44,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 			if l.tie(c.kind()) { // a partition is the target's own
 				s.version++
 			}
-		case l.witness(c.kind(), remaining, s.othersLocked(l, c)):
+		case l.witness(c.kind(), l.amountFor(c.Cost), remaining, s.othersLocked(l, c), now):
 			s.version++
 		}
 		if l.name == Egress {
