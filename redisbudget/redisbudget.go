@@ -124,12 +124,19 @@ func levelArgs(args []any, levels []budgetstore.Level) []any {
 	args = append(args, len(levels))
 	for _, l := range levels {
 		args = append(args, l.Name, num(l.Amount), num(l.Rate), num(l.Size), num(l.Pace), num(l.Burst),
-			num(l.Quota), ms(l.Window), ms(l.Reset), ms(l.Hold), num(l.Taken), ms(l.Ago))
+			num(l.Quota), ms(l.Window), ms(l.Reset), ms(l.Hold), num(l.Taken), ms(l.Ago), flag(l.Steps))
 	}
 	return args
 }
 
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // Acquire implements budgetstore.Store.
 func (b *Budget) Acquire(ctx context.Context, key string, req budgetstore.Acquire) (budgetstore.Grant, error) {

@@ -46,7 +46,7 @@ end
 -- unit ('mu'). A level that a process showed to free in steps (rate 0
 -- with a window) does not refill for a window after ('sw'), whatever
 -- rate others give: the processes that share it learn its shape one by
--- one. A level the store has no count of (new, or Redis came back
+-- one; nor does one whose word said so (steps) until its moment. A level the store has no count of (new, or Redis came back
 -- empty) starts at what the asking process's model holds (its size less
 -- 'taken'); when that is less than full, its log bounds it only from
 -- the server's next word on it (a Left) or a window later ('nb'): an
@@ -56,10 +56,11 @@ end
 local function tokens_of(l)
   local k = p .. ':lv:' .. l.name
   local h = redis.call('HMGET', k, 't', 'a', 'm', 'sw', 'mu')
-  local rate = l.rate
+  local rate, sw = l.rate, num(h[4], 0)
   if rate == 0 and l.window > 0 then
-    redis.call('HSET', k, 'sw', now + l.window)
-  elseif num(h[4], 0) > now then
+    sw = now + l.window
+    redis.call('HSET', k, 'sw', sw)
+  elseif sw > now then
     rate = 0
   end
   local tokens, fresh = num(h[1]), false
@@ -75,7 +76,8 @@ local function tokens_of(l)
     at = now
     redis.call('HSET', k, 'a', now)
   end
-  if now > at then tokens = tokens + rate * (now - at) / 1000 end
+  local from = math.max(at, sw)
+  if now > from then tokens = tokens + rate * (now - from) / 1000 end
   -- No call leaves a level deeper in debt than its size (a call bigger
   -- than the level leaves less).
   tokens = math.max(math.min(l.size, tokens), -l.size)
@@ -177,7 +179,7 @@ local function paced_of(name, pace, burst)
   return math.min(burst, tokens + pace * (now - at) / 1000)
 end
 
-local level_args = 12
+local level_args = 13
 
 local function levels_from(first, n)
   local out = {}
@@ -185,7 +187,8 @@ local function levels_from(first, n)
     local b = first + i * level_args
     out[#out + 1] = {name = ARGV[b], amount = tonumber(ARGV[b + 1]), rate = tonumber(ARGV[b + 2]), size = tonumber(ARGV[b + 3]),
       pace = tonumber(ARGV[b + 4]), burst = tonumber(ARGV[b + 5]), quota = tonumber(ARGV[b + 6]), window = tonumber(ARGV[b + 7]),
-      reset = tonumber(ARGV[b + 8]), hold = tonumber(ARGV[b + 9]), taken = tonumber(ARGV[b + 10]), ago = tonumber(ARGV[b + 11])}
+      reset = tonumber(ARGV[b + 8]), hold = tonumber(ARGV[b + 9]), taken = tonumber(ARGV[b + 10]), ago = tonumber(ARGV[b + 11]),
+      steps = tonumber(ARGV[b + 12])}
   end
   return out
 end
@@ -575,7 +578,12 @@ for _, l in ipairs(left) do
   local tokens, rate = tokens_of(l)
   tokens = math.max(math.min(tokens, upper), lower)
   save(l.name, tokens)
-  redis.call('HSET', k, 'm', now + l.reset, 'mu', tostring(math.max(0, 1 - rate * l.reset / 1000)))
+  local mu = math.max(0, 1 - rate * l.reset / 1000)
+  if l.steps == 1 and l.reset > 0 then
+    mu = 1
+    redis.call('HSET', k, 'sw', math.max(num(redis.call('HGET', k, 'sw'), 0), now + l.reset))
+  end
+  redis.call('HSET', k, 'm', now + l.reset, 'mu', tostring(mu))
   if l.quota > 0 and l.window > 0 then
     log_add(l.name, l.quota - log_sum(l.name, l.window) - inflight - l.amount)
   end

@@ -236,3 +236,39 @@ func TestWhatOneProcessShowsOfAStepsLevelBindsAll(t *testing.T) {
 		t.Fatalf("a write of a process that gives a refill: %+v %v, want held by write until the log frees", g, err)
 	}
 }
+
+// TestAWordThatFreesInStepsBindsEveryProcessUntilItsMoment: a process
+// that learned that a policy refills only from the moments its words name
+// reports the server's word with Steps: no process refills the level
+// before the word's moment, also one that gives it its quota's refill (10
+// a second here, a unit in 100 ms), and the moment frees one unit. From
+// then on it refills as before, from the moment, not from the word.
+func TestAWordThatFreesInStepsBindsEveryProcessUntilItsMoment(t *testing.T) {
+	t.Parallel()
+	a, b, k := twoProcesses(t)
+	ctx := context.Background()
+	burst := func(amount, rate float64) budgetstore.Level {
+		return budgetstore.Level{Name: "burst", Amount: amount, Rate: rate, Size: 10}
+	}
+	left := burst(0, 0)
+	left.Reset, left.Steps = 600*time.Millisecond, true
+	word := time.Now()
+	take(t, a, k, "a0", []budgetstore.Level{burst(10, 0)}, left)
+	time.Sleep(300 * time.Millisecond)
+	g, err := b.Acquire(ctx, k, acquire("b0", time.Minute, burst(1, 10)))
+	if err != nil || g.Admitted || g.Reason != "burst" || g.Wait <= 0 {
+		t.Fatalf("another process's call 300 ms before the moment, at a refill of 10 a second: %+v %v, want held by burst", g, err)
+	}
+	time.Sleep(left.Reset - time.Since(word) + 20*time.Millisecond)
+	if g, err := b.Acquire(ctx, k, acquire("b0", time.Minute, burst(1, 10))); err != nil || !g.Admitted {
+		t.Fatalf("a call at the moment: %+v %v, want admitted", g, err)
+	}
+	g, err = b.Acquire(ctx, k, acquire("b1", time.Minute, burst(1, 10)))
+	if err != nil || g.Admitted || g.Reason != "burst" {
+		t.Fatalf("a second call at the moment: %+v %v, want held: the moment frees one unit, and the refill counts from it", g, err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if g, err := b.Acquire(ctx, k, acquire("b1", time.Minute, burst(1, 10))); err != nil || !g.Admitted {
+		t.Fatalf("a call 150 ms after the moment at a refill of 10 a second: %+v %v, want admitted", g, err)
+	}
+}

@@ -40,14 +40,7 @@ func TestProfiles(t *testing.T) {
 		durations = append(durations, 60*time.Minute)
 	}
 	only := os.Getenv("BODO_PROFILE")
-	runs := 1
-	if v := os.Getenv("BODO_RUNS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("BODO_RUNS=%q: want a number of runs, 1 or more", v)
-		}
-		runs = n
-	}
+	runs := runsFromEnv(t, 1)
 	var rows [][]ProfileResult
 	var misses []string
 	for _, p := range sandbox.Profiles() {
@@ -96,6 +89,19 @@ func TestProfiles(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// runsFromEnv is BODO_RUNS, the runs of each row; def when it is unset.
+func runsFromEnv(t *testing.T, def int) int {
+	v := os.Getenv("BODO_RUNS")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("BODO_RUNS=%q: want a number of runs, 1 or more", v)
+	}
+	return n
 }
 
 // shortRuns is how many runs a row of 2-minute runs has by default.

@@ -161,6 +161,7 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 	for i := range takes {
 		t := &takes[i]
 		t.mark, t.charged = t.l.charged+t.l.inflight, t.l.charged
+		t.early = t.l.early(t.amount, now)
 		t.l.take(t.amount, now)
 		t.probe = t.l.sent(now)
 		t.l.inflight += t.amount

@@ -137,7 +137,7 @@ func (t *Ticket) end(a *Answer, sent, cancelled bool) {
 			}
 			s.observeLocked(c, a.Header, now, rel, !uncharged)
 			if a.Problem != nil {
-				s.refusedLocked(c, t.start, a.Status, a.Problem, now, rel)
+				s.refusedLocked(c, t.taken, t.start, a.Status, a.Problem, now, rel)
 			}
 		}
 		s.leaveFlightLocked(t)

@@ -85,6 +85,7 @@ type take struct {
 	mark    float64 // what the level's attempts had taken before this one (charged and in flight)
 	charged float64 // what had been charged to the level when it was taken
 	probe   bool    // the call the level's others wait for (level.sent)
+	early   bool    // it went before the moment of the level's last word, on more than that word left (level.early)
 }
 
 // kind is what a learned policy is tied to: the operation and the call's

@@ -62,6 +62,20 @@
 //     its quota less this key's own takes in the last window, which every
 //     shape grants (level.logAvailable;
 //     TestTheServersWordBindsUntilItsMoment).
+//   - A policy the contract does not document is refilled between answers
+//     at its quota's rate, since others may take from it too
+//     (TestASpreadPolicyCountsItsRefill). A refusal of a call that this
+//     refill let go before the moment of the word, on more than the word
+//     left (level.early), shows that nothing freed before it: from then on
+//     the level gains nothing between a word and its moment, frees a unit
+//     then and refills from then until the next word. A t may say when the
+//     level is full again: the moment is then when this key's oldest take
+//     since the last t's moment leaves the window, if that comes first
+//     (level.momentOf). The shared store is told so with each word: no
+//     process refills it before the moment (level.learnEarly, level.defers;
+//     TestALevelRefusedBeforeItsMomentRefillsOnlyFromThen). A level of the
+//     API keeps its refill: the contract says others take from the levels
+//     it shares, which explains such a refusal.
 //   - The answer to a call that took nothing from a level (a server that
 //     names the narrowest of all levels) may carry a word older than the
 //     model's: it only lowers it (level.observe;

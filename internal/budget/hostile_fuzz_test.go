@@ -50,7 +50,7 @@ func FuzzHostileAnswers(f *testing.F) {
 
 		wait := time.Duration(min(max(waitMs, 0), int64(24*time.Hour/time.Millisecond))) * time.Millisecond
 		p := &Problem{Code: code, Policy: refusedBy, RetryAfter: wait, Hinted: waitMs >= 0}
-		s.refusedLocked(calls[0], now, status, p, now, &release{})
+		s.refusedLocked(calls[0], nil, now, status, p, now, &release{})
 		if d := s.lockedUntil.Sub(now); d > MaxLockout {
 			t.Fatalf("a lockout held for %v", d)
 		}

@@ -70,6 +70,7 @@ type level struct {
 	// the documented bucket's depth (learnDepth).
 	bucket bool
 	steps  bool          // a t further than a bucket would need to be full again: it frees in steps, a sliding log's or a window's (learnSteps)
+	resets bool          // a learned policy refused a call that its refill let go before its word's moment: it refills only from each moment on (learnEarly, defers)
 	shape  shapeEvidence // what r and t showed so far of the level's shape (level_shape.go)
 	shared bool          // other keys take from it too
 	pooled bool          // a shared store keeps it for every process of the key; it refills as the store has it (storeLevel) unless it frees in steps
@@ -252,6 +253,7 @@ func (l *level) take(amount float64, now time.Time) {
 	l.syncPart()
 	l.tokens -= amount
 	l.parts.tokens -= amount
+	l.moment.left -= amount
 	l.promised = 0
 }
 

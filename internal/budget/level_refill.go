@@ -9,6 +9,9 @@ type moment struct {
 	at     time.Time // now + t of that word; zero once it passed
 	freed  float64   // the level's log.freed when the word came
 	gained float64   // what refill added since
+	left   float64   // what the word left of the level, less what was taken since
+	logged bool      // at is when a take of this key's leaves the window, before the word's t (momentOf)
+	passed time.Time // when the moment of the last word's t passed
 }
 
 // ObservedRateTTL is how long a refill rate read off a RateLimit header of a
@@ -45,7 +48,63 @@ func (l *level) rate(now time.Time) float64 {
 			r = 0
 		}
 	}
+	if l.defers(now) {
+		r = 0
+	}
 	return r
+}
+
+// defers reports whether the level's refill waits for the moment of the
+// server's last word: a policy the contract does not document, refilled
+// between answers since others may take from it too, that refused a call
+// its refill let go early (learnEarly) gains nothing between a word and
+// its moment (rule 1), and refills again from then until the next word.
+func (l *level) defers(at time.Time) bool {
+	return l.resets && at.Before(l.moment.at)
+}
+
+// early reports whether taking amount now goes before the moment of the
+// server's last word on more than that word left, on a policy the
+// contract does not document: on its refill alone.
+func (l *level) early(amount float64, now time.Time) bool {
+	return !l.known && !l.bucket && now.Before(l.moment.at) && l.moment.left < l.need(amount)-1e-9
+}
+
+// momentOf is the moment of a word whose t is reset, now+t, and false;
+// or, of a level that refills only from its moments (resets), when this
+// key's oldest take since the moment of a t passed leaves its window, if
+// that comes first, and true. A t may say when the level is full again, a
+// window after its newest take, where what this key took frees as each
+// take leaves; what it took before a t's moment, that moment may have
+// freed (a window's reset).
+func (l *level) momentOf(reset time.Duration, now time.Time) (time.Time, bool) {
+	at := now.Add(reset)
+	if !l.resets {
+		return at, false
+	}
+	l.log.prune(now.Add(-l.window))
+	for _, e := range l.log.entries[l.log.head:] {
+		if e.sent.After(l.moment.passed) {
+			left := e.at.Add(l.window)
+			return sooner(at, left), left.Before(at)
+		}
+	}
+	return at, false
+}
+
+// learnEarly reads a refusal of a call that went early on a policy the
+// contract does not document: nothing freed before the moment the server
+// named, so its refill waits for the moments (defers), the last word's
+// among them. A level of the API that others take from keeps its refill:
+// the contract says they take from it, which explains such a refusal.
+func (l *level) learnEarly(now time.Time) {
+	if l.known || l.bucket || l.resets {
+		return
+	}
+	l.resets = true
+	if now.Before(l.moment.at) {
+		l.moment.at, l.moment.logged = l.momentOf(l.moment.at.Sub(now), now)
+	}
 }
 
 // noRefillUntil is, before the first measure of the net refill, when the
@@ -81,7 +140,11 @@ func (l *level) frees(now time.Time) bool {
 // measure expires); zero when none does.
 func (l *level) rateChange(at time.Time) time.Time {
 	next := time.Time{}
-	for _, t := range [...]time.Time{l.observedUntil, l.others.gain.until, l.noRefillUntil()} {
+	moment := time.Time{}
+	if l.defers(at) {
+		moment = l.moment.at
+	}
+	for _, t := range [...]time.Time{l.observedUntil, l.others.gain.until, l.noRefillUntil(), moment} {
 		if t.After(at) && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
@@ -117,6 +180,9 @@ func (l *level) grossRate() float64 {
 // refused call's need (promised), and at the moment the server named by
 // what the refill since the word has not brought of one unit (momentUnit).
 func (l *level) refill(now time.Time) {
+	if m := l.moment.at; !m.IsZero() && now.After(m) && m.After(l.at) && !l.at.IsZero() {
+		l.refill(m) // the moment's unit, then the refill after it
+	}
 	start := l.tokens
 	defer func() { l.unconfirmed += l.tokens - start }()
 	if l.at.IsZero() {
@@ -147,6 +213,9 @@ func (l *level) refill(now time.Time) {
 		if unit := l.momentUnit(now); unit > 0 {
 			l.tokens = min(l.tokens+unit, max(l.size(), l.tokens))
 			l.parts.tokens = min(l.parts.tokens+l.parts.of*unit, max(l.parts.of*l.size(), l.parts.tokens))
+		}
+		if !l.moment.logged {
+			l.moment.passed = l.moment.at
 		}
 		l.moment.at = time.Time{}
 	}

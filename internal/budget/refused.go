@@ -30,18 +30,20 @@ func namesALevel(status int, p *Problem) bool {
 	return !isOverload(status, p) && p.Policy != "" && p.Policy != Parallel && p.Policy != Lockout
 }
 
-// refusedLocked learns from a refusal of c's attempt admitted at sent. Its
-// wait binds every call it concerns: a lockout, an OVERLOADED, a parallel
-// refusal or a refusal that names no level holds every call of the key,
-// for at most MaxLockout or MaxServerWait; one that is not the API's own
-// holds no other call; a refusal on a level holds the calls that take from
-// that level, and the level owes what the call lacked until then. A
+// refusedLocked learns from a refusal of c's attempt admitted at sent,
+// which took taken. Its wait binds every call it concerns: a lockout, an
+// OVERLOADED, a parallel refusal or a refusal that names no level holds
+// every call of the key, for at most MaxLockout or MaxServerWait; one that
+// is not the API's own holds no other call; a refusal on a level holds the
+// calls that take from that level, and the level owes what the call lacked
+// until then; one of a call that went early on a learned policy shows that
+// it frees in steps (level.learnEarly). A
 // refusal slows what it speaks of (AIMD, pace.go): one naming a level cuts
 // that level's pace, any other the key's pace and in-flight cap; a
 // RATE_LIMITED (or unknown 429) halves them, an OVERLOADED (or unknown
 // 503) cuts them less. QUOTA_EXHAUSTED blocks its policy until it resets:
 // for a policy the client has no model of, the refused operation only.
-func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, now time.Time, rel *release) {
+func (s *State) refusedLocked(c *Call, taken []take, sent time.Time, status int, p *Problem, now time.Time, rel *release) {
 	if p.Code == codeQuotaExhausted {
 		s.blockLocked(c, p, now, rel)
 		return
@@ -75,6 +77,11 @@ func (s *State) refusedLocked(c *Call, sent time.Time, status int, p *Problem, n
 		l = s.refusingLevelLocked(c, p.Policy, now)
 		if l != nil && c.Status && l == s.status.level {
 			l.statusRefusedLocked()
+		}
+		for _, t := range taken {
+			if t.l == l && t.early {
+				l.learnEarly(now)
+			}
 		}
 		if l != nil && p.Hinted {
 			l.refill(now)

@@ -41,6 +41,9 @@ func (r *release) left(l *level, remaining float64, reset time.Duration, now tim
 	if r != nil {
 		sl := storeLevel(l, remaining, now)
 		sl.Reset = max(reset, 0)
+		if sl.Steps = l.defers(now); sl.Steps {
+			sl.Reset = l.moment.at.Sub(now) // the moment it refills from (momentOf)
+		}
 		r.Left = append(r.Left, sl)
 	}
 }
