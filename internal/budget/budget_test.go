@@ -1894,3 +1894,33 @@ func TestAnUnmovedWordWhileTheLevelMayHaveRefilledUntiesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestAFullLevelUntiesAKindWhateverTheGap (rule 3): reads were tied to a
+// learned policy "search" (10 a minute) by two answers that showed it
+// falling (another client's searches). From then on every read, 10 s
+// apart, is answered with the policy full (r=10=q): a level full at the
+// last word cannot have refilled anything, so a read that took from it
+// would have left r=9. Those answers untie reads, and once searches empty
+// the policy, reads are not held by it.
+func TestAFullLevelUntiesAKindWhateverTheGap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		read := func() *Call { return call(ops.GetContact, "") }
+		search := func() *Call { return call(ops.ListContacts, "q=a") }
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=10;w=60`, `"search";r=10;t=1`))
+		admitNow(t, s, read()).Finish(answer("", `"search";r=9;t=60`))
+		admitNow(t, s, read()).Finish(answer("", `"search";r=8;t=60`))
+		if scope := scopeOf(s, "search"); scope != read().kind() {
+			t.Fatalf("search scope %q, want reads tied (the test's premise)", scope)
+		}
+		time.Sleep(time.Minute)
+		for range 10 {
+			admitNow(t, s, read()).Finish(answer("", `"search";r=10;t=0`))
+			time.Sleep(10 * time.Second)
+		}
+		admitNow(t, s, search()).Finish(answer("", `"search";r=0;t=60`))
+		if d, why := holdOf(s, read()); why != "" {
+			t.Errorf("a read is held %v by %q, a policy every read's answer showed it does not take from", d, why)
+		}
+	})
+}

@@ -66,16 +66,21 @@
 //     at its quota's rate, since others may take from it too
 //     (TestASpreadPolicyCountsItsRefill). A refusal of a call that this
 //     refill let go before the moment of the word, on more than the word
-//     left (level.early), shows that nothing freed before it: from then on
-//     the level gains nothing between a word and its moment, frees a unit
-//     then and refills from then until the next word. A t may say when the
-//     level is full again: the moment is then when this key's oldest take
-//     since the last t's moment leaves the window, if that comes first
-//     (level.momentOf). The shared store is told so with each word: no
-//     process refills it before the moment (level.learnEarly, level.defers;
-//     TestALevelRefusedBeforeItsMomentRefillsOnlyFromThen). A level of the
-//     API keeps its refill: the contract says others take from the levels
-//     it shares, which explains such a refusal.
+//     left (level.early; not one that went on a word, a take given back or
+//     a refusal's promise: TestACallThatWentOnTheServersWordIsNotEarly),
+//     shows that nothing freed before it: from then on, until it shows it
+//     is a bucket, the level gains nothing between a word and its moment,
+//     frees a unit then and refills from then until the next word. A
+//     status answer's reset is such a moment too
+//     (TestALaterWordOnALevelThatRefillsFromItsMomentsBinds). A t may say when the level is full again: the moment is then when this
+//     key's oldest take since the last t's moment leaves the window, if that
+//     comes first (level.momentOf). The shared store is told so with each
+//     word, the refusal's own among them: no process refills it before the
+//     moment (level.learnEarly, level.defers;
+//     TestALevelRefusedBeforeItsMomentRefillsOnlyFromThen,
+//     TestTheRefusalThatShowsTheStepsTellsTheStore). A level of the API
+//     keeps its refill: the contract says others take from the levels it
+//     shares, which explains such a refusal.
 //   - The answer to a call that took nothing from a level (a server that
 //     names the narrowest of all levels) may carry a word older than the
 //     model's: it only lowers it (level.observe;
@@ -135,10 +140,11 @@
 // A policy the contract does not document binds the kind of call (an
 // operation at a cost) that a refusal named it for, or whose answers show
 // it going down two more times than not; an answer shows it not going down
-// only when r stayed where it was and the quota's rate cannot have
-// refilled the call's take since the last word (a sliding log spread at
+// only when r is above the last word less the call's take plus what the
+// quota's rate may have refilled since, up to full (a sliding log spread at
 // its rate frees a take as each call takes one;
-// TestAnUnmovedWordWhileTheLevelMayHaveRefilledUntiesNothing). Being
+// TestAnUnmovedWordWhileTheLevelMayHaveRefilledUntiesNothing,
+// TestAFullLevelUntiesAKindWhateverTheGap). Being
 // named is not enough, since a server may name the narrowest of all the
 // key's levels in every answer (level.witness;
 // TestAPolicyHoldsWhatItIsSeenToTakeFrom). Nor is a fall

@@ -260,6 +260,7 @@ func (l *level) take(amount float64, now time.Time) {
 func (l *level) give(amount float64) {
 	l.tokens += amount
 	l.parts.tokens += amount
+	l.moment.left += amount
 }
 
 // logAvailable is the quota less what this key took within the last window

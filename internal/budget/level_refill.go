@@ -60,14 +60,23 @@ func (l *level) rate(now time.Time) float64 {
 // its refill let go early (learnEarly) gains nothing between a word and
 // its moment (rule 1), and refills again from then until the next word.
 func (l *level) defers(at time.Time) bool {
-	return l.resets && at.Before(l.moment.at)
+	return l.resets && !l.bucket && at.Before(l.moment.at)
 }
 
 // early reports whether taking amount now goes before the moment of the
 // server's last word on more than that word left, on a policy the
-// contract does not document: on its refill alone.
+// contract does not document: on its refill alone, not on a refusal's
+// promise.
 func (l *level) early(amount float64, now time.Time) bool {
-	return !l.known && !l.bucket && now.Before(l.moment.at) && l.moment.left < l.need(amount)-1e-9
+	return !l.known && !l.bucket && now.Before(l.moment.at) && l.moment.left < l.need(amount)-1e-9 && !l.keepsPromise(now)
+}
+
+// said takes the moment of the server's word just reported (r and t, of
+// a RateLimit field or a status answer): what it left, less what is in
+// flight, binds until then (early).
+func (l *level) said(now time.Time) {
+	at, logged := l.momentOf(l.reported.reset, now)
+	l.moment = moment{at: at, logged: logged, freed: l.log.freed, left: l.tokens, passed: l.moment.passed}
 }
 
 // momentOf is the moment of a word whose t is reset, now+t, and false;
@@ -97,14 +106,16 @@ func (l *level) momentOf(reset time.Duration, now time.Time) (time.Time, bool) {
 // named, so its refill waits for the moments (defers), the last word's
 // among them. A level of the API that others take from keeps its refill:
 // the contract says they take from it, which explains such a refusal.
-func (l *level) learnEarly(now time.Time) {
+// It reports whether it learned so now.
+func (l *level) learnEarly(now time.Time) bool {
 	if l.known || l.bucket || l.resets {
-		return
+		return false
 	}
 	l.resets = true
 	if now.Before(l.moment.at) {
 		l.moment.at, l.moment.logged = l.momentOf(l.moment.at.Sub(now), now)
 	}
+	return true
 }
 
 // noRefillUntil is, before the first measure of the net refill, when the

@@ -27,22 +27,26 @@ const maxKinds = 256
 // amount, says of l, a learned policy the answer named with remaining r,
 // when others is the most that this key's other calls may have taken from
 // it since the server's last word on it: that such calls take from it when
-// r fell by more than others, that they do not when r stayed where it was
-// and the quota's rate cannot have refilled amount since that word, and
-// nothing otherwise (being named is not enough: a server may name the
-// narrowest of all the key's levels in every answer; a fall the other
-// calls in flight may have caused says nothing of this one, nor does a
-// level that may have freed what the call took: a sliding log spread at
-// its rate frees a take as each call takes one). It reports whether the
-// tie of kind changed.
+// r fell by more than others; that they do not when r is above what it
+// could be had the call taken amount, the last word less amount plus what
+// the quota's rate may have refilled since, up to full; and nothing
+// otherwise (being named is not enough: a server may name the narrowest of
+// all the key's levels in every answer; a fall the other calls in flight
+// may have caused says nothing of this one, nor does an r that the refill
+// may have kept up: a sliding log spread at its rate frees a take as each
+// call takes one). It reports whether the tie of kind changed.
 func (l *level) witness(kind string, amount, r, others float64, now time.Time) bool {
-	last, freed := l.reported.remaining, l.grossRate()*now.Sub(l.reported.at).Seconds()
+	last := l.reported.remaining
 	if l.reported.at.IsZero() {
 		if l.quota <= 0 {
 			return false
 		}
-		last, freed = l.quota*l.share, 0 // a level the server has not named yet is full
+		last = l.quota * l.share // a level the server has not named yet is full
 	}
+	// What the level may have refilled since the word, at the quota's
+	// rate, up to full: had the call taken amount, r would be at most
+	// last-amount+freed, whatever the others took.
+	freed := min(l.grossRate()*max(now.Sub(l.reported.at), 0).Seconds(), max(l.size()-last, 0))
 	e, ok := l.scope.evidence[kind]
 	if !ok && len(l.scope.evidence) >= maxKinds {
 		return false
@@ -50,7 +54,7 @@ func (l *level) witness(kind string, amount, r, others float64, now time.Time) b
 	switch fall := last - r; {
 	case fall > others+1e-9:
 		e = min(e+1, 2*tieAfter)
-	case math.Abs(fall) < 1e-9 && freed < amount:
+	case fall < amount-freed-1e-9:
 		e = max(e-1, -2*tieAfter)
 	default:
 		return false

@@ -54,8 +54,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		pending := l.inflight + chargedSince // what the server may not have counted yet
 		l.observe(remaining, remaining, chargedSince, r.reset, !known, now)
 		l.reported = reported{remaining: remaining, reset: time.Duration(max(r.reset, 0)) * time.Second, at: now, others: s.othersFrom(c)}
-		at, logged := l.momentOf(l.reported.reset, now)
-		l.moment = moment{at: at, logged: logged, freed: l.log.freed, left: l.tokens, passed: l.moment.passed}
+		l.said(now)
 		l.learnDepth(remaining, r.reset, now)
 		l.learnShape(remaining, r.reset, now)
 		l.learnSteps(remaining, r.reset)

@@ -79,8 +79,8 @@ func (s *State) refusedLocked(c *Call, taken []take, sent time.Time, status int,
 			l.statusRefusedLocked()
 		}
 		for _, t := range taken {
-			if t.l == l && t.early {
-				l.learnEarly(now)
+			if t.l == l && t.early && l.learnEarly(now) {
+				rel.resay(l, now) // the refusal's own word went to the store before
 			}
 		}
 		if l != nil && p.Hinted {

@@ -1,13 +1,16 @@
 package budget
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net/http"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/bodo-app/bodo-go/budgetstore"
 	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
@@ -159,4 +162,177 @@ func TestALevelRefusedBeforeItsMomentRefillsOnlyFromThen(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestACallThatWentOnTheServersWordIsNotEarly (rule 1): a learned policy
+// "burst" (10 a minute, t until full, as a bucket's) is tied to reads, and
+// its last word left nothing or 1. A read then goes on the server's own
+// word, not on the refill between words: the 1 a word left after a read
+// that took it never left (its take given back); the 1 a status answer
+// said is left; or the need a refusal's wait promised. It did not go early
+// (level.early), so its refusal (another client took the unit) says
+// nothing of whether the level refills between words: after the refusal's
+// wait and a read that empties the level, the next read waits for the
+// refill of one unit (6 s), as after a read on a word ("plain").
+func TestACallThatWentOnTheServersWordIsNotEarly(t *testing.T) {
+	for _, how := range []string{"plain", "a take given back", "a status word", "a refusal's promise"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := New()
+				read := func() *Call { return call(ops.GetContact, "") }
+				refused := func() Answer {
+					a := refusal(http.StatusTooManyRequests, codeRateLimited, "burst", 6*time.Second)
+					a.Header.Set("RateLimit", `"burst";r=0;t=60`)
+					return a
+				}
+				admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "burst";q=10;w=60`, `"burst";r=10;t=0`))
+				time.Sleep(time.Second)
+				admitNow(t, s, read()).Finish(answer("", `"burst";r=9;t=6`))
+				time.Sleep(time.Second)
+				admitNow(t, s, read()).Finish(answer("", `"burst";r=8;t=12`))
+				time.Sleep(time.Second)
+				last := `"burst";r=1;t=54`
+				if how == "a status word" {
+					last = `"burst";r=0;t=60`
+				}
+				admitNow(t, s, read()).Finish(answer("", last))
+				if scope := scopeOf(s, "burst"); scope != read().kind() {
+					t.Fatalf("burst scope %q, want reads tied (the test's premise)", scope)
+				}
+				time.Sleep(time.Second)
+				var tk *Ticket
+				switch how {
+				case "a take given back":
+					admitNow(t, s, read()).Unanswered(false, false)
+				case "a status word":
+					s.ObserveStatus(nil, []LevelStatus{{Name: "burst", Remaining: 1, Reset: 54 * time.Second}})
+				case "a refusal's promise":
+					admitNow(t, s, read()).Finish(refused())
+					var waited time.Duration
+					if tk, waited = admitAt(t, s, read()); waited > 7*time.Second {
+						t.Fatalf("the read after the refusal's wait waited %v", waited)
+					}
+				}
+				if tk == nil {
+					tk = admitNow(t, s, read())
+				}
+				tk.Finish(refused())
+				tk, waited := admitAt(t, s, read())
+				if waited > 7*time.Second {
+					t.Fatalf("the read after the refusal's wait waited %v", waited)
+				}
+				tk.Finish(answer("", `"burst";r=0;t=60`))
+				if _, waited := admitAt(t, s, read()); waited > 7*time.Second {
+					t.Errorf("a read on the emptied level waited %v, want about 6 s (the quota's refill of one unit)", waited)
+				}
+			})
+		})
+	}
+}
+
+// refusedEarly ties a learned policy "burst" of quota a minute to reads,
+// empties it (r=0;t=59) and has a read that its refill let go before that
+// moment refused with wait, so that the level refills only from its
+// moments (level.learnEarly).
+func refusedEarly(t *testing.T, s *State, quota int, wait time.Duration) {
+	t.Helper()
+	read := func() *Call { return call(ops.GetContact, "") }
+	admitNow(t, s, call(ops.GetMe, "")).Finish(answer(fmt.Sprintf(`"key";q=300;w=60, "burst";q=%d;w=60`, quota), fmt.Sprintf(`"burst";r=%d;t=0`, quota)))
+	time.Sleep(time.Second)
+	admitNow(t, s, read()).Finish(answer("", fmt.Sprintf(`"burst";r=%d;t=60`, quota-1)))
+	time.Sleep(time.Second)
+	admitNow(t, s, read()).Finish(answer("", `"burst";r=0;t=59`))
+	if scope := scopeOf(s, "burst"); scope != read().kind() {
+		t.Fatalf("burst scope %q, want reads tied (the test's premise)", scope)
+	}
+	tk, _ := admitAt(t, s, read())
+	a := refusal(http.StatusTooManyRequests, codeRateLimited, "burst", wait)
+	a.Header.Set("RateLimit", fmt.Sprintf(`"burst";r=0;t=%d`, int(wait.Seconds())))
+	tk.Finish(a)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.levels["burst"].resets {
+		t.Fatalf("no resets after an early read's refusal (the test's premise)")
+	}
+}
+
+// TestALaterWordOnALevelThatRefillsFromItsMomentsBinds (rule 1): a
+// learned policy that refills only from its moments is emptied, and the
+// server's later words say when a read may go again. One shows it holds
+// more than its quota (r=19 of 10): a bucket, which refills as it goes, so
+// that emptied it frees a read in 6 s at its quota's rate, not at the
+// moment of its word (t until full, 120 s). Another is a status answer 30 s
+// after a word of r=0;t=60, saying it frees more in 5 s: a read goes then,
+// not at the older word's moment 25 s later.
+func TestALaterWordOnALevelThatRefillsFromItsMomentsBinds(t *testing.T) {
+	read := func() *Call { return call(ops.GetContact, "") }
+	for _, tc := range []struct {
+		name  string
+		quota int
+		words func(s *State)
+	}{
+		{"a bucket's", 10, func(s *State) {
+			admitNow(t, s, read()).Finish(answer("", `"burst";r=19;t=6`))
+			time.Sleep(time.Second)
+			admitNow(t, s, read()).Finish(answer("", `"burst";r=0;t=120`))
+		}},
+		{"a status answer's", 40, func(s *State) {
+			admitNow(t, s, read()).Finish(answer("", `"burst";r=0;t=60`))
+			time.Sleep(30 * time.Second)
+			s.ObserveStatus(nil, []LevelStatus{{Name: "burst", Remaining: 0, Reset: 5 * time.Second}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := New()
+				refusedEarly(t, s, tc.quota, 10*time.Second)
+				time.Sleep(2 * time.Minute)
+				tc.words(s)
+				if _, waited := admitAt(t, s, read()); waited > 7*time.Second {
+					t.Errorf("a read after %s word waited %v, want at most 7 s", tc.name, waited)
+				}
+			})
+		})
+	}
+}
+
+// leftLogStore is a downStore that keeps the Left of every release.
+type leftLogStore struct {
+	downStore
+	mu   sync.Mutex
+	left []budgetstore.Level
+}
+
+func (d *leftLogStore) Release(ctx context.Context, key string, r budgetstore.Release) error {
+	d.mu.Lock()
+	d.left = append(d.left, r.Left...)
+	d.mu.Unlock()
+	return d.downStore.Release(ctx, key, r)
+}
+
+// TestTheRefusalThatShowsTheStepsTellsTheStore (rules 1 and 7): the
+// refusal that shows a learned policy refills only from its moments
+// carries a word too (r=0;t=53). It goes to the shared store as the model
+// now takes it, with Steps and no refill, or the other processes refill
+// the level at the quota's rate until this process's next answer.
+func TestTheRefusalThatShowsTheStepsTellsTheStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &leftLogStore{}
+		s := New()
+		s.UseStore(st, "k", nil)
+		refusedEarly(t, s, 10, 53*time.Second)
+		time.Sleep(100 * time.Millisecond) // the release goes out
+		st.mu.Lock()
+		var last budgetstore.Level
+		for _, l := range st.left {
+			if l.Name == "burst" {
+				last = l
+			}
+		}
+		st.mu.Unlock()
+		if !last.Steps || last.Rate != 0 {
+			t.Errorf("the refusal's word went to the store as %+v, want Steps and Rate 0", last)
+		}
+		time.Sleep(time.Minute) // the lease keeper ends
+	})
 }

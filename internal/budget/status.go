@@ -201,6 +201,11 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 		l.observe(st.Remaining, max(st.Remaining, st.Capacity), chargedSince, int64(math.Ceil(reset.Seconds())), false, now)
 		l.keepOwe(st.Remaining, now)
 		l.reported = reported{remaining: st.Remaining, reset: reset, at: now, others: s.othersFrom(c)}
+		if reset > 0 {
+			l.said(now)
+		} else {
+			l.moment.left = l.tokens // no moment said: the last one stands
+		}
 		l.gate.wakeHead()
 	}
 }

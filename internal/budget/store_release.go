@@ -48,6 +48,23 @@ func (r *release) left(l *level, remaining float64, reset time.Duration, now tim
 	}
 }
 
+// resay tells the shared store again of the words on l this release
+// carries, as the model now takes them (defers): a refusal that showed l
+// frees in steps came after its own word was taken.
+func (r *release) resay(l *level, now time.Time) {
+	if r == nil {
+		return
+	}
+	for i := range r.Left {
+		if sl := &r.Left[i]; sl.Name == l.name {
+			sl.Rate = l.rate(now)
+			if sl.Steps = l.defers(now); sl.Steps {
+				sl.Reset = l.moment.at.Sub(now)
+			}
+		}
+	}
+}
+
 func (r *release) owe(l *level, owe float64, hold time.Duration, now time.Time) {
 	if r != nil {
 		sl := storeLevel(l, owe, now)
