@@ -107,9 +107,10 @@ type Level struct {
 	// now): then it holds at least one unit more than Left left it, its
 	// refill at Rate until then counting toward that unit.
 	Reset time.Duration
-	// Steps, in Left, says that the level frees in steps at the moments
-	// the server names: the store refills it for no one until Reset,
-	// whatever Rate other requests give, and from then on as before.
+	// Steps, in Left and Owe, says that the level frees in steps at the
+	// moments the server names: the store refills it for no one until
+	// Reset, the last such request's, whatever Rate other requests give,
+	// and from then on as before.
 	Steps bool
 	// Hold, in Owe, is the refusal's wait: no call that takes from the
 	// level is admitted for that long from now.

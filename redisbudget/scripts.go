@@ -581,7 +581,7 @@ for _, l in ipairs(left) do
   local mu = math.max(0, 1 - rate * l.reset / 1000)
   if l.steps == 1 and l.reset > 0 then
     mu = 1
-    redis.call('HSET', k, 'sw', math.max(num(redis.call('HGET', k, 'sw'), 0), now + l.reset))
+    redis.call('HSET', k, 'sw', now + l.reset)
   end
   redis.call('HSET', k, 'm', now + l.reset, 'mu', tostring(mu))
   if l.quota > 0 and l.window > 0 then
@@ -590,12 +590,16 @@ for _, l in ipairs(left) do
   redis.call('HDEL', k, 'nb')
 end
 -- a level owing what a refused call lacked holds every call for the
--- refusal's wait ('ru')
+-- refusal's wait ('ru'); one that frees in steps is refilled for no one
+-- until its moment ('sw')
 for _, l in ipairs(owe) do
   save(l.name, math.min(tokens_of(l), l.amount))
+  local k = p .. ':lv:' .. l.name
   if l.hold > 0 then
-    local k = p .. ':lv:' .. l.name
     redis.call('HSET', k, 'ru', math.max(num(redis.call('HGET', k, 'ru'), 0), now + l.hold))
+  end
+  if l.steps == 1 and l.reset > 0 then
+    redis.call('HSET', k, 'sw', now + l.reset)
   end
 end
 if cut then

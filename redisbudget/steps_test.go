@@ -237,6 +237,11 @@ func TestWhatOneProcessShowsOfAStepsLevelBindsAll(t *testing.T) {
 	}
 }
 
+// burst is a call's take from a policy of 10, refilled at rate.
+func burst(amount, rate float64) budgetstore.Level {
+	return budgetstore.Level{Name: "burst", Amount: amount, Rate: rate, Size: 10}
+}
+
 // TestAWordThatFreesInStepsBindsEveryProcessUntilItsMoment: a process
 // that learned that a policy refills only from the moments its words name
 // reports the server's word with Steps: no process refills the level
@@ -247,9 +252,6 @@ func TestAWordThatFreesInStepsBindsEveryProcessUntilItsMoment(t *testing.T) {
 	t.Parallel()
 	a, b, k := twoProcesses(t)
 	ctx := context.Background()
-	burst := func(amount, rate float64) budgetstore.Level {
-		return budgetstore.Level{Name: "burst", Amount: amount, Rate: rate, Size: 10}
-	}
 	left := burst(0, 0)
 	left.Reset, left.Steps = 600*time.Millisecond, true
 	word := time.Now()
@@ -270,5 +272,24 @@ func TestAWordThatFreesInStepsBindsEveryProcessUntilItsMoment(t *testing.T) {
 	time.Sleep(150 * time.Millisecond)
 	if g, err := b.Acquire(ctx, k, acquire("b1", time.Minute, burst(1, 10))); err != nil || !g.Admitted {
 		t.Fatalf("a call 150 ms after the moment at a refill of 10 a second: %+v %v, want admitted", g, err)
+	}
+}
+
+// TestALaterStepsWordMovesTheMoment: the moment a word with Steps names is
+// the last such word's, also when it is sooner than an earlier one's: a
+// level emptied with its moment 2 s away, then told that it frees in
+// 100 ms, refills from then at the Rate the requests give (10 a second).
+func TestALaterStepsWordMovesTheMoment(t *testing.T) {
+	t.Parallel()
+	a, b, k := twoProcesses(t)
+	ctx := context.Background()
+	first, later := burst(0, 0), burst(0, 0)
+	first.Reset, first.Steps = 2*time.Second, true
+	later.Reset, later.Steps = 100*time.Millisecond, true
+	take(t, a, k, "a0", []budgetstore.Level{burst(10, 0)}, first)
+	take(t, a, k, "a1", nil, later)
+	time.Sleep(400 * time.Millisecond)
+	if g, err := b.Acquire(ctx, k, acquire("b0", time.Minute, burst(3, 10))); err != nil || !g.Admitted {
+		t.Fatalf("a call of 3 400 ms after the later word: %+v %v, want admitted: the earlier word's moment (2 s) no longer binds", g, err)
 	}
 }

@@ -1907,20 +1907,102 @@ func TestAFullLevelUntiesAKindWhateverTheGap(t *testing.T) {
 		s := New()
 		read := func() *Call { return call(ops.GetContact, "") }
 		search := func() *Call { return call(ops.ListContacts, "q=a") }
-		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=10;w=60`, `"search";r=10;t=1`))
-		admitNow(t, s, read()).Finish(answer("", `"search";r=9;t=60`))
-		admitNow(t, s, read()).Finish(answer("", `"search";r=8;t=60`))
-		if scope := scopeOf(s, "search"); scope != read().kind() {
-			t.Fatalf("search scope %q, want reads tied (the test's premise)", scope)
-		}
+		tiePolicy(t, s, "search", 10, read, 60)
 		time.Sleep(time.Minute)
 		for range 10 {
 			admitNow(t, s, read()).Finish(answer("", `"search";r=10;t=0`))
 			time.Sleep(10 * time.Second)
 		}
-		admitNow(t, s, search()).Finish(answer("", `"search";r=0;t=60`))
-		if d, why := holdOf(s, read()); why != "" {
-			t.Errorf("a read is held %v by %q, a policy every read's answer showed it does not take from", d, why)
+		heldOnceEmpty(t, s, "search", search(), read(), "")
+	})
+}
+
+// TestOlderWordsAnsweredLastUntieNothing (rule 3): searches truly take
+// from a learned policy "search" (100 a minute), tied to them by two
+// answers that each showed it fall by one. Then searches go four at once,
+// the server counts them in the order they went, and their answers come
+// back in the other order: the newest word first, the older words after
+// it. An older word's r is above the last one, but that is the server's
+// count before the later searches, not evidence that a search took
+// nothing. Searches must stay tied, and a search must be held once the
+// policy is empty.
+func TestOlderWordsAnsweredLastUntieNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		search := func() *Call { return call(ops.ListContacts, "q=a") }
+		tiePolicy(t, s, "search", 100, search, 1)
+		r := 98
+		for round := range 2 {
+			var tks []*Ticket
+			var words []Answer
+			for range 4 {
+				tks = append(tks, admitNow(t, s, search()))
+				r--
+				words = append(words, answer("", fmt.Sprintf(`"search";r=%d;t=1`, r)))
+			}
+			for i := len(tks) - 1; i >= 0; i-- {
+				tks[i].Finish(words[i]) // the newest word first
+			}
+			if scope := scopeOf(s, "search"); scope != search().kind() {
+				t.Errorf("round %d: search scope %q after searches whose older words came last, want searches still tied", round+1, scope)
+			}
+		}
+		heldOnceEmpty(t, s, "search", call(ops.CountContacts, ""), search(), "search")
+	})
+}
+
+// TestAWindowsResetUntiesNothing (rule 3): reads truly take from a
+// learned policy "burst" of 10 a minute in fixed windows, tied to them by
+// two answers that showed it fall. Other clients take the rest of every
+// window soon after this key's one read in it, and a status answer 10 s
+// before the window ends says so (r=0). The read after the reset is
+// answered with r=9: the window came back whole, which no refill at the
+// quota's rate (1.7 in 10 s) explains, but the read still took one. Reads
+// must stay tied to burst, and be held by it once it is empty.
+func TestAWindowsResetUntiesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		read := func() *Call { return call(ops.GetContact, "") }
+		tiePolicy(t, s, "burst", 10, read, 60)
+		boundary := time.Now().Add(10 * time.Second) // the window resets then, and every minute after
+		s.ObserveStatus(nil, []LevelStatus{{Name: "burst", Remaining: 0, Reset: 10 * time.Second}})
+		for w := range 6 {
+			time.Sleep(time.Until(boundary))
+			tk, _ := admitAt(t, s, read())
+			boundary = boundary.Add(time.Minute)
+			tk.Finish(answer("", fmt.Sprintf(`"burst";r=9;t=%d`, int(math.Ceil(time.Until(boundary).Seconds())))))
+			time.Sleep(time.Until(boundary) - 10*time.Second)
+			s.ObserveStatus(nil, []LevelStatus{{Name: "burst", Remaining: 0, Reset: 10 * time.Second}}) // the others took the rest
+			if scope := scopeOf(s, "burst"); scope != read().kind() {
+				t.Fatalf("window %d: burst scope %q, want reads still tied: every read took one", w+1, scope)
+			}
+		}
+		if d, why := holdOf(s, read()); why != "burst" {
+			t.Errorf("a read on the emptied burst is held %v by %q, want by burst", d, why)
 		}
 	})
+}
+
+// tiePolicy announces a learned policy name of quota a minute and ties the
+// kind of c's calls to it with two answers that show it falling by one
+// (t=reset), failing t unless they are tied: the policy then says quota-2.
+func tiePolicy(t *testing.T, s *State, name string, quota int, c func() *Call, reset int) {
+	t.Helper()
+	admitNow(t, s, call(ops.GetMe, "")).Finish(answer(fmt.Sprintf(`"key";q=300;w=60, %q;q=%d;w=60`, name, quota), fmt.Sprintf(`%q;r=%d;t=1`, name, quota)))
+	for i := 1; i <= 2; i++ {
+		admitNow(t, s, c()).Finish(answer("", fmt.Sprintf(`%q;r=%d;t=%d`, name, quota-i, reset)))
+	}
+	if scope := scopeOf(s, name); scope != c().kind() {
+		t.Fatalf("%s scope %q, want %s tied (the test's premise)", name, scope, c().Op)
+	}
+}
+
+// heldOnceEmpty has the answer to by's call say the policy name is empty
+// (r=0;t=60) and fails t unless c is then held by want ("": not held).
+func heldOnceEmpty(t *testing.T, s *State, name string, by, c *Call, want string) {
+	t.Helper()
+	admitNow(t, s, by).Finish(answer("", fmt.Sprintf(`%q;r=0;t=60`, name)))
+	if d, why := holdOf(s, c); why != want {
+		t.Errorf("%s on the emptied %s is held %v by %q, want by %q", c.Op, name, d, why, want)
+	}
 }

@@ -75,10 +75,11 @@
 //     (TestALaterWordOnALevelThatRefillsFromItsMomentsBinds). A t may say when the level is full again: the moment is then when this
 //     key's oldest take since the last t's moment leaves the window, if that
 //     comes first (level.momentOf). The shared store is told so with each
-//     word, the refusal's own among them: no process refills it before the
-//     moment (level.learnEarly, level.defers;
+//     word and each refusal's owe, the refusal's own word among them: no
+//     process refills it before the moment (level.learnEarly, level.defers;
 //     TestALevelRefusedBeforeItsMomentRefillsOnlyFromThen,
-//     TestTheRefusalThatShowsTheStepsTellsTheStore). A level of the API
+//     TestTheRefusalThatShowsTheStepsTellsTheStore,
+//     TestARefusalWithoutAWordTellsTheStoreTheSteps). A level of the API
 //     keeps its refill: the contract says others take from the levels it
 //     shares, which explains such a refusal.
 //   - The answer to a call that took nothing from a level (a server that
@@ -140,11 +141,14 @@
 // A policy the contract does not document binds the kind of call (an
 // operation at a cost) that a refusal named it for, or whose answers show
 // it going down two more times than not; an answer shows it not going down
-// only when r is above the last word less the call's take plus what the
-// quota's rate may have refilled since, up to full (a sliding log spread at
-// its rate frees a take as each call takes one;
+// only when r stayed where it was and the quota's rate cannot have
+// refilled the call's take since, up to full, or when r is above the
+// level's size less the call's take (a sliding log spread at its rate
+// frees a take as each call takes one, a window comes back whole at its
+// reset, and an older word may be answered last;
 // TestAnUnmovedWordWhileTheLevelMayHaveRefilledUntiesNothing,
-// TestAFullLevelUntiesAKindWhateverTheGap). Being
+// TestAFullLevelUntiesAKindWhateverTheGap, TestAWindowsResetUntiesNothing,
+// TestOlderWordsAnsweredLastUntieNothing). Being
 // named is not enough, since a server may name the narrowest of all the
 // key's levels in every answer (level.witness;
 // TestAPolicyHoldsWhatItIsSeenToTakeFrom). Nor is a fall

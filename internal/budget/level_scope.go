@@ -27,14 +27,15 @@ const maxKinds = 256
 // amount, says of l, a learned policy the answer named with remaining r,
 // when others is the most that this key's other calls may have taken from
 // it since the server's last word on it: that such calls take from it when
-// r fell by more than others; that they do not when r is above what it
-// could be had the call taken amount, the last word less amount plus what
-// the quota's rate may have refilled since, up to full; and nothing
-// otherwise (being named is not enough: a server may name the narrowest of
-// all the key's levels in every answer; a fall the other calls in flight
-// may have caused says nothing of this one, nor does an r that the refill
-// may have kept up: a sliding log spread at its rate frees a take as each
-// call takes one). It reports whether the tie of kind changed.
+// r fell by more than others; that they do not when r stayed where it was
+// and the quota's rate cannot have refilled amount since, up to full, or
+// when r is above the level's size less amount; and nothing otherwise
+// (being named is not enough: a server may name the narrowest of all the
+// key's levels in every answer; a fall the other calls in flight may have
+// caused says nothing of this one, nor does an r that the refill may have
+// kept up: a sliding log spread at its rate frees a take as each call
+// takes one, a window comes back whole at its reset, and an older word
+// may be answered last). It reports whether the tie of kind changed.
 func (l *level) witness(kind string, amount, r, others float64, now time.Time) bool {
 	last := l.reported.remaining
 	if l.reported.at.IsZero() {
@@ -44,8 +45,7 @@ func (l *level) witness(kind string, amount, r, others float64, now time.Time) b
 		last = l.quota * l.share // a level the server has not named yet is full
 	}
 	// What the level may have refilled since the word, at the quota's
-	// rate, up to full: had the call taken amount, r would be at most
-	// last-amount+freed, whatever the others took.
+	// rate, up to full.
 	freed := min(l.grossRate()*max(now.Sub(l.reported.at), 0).Seconds(), max(l.size()-last, 0))
 	e, ok := l.scope.evidence[kind]
 	if !ok && len(l.scope.evidence) >= maxKinds {
@@ -54,7 +54,7 @@ func (l *level) witness(kind string, amount, r, others float64, now time.Time) b
 	switch fall := last - r; {
 	case fall > others+1e-9:
 		e = min(e+1, 2*tieAfter)
-	case fall < amount-freed-1e-9:
+	case math.Abs(fall) < 1e-9 && freed < amount-1e-9 || r > l.size()-amount+1e-9:
 		e = max(e-1, -2*tieAfter)
 	default:
 		return false

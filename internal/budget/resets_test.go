@@ -296,20 +296,6 @@ func TestALaterWordOnALevelThatRefillsFromItsMomentsBinds(t *testing.T) {
 	}
 }
 
-// leftLogStore is a downStore that keeps the Left of every release.
-type leftLogStore struct {
-	downStore
-	mu   sync.Mutex
-	left []budgetstore.Level
-}
-
-func (d *leftLogStore) Release(ctx context.Context, key string, r budgetstore.Release) error {
-	d.mu.Lock()
-	d.left = append(d.left, r.Left...)
-	d.mu.Unlock()
-	return d.downStore.Release(ctx, key, r)
-}
-
 // TestTheRefusalThatShowsTheStepsTellsTheStore (rules 1 and 7): the
 // refusal that shows a learned policy refills only from its moments
 // carries a word too (r=0;t=53). It goes to the shared store as the model
@@ -317,21 +303,97 @@ func (d *leftLogStore) Release(ctx context.Context, key string, r budgetstore.Re
 // the level at the quota's rate until this process's next answer.
 func TestTheRefusalThatShowsTheStepsTellsTheStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &leftLogStore{}
+		st := &stepsLogStore{}
 		s := New()
 		s.UseStore(st, "k", nil)
 		refusedEarly(t, s, 10, 53*time.Second)
 		time.Sleep(100 * time.Millisecond) // the release goes out
 		st.mu.Lock()
 		var last budgetstore.Level
-		for _, l := range st.left {
-			if l.Name == "burst" {
-				last = l
-			}
+		if len(st.left) > 0 {
+			last = st.left[len(st.left)-1]
 		}
 		st.mu.Unlock()
 		if !last.Steps || last.Rate != 0 {
 			t.Errorf("the refusal's word went to the store as %+v, want Steps and Rate 0", last)
+		}
+		time.Sleep(time.Minute) // the lease keeper ends
+	})
+}
+
+// stepsLogStore is a downStore that keeps every level named "burst" that
+// its requests carry: in left the Left of its releases, in all those and
+// the levels of its Acquires and Owes.
+type stepsLogStore struct {
+	downStore
+	mu        sync.Mutex
+	left, all []budgetstore.Level
+}
+
+func (d *stepsLogStore) keep(to *[]budgetstore.Level, ls []budgetstore.Level) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range ls {
+		if l.Name == "burst" {
+			*to = append(*to, l)
+		}
+	}
+}
+
+func (d *stepsLogStore) Acquire(ctx context.Context, key string, a budgetstore.Acquire) (budgetstore.Grant, error) {
+	d.keep(&d.all, a.Levels)
+	return d.downStore.Acquire(ctx, key, a)
+}
+
+func (d *stepsLogStore) Release(ctx context.Context, key string, r budgetstore.Release) error {
+	d.keep(&d.left, r.Left)
+	d.keep(&d.all, r.Left)
+	d.keep(&d.all, r.Owe)
+	return d.downStore.Release(ctx, key, r)
+}
+
+// TestARefusalWithoutAWordTellsTheStoreTheSteps (rules 1 and 7): a
+// learned policy "burst" tied to reads is emptied (r=0;t=59) and a read
+// that its refill let go before that moment is refused with a wait of
+// 20 s, the refusal naming burst in its problem but carrying no RateLimit
+// member for it. The model learns that the level refills only from its
+// moments (level.learnEarly) and refills it for nothing until the word's
+// moment 50 s on. The shared store must hear so (a level with Steps),
+// or the other processes, which give it their quota's rate, refill it
+// before the moment: Rate 0 without a Window does not stop them
+// (budgetstore.Level).
+func TestARefusalWithoutAWordTellsTheStoreTheSteps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &stepsLogStore{}
+		s := New()
+		s.UseStore(st, "k", nil)
+		read := func() *Call { return call(ops.GetContact, "") }
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "burst";q=10;w=60`, `"burst";r=10;t=0`))
+		time.Sleep(time.Second)
+		admitNow(t, s, read()).Finish(answer("", `"burst";r=9;t=60`))
+		time.Sleep(time.Second)
+		admitNow(t, s, read()).Finish(answer("", `"burst";r=0;t=59`))
+		tk, _ := admitAt(t, s, read())
+		tk.Finish(refusal(http.StatusTooManyRequests, codeRateLimited, "burst", 20*time.Second))
+		s.mu.Lock()
+		resets := s.levels["burst"].resets
+		s.mu.Unlock()
+		if !resets {
+			t.Fatalf("no resets after an early read's refusal (the test's premise)")
+		}
+		time.Sleep(21 * time.Second) // the refusal's wait
+		tk, _ = admitAt(t, s, read())
+		tk.Unanswered(false, false)
+		time.Sleep(100 * time.Millisecond)
+		st.mu.Lock()
+		steps, heard := false, ""
+		for _, l := range st.all {
+			steps = steps || l.Steps
+			heard += fmt.Sprintf(" {Amount:%g Rate:%.3g Reset:%v Hold:%v Steps:%v}", l.Amount, l.Rate, l.Reset, l.Hold, l.Steps)
+		}
+		st.mu.Unlock()
+		if !steps {
+			t.Errorf("the store heard of burst only%s: no Steps, so other processes refill it before the moment", heard)
 		}
 		time.Sleep(time.Minute) // the lease keeper ends
 	})
