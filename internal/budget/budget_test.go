@@ -2006,3 +2006,24 @@ func heldOnceEmpty(t *testing.T, s *State, name string, by, c *Call, want string
 		t.Errorf("%s on the emptied %s is held %v by %q, want by %q", c.Op, name, d, why, want)
 	}
 }
+
+// TestACallBiggerThanAPolicyStaysTied (rule 3): a learned policy of 5
+// points a minute, tied to 7-point searches by a refusal, answers the
+// searches it lets through with r=0: each took all it holds. That shows
+// nothing against the tie, however far above 5 less 7 the 0 is.
+func TestACallBiggerThanAPolicyStaysTied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		search := func() *Call { return call(ops.ListContacts, "q=a") }
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"key";q=300;w=60, "search";q=5;w=60;qu="points"`, `"search";r=5;t=1`))
+		a := refusal(http.StatusTooManyRequests, codeRateLimited, "search", time.Second)
+		admitNow(t, s, search()).Finish(a)
+		for range 10 {
+			tk, _ := admitAt(t, s, search())
+			tk.Finish(answer("", `"search";r=0;t=60`))
+		}
+		if scope := scopeOf(s, "search"); scope != search().kind() {
+			t.Errorf("search scope %q after 7-point searches that each emptied the 5-point policy, want searches tied", scope)
+		}
+	})
+}

@@ -142,13 +142,14 @@
 // operation at a cost) that a refusal named it for, or whose answers show
 // it going down two more times than not; an answer shows it not going down
 // only when r stayed where it was and the quota's rate cannot have
-// refilled the call's take since, up to full, or when r is above the
-// level's size less the call's take (a sliding log spread at its rate
-// frees a take as each call takes one, a window comes back whole at its
-// reset, and an older word may be answered last;
+// refilled what the call needs of the level since, up to full, or when r
+// is above the level's size less that need (a sliding log spread at its
+// rate frees a take as each call takes one, a window comes back whole at
+// its reset, and an older word may be answered last;
 // TestAnUnmovedWordWhileTheLevelMayHaveRefilledUntiesNothing,
 // TestAFullLevelUntiesAKindWhateverTheGap, TestAWindowsResetUntiesNothing,
-// TestOlderWordsAnsweredLastUntieNothing). Being
+// TestOlderWordsAnsweredLastUntieNothing,
+// TestACallBiggerThanAPolicyStaysTied). Being
 // named is not enough, since a server may name the narrowest of all the
 // key's levels in every answer (level.witness;
 // TestAPolicyHoldsWhatItIsSeenToTakeFrom). Nor is a fall

@@ -28,14 +28,15 @@ const maxKinds = 256
 // when others is the most that this key's other calls may have taken from
 // it since the server's last word on it: that such calls take from it when
 // r fell by more than others; that they do not when r stayed where it was
-// and the quota's rate cannot have refilled amount since, up to full, or
-// when r is above the level's size less amount; and nothing otherwise
-// (being named is not enough: a server may name the narrowest of all the
-// key's levels in every answer; a fall the other calls in flight may have
-// caused says nothing of this one, nor does an r that the refill may have
-// kept up: a sliding log spread at its rate frees a take as each call
-// takes one, a window comes back whole at its reset, and an older word
-// may be answered last). It reports whether the tie of kind changed.
+// and the quota's rate cannot have refilled what the call needs of the
+// level since, up to full, or when r is above the level's size less that
+// need; and nothing otherwise (being named is not enough: a server may
+// name the narrowest of all the key's levels in every answer; a fall the
+// other calls in flight may have caused says nothing of this one, nor does
+// an r that the refill may have kept up: a sliding log spread at its rate
+// frees a take as each call takes one, a window comes back whole at its
+// reset, and an older word may be answered last). It reports whether the
+// tie of kind changed.
 func (l *level) witness(kind string, amount, r, others float64, now time.Time) bool {
 	last := l.reported.remaining
 	if l.reported.at.IsZero() {
@@ -54,7 +55,7 @@ func (l *level) witness(kind string, amount, r, others float64, now time.Time) b
 	switch fall := last - r; {
 	case fall > others+1e-9:
 		e = min(e+1, 2*tieAfter)
-	case math.Abs(fall) < 1e-9 && freed < amount-1e-9 || r > l.size()-amount+1e-9:
+	case math.Abs(fall) < 1e-9 && freed < l.need(amount)-1e-9 || r > l.size()-l.need(amount)+1e-9:
 		e = max(e-1, -2*tieAfter)
 	default:
 		return false
