@@ -9,6 +9,12 @@
 // survivor is a branch that no test holds: the tests miss what it does, or
 // it does nothing that matters. A mutant whose tests run past -timeout
 // counts as noticed (a hang is a failure).
+//
+// With -only, only the branches that a previous run's output lists are
+// tried, matched by file and condition, so that its survivors are checked
+// again in minutes after the code moved:
+//
+//	go run ./internal/cmd/mutants -dir internal/budget -only survivors.txt -- go test ...
 package main
 
 import (
@@ -52,6 +58,7 @@ func run(args []string, out, progress io.Writer) error {
 	dir := fl.String("dir", "", "the package directory whose if statements are mutated, relative to the module's root")
 	workers := fl.Int("workers", 2, "mutants tested at once, each in its own copy of the module")
 	timeout := fl.Duration("timeout", 2*time.Minute, "how long one mutant's tests may run")
+	only := fl.String("only", "", "a previous run's output: try only the branches it lists")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -65,6 +72,13 @@ func run(args []string, out, progress io.Writer) error {
 	ms, sources, err := find(*dir)
 	if err != nil {
 		return err
+	}
+	if *only != "" {
+		listed, err := os.ReadFile(*only)
+		if err != nil {
+			return err
+		}
+		ms = listedIn(ms, string(listed))
 	}
 	fmt.Fprintf(progress, "%d branches in %s\n", len(ms), *dir)
 
@@ -155,6 +169,19 @@ func find(dir string) ([]mutant, map[string][]byte, error) {
 		})
 	}
 	return ms, sources, nil
+}
+
+// listedIn keeps the mutants that out, the output of a run, lists as
+// survivors (lines "file:line: if cond"), whatever their line now.
+func listedIn(ms []mutant, out string) []mutant {
+	listed := map[string]bool{}
+	for line := range strings.Lines(out) {
+		file, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if _, cond, found := strings.Cut(rest, ": if "); ok && found {
+			listed[file+"\x00"+cond] = true
+		}
+	}
+	return slices.DeleteFunc(ms, func(m mutant) bool { return !listed[m.file+"\x00"+m.cond] })
 }
 
 // try writes m into the copy at root, runs test there and puts the file

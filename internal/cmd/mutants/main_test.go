@@ -42,6 +42,18 @@ func TestABranchNoTestHoldsSurvives(t *testing.T) {
 	}
 }
 
+// TestOnlyTriesTheBranchesAPreviousRunListed: with -only, mutants tries
+// the branches a previous run printed, found by their condition though
+// their line moved, and no other.
+func TestOnlyTriesTheBranchesAPreviousRunListed(t *testing.T) {
+	ms := []mutant{{file: "sign.go", line: 6, cond: "x < 0"}, {file: "sign.go", line: 12, cond: "x == 0"}, {file: "other.go", line: 9, cond: "x == 0"}}
+	listed := "1 of 2 branches survived their deletion (go test .)\nsign.go:9: if x == 0\n"
+	got := listedIn(ms, listed)
+	if len(got) != 1 || got[0].file != "sign.go" || got[0].line != 12 {
+		t.Errorf("got %+v, want sign.go's x == 0 alone", got)
+	}
+}
+
 // TestUsage: without a directory or a test command, mutants says how to
 // call it.
 func TestUsage(t *testing.T) {
