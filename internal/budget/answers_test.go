@@ -222,7 +222,10 @@ func TestAPaceUnderACeilingHoldsCallsAtItsPart(t *testing.T) {
 	p := newPace()
 	p.ceiling = 0.25
 	now := time.Unix(0, 0)
-	for p.wait(1, 4, now) == 0 {
+	for i := 0; p.wait(1, 4, now) == 0; i++ {
+		if i == 10 {
+			t.Fatal("10 calls went at once at a pace of 4 a second under a ceiling of a quarter")
+		}
 		p.take(1, now)
 	}
 	if d := p.wait(1, 4, now); d != time.Second {
@@ -236,7 +239,10 @@ func TestACutStartsFromAFullBurst(t *testing.T) {
 	p := newPace()
 	start := time.Unix(0, 0)
 	p.cut(rateLimited, start.Add(-time.Millisecond), 0, 1, 0, start)
-	p.take(100, start) // a costly call runs the pace into debt
+	if p.wait(100, 1, start) != 0 {
+		t.Fatal("a call bigger than the burst waits for the cut pace")
+	}
+	p.take(100, start) // which runs it into debt
 	for now := start; p.share < 1; now = now.Add(quietInterval) {
 		p.adapt(now)
 	}
