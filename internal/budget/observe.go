@@ -14,9 +14,6 @@ import (
 // target). A missing or malformed field changes nothing.
 func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *release, charged bool) {
 	s.slowStart.learned = true
-	if h == nil {
-		return
-	}
 	if now.Sub(s.bounds.sweptAt) >= levelSweepEvery || now.Before(s.bounds.sweptAt) {
 		s.dropIdleLevelsLocked(now)
 	}
