@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -205,5 +206,28 @@ func TestALimiterThatLetNothingThroughIsNotRead(t *testing.T) {
 		if r := m.rate(time.Now()); r != 0 {
 			t.Errorf("a meter that counted nothing reads %v a second, want 0", r)
 		}
+	})
+}
+
+// TestTheLastMomentLeavesWhatAnAttemptTookAsItWas: a request's last moment
+// (Bound) that looks at an exhausted quota of another level leaves what
+// its admitted attempt took, and the marks its answer is read against, as
+// they were at its admission.
+func TestTheLastMomentLeavesWhatAnAttemptTookAsItWas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{},
+			Problem: &Problem{Code: codeQuotaExhausted, Policy: Write, ResetsAt: time.Now().Add(time.Hour)}})
+		read := admitNow(t, s, call(ops.GetContact, ""))
+		took := slices.Clone(read.taken)
+		if d, _ := read.Bound(context.Background()); d != 0 {
+			t.Fatalf("a read is bound by %v by the exhausted write quota", d)
+		}
+		if !slices.Equal(read.taken, took) {
+			t.Errorf("what a read took after its last moment: %+v, want it as admitted: %+v", read.taken, took)
+		}
+		read.Finish(answer("", ""))
 	})
 }
