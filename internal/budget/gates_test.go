@@ -231,3 +231,27 @@ func TestTheLastMomentLeavesWhatAnAttemptTookAsItWas(t *testing.T) {
 		read.Finish(answer("", ""))
 	})
 }
+
+// TestAWordsMomentFailsACallByWhatItTakesOfTheLevel: whether the moment of
+// a word past a call's MaxHold fails it at once is judged by what the call
+// takes of the level: a list of 100 records, which even a bucket refilling
+// egress at its quota's rate would hold longer than it waits, fails; a
+// list of one waits for the moment.
+func TestAWordsMomentFailsACallByWhatItTakesOfTheLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.ListContacts, "")).Finish(answer("", `"egress";r=0;t=1800`))
+		big := call(ops.ListContacts, "limit=100")
+		big.MaxHold = 10 * time.Second
+		_, _, err := s.Admit(context.Background(), big)
+		var he *HoldError
+		if !errors.As(err, &he) || !errors.Is(err, ErrHoldTooLong) || he.Reason != Egress || he.Wait != 30*time.Minute {
+			t.Errorf("a list of 100 half an hour before egress's moment, sitting out 10 s: %v; want ErrHoldTooLong at once, for egress's half hour", err)
+		}
+		one := call(ops.ListContacts, "limit=1")
+		one.MaxHold = 10 * time.Second
+		if _, waited := admitAt(t, s, one); waited != 30*time.Minute {
+			t.Errorf("a list of one half an hour before egress's moment, sitting out 10 s, went after %v, want 30m", waited)
+		}
+	})
+}
