@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bodo-app/bodo-go/budgetstore"
 	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
@@ -254,4 +255,50 @@ func TestAWordsMomentFailsACallByWhatItTakesOfTheLevel(t *testing.T) {
 			t.Errorf("a list of one half an hour before egress's moment, sitting out 10 s, went after %v, want 30m", waited)
 		}
 	})
+}
+
+// holdingStore is a downStore that holds, for a minute each time, every
+// attempt that takes from the write level, for why.
+type holdingStore struct {
+	downStore
+	why string
+}
+
+func (h *holdingStore) Acquire(ctx context.Context, key string, a budgetstore.Acquire) (budgetstore.Grant, error) {
+	for _, l := range a.Levels {
+		if l.Name == Write {
+			return budgetstore.Grant{Wait: time.Minute, Reason: h.why}, nil
+		}
+	}
+	return h.downStore.Acquire(ctx, key, a)
+}
+
+// TestTheStoresHoldQueuesTheCallsThatWaitForTheSame: a call the shared
+// store holds at a level holds the process's calls that take from it
+// behind it, in arrival order, and no other (rule 7); one it holds for the
+// key as a whole holds every call behind it.
+func TestTheStoresHoldQueuesTheCallsThatWaitForTheSame(t *testing.T) {
+	for _, st := range []*holdingStore{{why: Write}, {why: ReasonPace}} {
+		synctest.Test(t, func(t *testing.T) {
+			st.refunded = map[string]float64{}
+			s := keyAfter(t, st, `"key";r=600;t=0`)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error)
+			go func() { _, _, err := s.Admit(ctx, call(ops.CreateContact, "")); done <- err }()
+			synctest.Wait()
+			read, write := ReasonStore, ReasonStore
+			if st.why == Write {
+				read = ""
+			}
+			if why := held(s, call(ops.GetContact, "")); why != read {
+				t.Errorf("the store holding a write for %q: a read is held by %q, want %q", st.why, why, read)
+			}
+			if why := held(s, call(ops.CreateContact, "")); why != write {
+				t.Errorf("the store holding a write for %q: a second write is held by %q, want %q", st.why, why, write)
+			}
+			cancel()
+			<-done
+			storeBack(&st.downStore)
+		})
+	}
 }
