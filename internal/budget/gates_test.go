@@ -302,3 +302,32 @@ func TestTheStoresHoldQueuesTheCallsThatWaitForTheSame(t *testing.T) {
 		})
 	}
 }
+
+// TestAProcessThatLostTheStoreKeepsToItsShareOfTheSlots: one of four
+// processes that lost the store has no more calls in flight than its
+// share of the key's parallel quota (rule 7), however long it waits.
+func TestAProcessThatLostTheStoreKeepsToItsShareOfTheSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &downStore{refunded: map[string]float64{}}
+		s := keyAfter(t, st, `"key";r=600;t=0`)
+		st.setDown(true)
+		slots := shareOf(s.parallel, 4, 0)
+		var inFlight []*Ticket
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		for {
+			tk, _, err := s.Admit(ctx, call(ops.GetContact, ""))
+			if err != nil {
+				break
+			}
+			inFlight = append(inFlight, tk)
+		}
+		cancel()
+		if len(inFlight) != slots {
+			t.Errorf("a process of four cut off from the store has %d calls in flight, want its share of %d slots: %d", len(inFlight), s.parallel, slots)
+		}
+		for _, tk := range inFlight {
+			tk.Finish(answer("", ""))
+		}
+		storeBack(st)
+	})
+}
