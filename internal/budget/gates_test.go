@@ -331,3 +331,44 @@ func TestAProcessThatLostTheStoreKeepsToItsShareOfTheSlots(t *testing.T) {
 		storeBack(st)
 	})
 }
+
+// TestALingerEndedReservesNoMoreThanTheShare: back from an outage within
+// the rejoin window, a process whose leased call was given up on reserves
+// its share in the store while the slot lingers, and once the linger ends
+// its share again, not a slot more than it holds.
+func TestALingerEndedReservesNoMoreThanTheShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &holdStore{leases: map[string]time.Time{}}
+		s := keyAfter(t, st, `"key";r=600;t=0`)
+		long := admitNow(t, s, call(ops.GetContact, ""))
+		time.Sleep(time.Second) // the longest call: 1 s
+		long.Finish(answer("", ""))
+		st.setDown(true)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+		st.setDown(false)
+		for {
+			s.mu.Lock()
+			back := s.sharedActiveLocked(time.Now()) && !s.rejoinedAt.IsZero()
+			s.mu.Unlock()
+			if back {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		synctest.Wait()
+		admitNow(t, s, call(ops.GetContact, "")).Unanswered(true, false)
+		reserved := func() int {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.reservedLocked(time.Now())
+		}
+		if r := reserved(); r != 3 {
+			t.Errorf("while a given-up call's slot lingers, the process reserves %d slots, want its share, 3", r)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		if r := reserved(); r != 3 {
+			t.Errorf("once a given-up call's slot stopped lingering, the process reserves %d slots, want its share, 3", r)
+		}
+		time.Sleep(rejoinWindow + 2*keepEvery)
+	})
+}
