@@ -408,3 +408,29 @@ func TestAReservationBackAfterANewerOneLeavesTheNewer(t *testing.T) {
 		t.Errorf("after the newer reservation of 2 slots came back, then the older of none, the store counts as sent %d slots (of reservation %d)", s.reservation.sent, s.reservation.doneSeq)
 	}
 }
+
+// TestAShareAnAcquireCarriedIsTakenBackBeforeTheKeeperEnds: a call in
+// the rejoin window tells the store, as it asks for its lease, that the
+// process holds its share; once the window ends and the process has no
+// call, the keeper tells the store it holds none before it ends, rather
+// than leave the share's slots to no one for the reservation's TTL.
+func TestAShareAnAcquireCarriedIsTakenBackBeforeTheKeeperEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &reservingStore{downStore: downStore{refunded: map[string]float64{}}}
+		s := keyAfter(t, st, `"key";r=600;t=0`)
+		st.setDown(true)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+		time.Sleep(30 * time.Minute) // the keeper ends
+		st.setDown(false)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", "")) // the store is back
+		tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Finish(answer("", ""))
+		time.Sleep(time.Minute)
+		if r, ok := st.last(); !ok || r.slots != 0 {
+			t.Errorf("a minute after the rejoin window, the store last had %+v", r)
+		}
+	})
+}
