@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"net/http"
@@ -432,5 +433,27 @@ func TestAShareAnAcquireCarriedIsTakenBackBeforeTheKeeperEnds(t *testing.T) {
 		if r, ok := st.last(); !ok || r.slots != 0 {
 			t.Errorf("a minute after the rejoin window, the store last had %+v", r)
 		}
+	})
+}
+
+// TestAQuotaTheStoreKnowsExhaustedFailsTheCallAtOnce: a call that the
+// store refuses on a quota another process saw exhausted fails at once
+// with the quota's refusal, as one the process saw itself would; it is
+// not held first, which would have its OnHeld ask about it.
+func TestAQuotaTheStoreKnowsExhaustedFailsTheCallAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &nthStore{downStore: downStore{refunded: map[string]float64{}}, nth: 2,
+			grant: budgetstore.Grant{Reason: "quota", Policy: Write, Until: time.Now().Add(time.Hour)}}
+		s := keyAfter(t, st, `"key";r=500;t=10`)
+		c := call(ops.CreateContact, "")
+		told := 0
+		c.OnHeld = func(string) <-chan struct{} { told++; return nil }
+		start := time.Now()
+		_, _, err := s.Admit(context.Background(), c)
+		var exhausted *ExhaustedError
+		if !errors.As(err, &exhausted) || exhausted.Policy != Write || time.Since(start) != 0 || told != 0 {
+			t.Errorf("a write the store refused on the exhausted write quota failed after %v with %v, its OnHeld told %d times", time.Since(start), err, told)
+		}
+		time.Sleep(time.Minute) // the keeper ends
 	})
 }
