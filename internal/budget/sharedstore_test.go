@@ -457,25 +457,3 @@ func TestAQuotaTheStoreKnowsExhaustedFailsTheCallAtOnce(t *testing.T) {
 		time.Sleep(time.Minute) // the keeper ends
 	})
 }
-
-// TestAShareAReleaseCarriedIsTakenBackBeforeTheKeeperEnds: the first call
-// after the store is back asked for its lease before the rejoin window
-// began, and its release, within the window, tells the store that the
-// process holds its share. Once the window ends, the keeper tells the
-// store it holds none before it ends, rather than leave the share's slots
-// to no one for the reservation's TTL.
-func TestAShareAReleaseCarriedIsTakenBackBeforeTheKeeperEnds(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		st := &reservingStore{downStore: downStore{refunded: map[string]float64{}}}
-		s := keyAfter(t, st, `"key";r=600;t=0`)
-		st.setDown(true)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
-		time.Sleep(30 * time.Minute) // the keeper ends
-		st.setDown(false)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
-		time.Sleep(time.Minute)
-		if r, ok := st.last(); !ok || r.slots != 0 {
-			t.Errorf("a minute after the rejoin window, the store last had %+v", r)
-		}
-	})
-}

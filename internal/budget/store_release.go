@@ -132,9 +132,7 @@ func (s *State) refundSharedLocked(c *Call, l *level, amount float64, now time.T
 // sendLocked sends op now; it unlocks s.mu. While op's store is the
 // current one and down, or when the send fails, the keeper sends it later,
 // so that the slot it frees and what it teaches are not lost for a lease
-// time. A failure counts against the store only while that is current. A
-// release to the current store that carried the share and got there is
-// noted as the store's reservation, as an Acquire's is.
+// time. A failure counts against the store only while that is current.
 func (s *State) sendLocked(op pendingOp, now time.Time) {
 	if op.seq == s.storeSeq && !s.sharedActiveLocked(now) {
 		s.keepLocked(op)
@@ -142,25 +140,13 @@ func (s *State) sendLocked(op pendingOp, now time.Time) {
 		return
 	}
 	s.mu.Unlock()
-	err := s.send(op, now)
-	if err == nil && op.rel.Reservation.Seq == 0 {
-		return
-	}
-	s.mu.Lock()
-	current := op.seq == s.storeSeq
-	if err == nil {
-		// The store has the share the release carried: the keeper goes on
-		// until it has told the store that the share is gone.
-		if current {
-			s.reservationStoredLocked(op.rel.Reservation)
-			s.startKeeperLocked()
-		}
+	if err := s.send(op, now); err != nil {
+		s.mu.Lock()
+		s.keepLocked(op)
+		current := op.seq == s.storeSeq
 		s.mu.Unlock()
-		return
-	}
-	s.keepLocked(op)
-	s.mu.Unlock()
-	if current {
-		_ = s.storeResult(err, nil, false)
+		if current {
+			_ = s.storeResult(err, nil, false)
+		}
 	}
 }
