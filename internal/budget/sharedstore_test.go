@@ -260,8 +260,8 @@ func TestADownStoreIsSentNoReleaseUntilItAnswers(t *testing.T) {
 
 // TestAReleaseTheStoreFailsIsSentAgainAndCountsAsAFailure: a release
 // that fails, sent by the call or by the keeper, is kept until the store
-// gets it; and a failure of the store, which puts the process on its
-// local budget until it answers again.
+// gets it, and counts as a failure of the store, which puts the process
+// on its local budget until the store answers again.
 func TestAReleaseTheStoreFailsIsSentAgainAndCountsAsAFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newRecordingStore()
