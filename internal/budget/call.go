@@ -100,13 +100,18 @@ func (c *Call) kind() string {
 
 // takesLocked returns the levels c takes from and how much: its documented
 // demand, and the learned policies the server tied to its operation. It is
-// worked out once per call, again only when a level was added since.
+// worked out once per call, again only when a level was added since: into
+// new storage while an attempt in flight holds the old takes, whose marks
+// its answer is read against.
 func (s *State) takesLocked(c *Call) []take {
 	if c.takes != nil && c.takesVersion == s.version && c.takesState == s {
 		return c.takes
 	}
 	takes := c.takes[:0]
-	if takes == nil || c.takesState != s {
+	switch {
+	case c.ticket.taken != nil && !c.ticket.ended:
+		takes = make([]take, 0, len(c.takes)+1)
+	case takes == nil || c.takesState != s:
 		takes = c.takesBuf[:0]
 	}
 	for _, d := range c.Demand {
