@@ -1,0 +1,193 @@
+package budget
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/bodo-app/bodo-go/internal/ops"
+)
+
+// TestACallThatCanNeverFitADocumentedLevelFailsAtOnce: a budgeted write
+// bigger than the write level can ever hold fails at once, unsent, with a
+// NeverFitsError; the same call outside the budget takes from no level and
+// goes.
+func TestACallThatCanNeverFitADocumentedLevelFailsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		big := func() *Call {
+			return &Call{Op: "huge", Cost: 1, Demand: []Demand{{Level: Write, Amount: 1e6}}, Target: "POST /v1/huge", Budgeted: true}
+		}
+		var never *NeverFitsError
+		if _, _, err := s.Admit(context.Background(), big()); !errors.As(err, &never) || never.Level != Write || never.Amount != 1e6 {
+			t.Errorf("a write of a million units: %v, want a NeverFitsError of the write level", err)
+		}
+		c := big()
+		c.Budgeted = false
+		tk, _, err := s.Admit(context.Background(), c)
+		if err != nil {
+			t.Fatalf("the same call outside the budget: %v", err)
+		}
+		tk.Finish(answer("", ""))
+	})
+}
+
+// TestAnExhaustedQuotaFailsItsCallsAtOnce: after a QUOTA_EXHAUSTED, a call
+// of the operation it refused fails at once with an ExhaustedError instead
+// of being sent to be refused again.
+func TestAnExhaustedQuotaFailsItsCallsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{},
+			Problem: &Problem{Code: codeQuotaExhausted, Policy: "monthly-reads", ResetsAt: time.Now().Add(time.Hour)}})
+		start := time.Now()
+		var ex *ExhaustedError
+		if _, _, err := s.Admit(context.Background(), call(ops.GetContact, "")); !errors.As(err, &ex) || ex.Policy != "monthly-reads" {
+			t.Errorf("a get after its quota was exhausted: %v, want an ExhaustedError of monthly-reads", err)
+		}
+		if el := time.Since(start); el != 0 {
+			t.Errorf("it failed after %v, want at once", el)
+		}
+	})
+}
+
+// TestAnUnbudgetedCallTakesFromNoLevel: a call outside the budget leaves
+// every level, the in-flight count and the pace as they were.
+func TestAnUnbudgetedCallTakesFromNoLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		key, writes := availableOf(s, Key), availableOf(s, Write)
+		tk, _, err := s.Admit(context.Background(), unbudgeted(ops.CreateContact))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k, w, n := availableOf(s, Key), availableOf(s, Write), s.Snapshot().InFlight; k != key || w != writes || n != 0 {
+			t.Errorf("an unbudgeted write in flight: key %v (was %v), write %v (was %v), %d budgeted in flight", k, key, w, writes, n)
+		}
+		tk.Finish(answer("", ""))
+	})
+}
+
+// TestAnAdmissionSaysHowLongItsCallWasHeld: the Event of a write held a
+// minute by the write level says so; that of a call that went at once
+// says nothing.
+func TestAnAdmissionSaysHowLongItsCallWasHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		tk, ev, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Finish(answer("", ""))
+		if ev != (Event{}) {
+			t.Errorf("a read that went at once: %+v, want no wait", ev)
+		}
+		s.Spend(Write, 0) // the write log frees the whole quota a minute from now
+		tk, ev, err = s.Admit(context.Background(), call(ops.CreateContact, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Finish(answer("", ""))
+		if want := (Event{Wait: time.Minute, Reason: Write}); ev != want {
+			t.Errorf("a write held by the write level: %+v, want %+v", ev, want)
+		}
+	})
+}
+
+// TestACallWhoseDeadlineFallsBeforeItsWaitEndsFailsAtOnce: a write with
+// 10 s left of its context, held a minute by the write level, fails at
+// once with the minute it had to wait, not at its deadline.
+func TestACallWhoseDeadlineFallsBeforeItsWaitEndsFailsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		s.Spend(Write, 0)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, _, err := s.Admit(ctx, call(ops.CreateContact, ""))
+		var h *HoldError
+		if !errors.As(err, &h) || h.Reason != Write || h.Wait != time.Minute || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a write with 10 s to go held a minute: %v, want a HoldError of the write level's minute", err)
+		}
+		if el := time.Since(start); el != 0 {
+			t.Errorf("it failed after %v, want at once", el)
+		}
+	})
+}
+
+// TestACallWhoseDeadlineFallsBeforeItsWaitAsksForTheStatusFirst: a write
+// whose deadline falls before the write level frees tells OnHeld, waits
+// for what that started to end and looks again: the status showed room,
+// and it goes.
+func TestACallWhoseDeadlineFallsBeforeItsWaitAsksForTheStatusFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		s.Spend(Write, 0)
+		var told []string
+		c := call(ops.CreateContact, "")
+		c.OnHeld = func(reason string) <-chan struct{} {
+			told = append(told, reason)
+			done := make(chan struct{})
+			go func() {
+				time.Sleep(time.Second) // the status's round trip
+				s.Spend(Write, 60)
+				close(done)
+			}()
+			return done
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		tk, _, err := s.Admit(ctx, c)
+		if err != nil {
+			t.Fatalf("a write whose status showed room: %v", err)
+		}
+		tk.Finish(answer("", ""))
+		if el := time.Since(start); el != time.Second || len(told) != 1 || told[0] != Write {
+			t.Errorf("the write went after %v, told %q, want after the status's second, told once of the write level", el, told)
+		}
+	})
+}
+
+// slowWaits admits c in a goroutine of wg, finished with a plain answer,
+// and returns what its OnSlow said.
+func slowWaits(t *testing.T, s *State, wg *sync.WaitGroup, c *Call) *[]SlowWait {
+	said := new([]SlowWait)
+	var mu sync.Mutex
+	c.OnSlow = func(_ context.Context, sw SlowWait) {
+		mu.Lock()
+		*said = append(*said, sw)
+		mu.Unlock()
+	}
+	admitLater(t, s, wg, c)
+	return said
+}
+
+// TestASlowCallHeldByTheServersWaitSaysWhatIsLeftOfIt: a read held by an
+// OVERLOADED's 30 s wait says, after SlowAfter, that the server's wait
+// holds it for 25 s more; one held for a slot in flight cannot tell how
+// long it waits.
+func TestASlowCallHeldByTheServersWaitSaysWhatIsLeftOfIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		admitNow(t, s, call(ops.GetContact, "")).Finish(refusal(http.StatusServiceUnavailable, codeOverloaded, "", 30*time.Second))
+		var wg sync.WaitGroup
+		said := slowWaits(t, s, &wg, call(ops.GetContact, ""))
+		wg.Wait()
+		want := SlowWait{Op: "getContact", Reason: ReasonServer, Waited: SlowAfter, Remaining: 30*time.Second - SlowAfter}
+		if len(*said) != 1 || (*said)[0] != want {
+			t.Errorf("a read held by the server's wait said %+v, want once %+v", *said, want)
+		}
+	})
+}
