@@ -191,3 +191,65 @@ func TestASlowCallHeldByTheServersWaitSaysWhatIsLeftOfIt(t *testing.T) {
 		}
 	})
 }
+
+// TestASlowCallCountsTheCallsAheadOfIt: of three 50-point calls held by an
+// empty key bucket refilling 5 points a second, each says it waits for
+// the calls ahead of it too: 10 s a call.
+func TestASlowCallCountsTheCallsAheadOfIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", `"key";r=600;t=0`))
+		s.Spend(Key, 0)
+		var wg sync.WaitGroup
+		var said []*[]SlowWait
+		for range 3 {
+			said = append(said, slowWaits(t, s, &wg, &Call{Op: "big", Cost: 50, Demand: []Demand{{Level: Key, Amount: 50}}, Budgeted: true}))
+		}
+		wg.Wait()
+		for i, got := range said {
+			want := SlowWait{Op: "big", Reason: Key, Waited: SlowAfter, Remaining: time.Duration(i+1)*10*time.Second - SlowAfter, Behind: 2 - i}
+			if len(*got) != 1 || (*got)[0] != want {
+				t.Errorf("call %d said %+v, want once %+v", i, *got, want)
+			}
+		}
+	})
+}
+
+// TestASlowCallSaysTheRefusalsWaitOnItsLevel: a write held by a refusal's
+// 30 s wait on the write level says, after SlowAfter, that the write level
+// holds it 25 s more.
+func TestASlowCallSaysTheRefusalsWaitOnItsLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Write, 30*time.Second))
+		var wg sync.WaitGroup
+		said := slowWaits(t, s, &wg, call(ops.CreateContact, ""))
+		wg.Wait()
+		want := SlowWait{Op: "createContact", Reason: Write, Waited: SlowAfter, Remaining: 30*time.Second - SlowAfter}
+		if len(*said) != 1 || (*said)[0] != want {
+			t.Errorf("a write held by a refusal's wait said %+v, want once %+v", *said, want)
+		}
+	})
+}
+
+// TestASlowCallBehindMoreThanItsLevelHoldsSaysHowLongTheRefillTakes: a
+// write behind a minute's worth of writes, more than the write level's
+// log frees, says it waits at least as long as they do, not that it
+// cannot tell.
+func TestASlowCallBehindMoreThanItsLevelHoldsSaysHowLongTheRefillTakes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		s.Spend(Write, 0)
+		var wg sync.WaitGroup
+		for range 60 {
+			admitLater(t, s, &wg, call(ops.CreateContact, ""))
+		}
+		said := slowWaits(t, s, &wg, call(ops.CreateContact, ""))
+		wg.Wait()
+		if len(*said) != 1 || (*said)[0].Reason != Write || (*said)[0].Remaining < time.Minute-SlowAfter {
+			t.Errorf("the 61st write said %+v, want once the write level and at least the %v the writes ahead wait", *said, time.Minute-SlowAfter)
+		}
+	})
+}
