@@ -253,3 +253,40 @@ func TestASlowCallBehindMoreThanItsLevelHoldsSaysHowLongTheRefillTakes(t *testin
 		}
 	})
 }
+
+// TestAStatusCountsTheWritesAnsweredBeforeIt: a write admitted after a
+// status request and answered before it may have reached the server after
+// the status did: a status that says the write level is full leaves it
+// one write short, as the model counted it.
+func TestAStatusCountsTheWritesAnsweredBeforeIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		status := statusCall()
+		asked := admitNow(t, s, status)
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", ""))
+		asked.Finish(answer("", ""))
+		s.ObserveStatus(status, []LevelStatus{{Name: Write, Remaining: 60}})
+		if got := availableOf(s, Write); got != 59 {
+			t.Errorf("the write level after a status that did not count the write: %v left, want 59", got)
+		}
+	})
+}
+
+// TestAHintlessLimiterCountsRequestsOfWhatTheFirstCallsCost: a bare 429
+// to a key's first call, of 10 points, paces requests at the key level's
+// rate of points over those 10 points, not over a mean that starts at
+// nothing.
+func TestAHintlessLimiterCountsRequestsOfWhatTheFirstCallsCost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		tk := admitNow(t, s, &Call{Op: "ten", Cost: 10, Demand: []Demand{{Level: Key, Amount: 10}}, Budgeted: true})
+		tk.Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{}, Problem: &Problem{}})
+		s.mu.Lock()
+		got, want := s.pace.requestRate, s.levels[Key].rate(time.Now())/10
+		s.mu.Unlock()
+		if got != want {
+			t.Errorf("the limiter's rate after a bare 429 to a 10-point call: %v requests a second, want %v", got, want)
+		}
+	})
+}
