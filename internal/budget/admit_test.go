@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bodo-app/bodo-go/budgetstore"
 	"github.com/bodo-app/bodo-go/internal/ops"
 )
 
@@ -289,4 +290,64 @@ func TestAHintlessLimiterCountsRequestsOfWhatTheFirstCallsCost(t *testing.T) {
 			t.Errorf("the limiter's rate after a bare 429 to a 10-point call: %v requests a second, want %v", got, want)
 		}
 	})
+}
+
+// panickingStore is a store whose Acquire panics.
+type panickingStore struct{ downStore }
+
+func (*panickingStore) Acquire(context.Context, string, budgetstore.Acquire) (budgetstore.Grant, error) {
+	panic("a store that panics")
+}
+
+// TestACallWhoseStorePanicsFails: a panic of the shared store's Acquire
+// fails the call with a PanicError, instead of letting it go on the local
+// budget as a store that failed would.
+func TestACallWhoseStorePanicsFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		s.UseStore(&panickingStore{}, "k", nil)
+		var p *PanicError
+		if _, _, err := s.Admit(context.Background(), call(ops.GetContact, "")); !errors.As(err, &p) || p.Where != PanicStore {
+			t.Errorf("a read through a store that panics: %v, want a PanicError of the store", err)
+		}
+		time.Sleep(rejoinWindow + 2*keepEvery) // the keeper ends the lease the store may have granted, and ends
+	})
+}
+
+// TestACallOnAStateRetiredWhileItWaitedForTheLockGoesOnTheKeysNewState:
+// a state of For retired by a sweep between Admit finding it live and
+// taking its lock passes the call on to the key's state in the map, which
+// counts it; the retired one counts nothing. It runs outside a bubble: the
+// call is left a moment to reach the lock, which a bubble cannot wait for.
+func TestACallOnAStateRetiredWhileItWaitedForTheLockGoesOnTheKeysNewState(t *testing.T) {
+	const host = "retiring.admit.test"
+	s := For(host, "k")
+	s.mu.Lock()
+	type admitted struct {
+		tk  *Ticket
+		err error
+	}
+	got := make(chan admitted, 1)
+	go func() {
+		tk, _, err := s.Admit(context.Background(), call(ops.GetContact, ""))
+		got <- admitted{tk, err}
+	}()
+	time.Sleep(20 * time.Millisecond) // the call has found s live and waits for its lock
+	states.Lock()
+	s.retired.Store(true)
+	delete(states.m, s.id)
+	states.Unlock()
+	s.mu.Unlock()
+	leaveLocked(s)
+	a := <-got
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	defer a.tk.Finish(answer("", ""))
+	s.mu.Lock()
+	left := s.reserved
+	s.mu.Unlock()
+	if cur := For(host, "k"); a.tk.s != cur || cur == s || left != 0 {
+		t.Errorf("a call admitted on the retired state (%d reserved there), not the key's state in the map", left)
+	}
 }
