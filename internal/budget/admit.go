@@ -102,7 +102,6 @@ func (a *attempt) fail(err error) (*Ticket, Event, error) {
 	a.c.w.leave()
 	s.waiting--
 	s.mu.Unlock()
-	a.stopSlow()
 	return nil, Event{}, err
 }
 
@@ -129,7 +128,6 @@ func (a *attempt) admitLocked(lease string, now time.Time) (*Ticket, Event, erro
 	}
 	s.lastUse = now
 	s.mu.Unlock()
-	a.stopSlow()
 	maybeSweep(now)
 	return &c.ticket, Event{Wait: waited, Reason: a.reason}, nil
 }
@@ -178,12 +176,5 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 		for _, l := range s.levels {
 			c.chargedAt[l] = l.charged
 		}
-	}
-}
-
-// stopSlow stops the timer of Call.OnSlow, if the attempt started one.
-func (a *attempt) stopSlow() {
-	if a.slow != nil {
-		a.slow.Stop()
 	}
 }
