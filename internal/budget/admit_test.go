@@ -24,8 +24,10 @@ func TestACallThatCanNeverFitADocumentedLevelFailsAtOnce(t *testing.T) {
 		big := func() *Call {
 			return &Call{Op: "huge", Cost: 1, Demand: []Demand{{Level: Write, Amount: 1e6}}, Target: "POST /v1/huge", Budgeted: true}
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
 		var never *NeverFitsError
-		if _, _, err := s.Admit(context.Background(), big()); !errors.As(err, &never) || never.Level != Write || never.Amount != 1e6 {
+		if _, _, err := s.Admit(ctx, big()); !errors.As(err, &never) || never.Level != Write || never.Amount != 1e6 {
 			t.Errorf("a write of a million units: %v, want a NeverFitsError of the write level", err)
 		}
 		c := big()
