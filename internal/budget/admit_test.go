@@ -335,12 +335,13 @@ func TestACallOnAStateRetiredWhileItWaitedForTheLockGoesOnTheKeysNewState(t *tes
 		got <- admitted{tk, err}
 	}()
 	time.Sleep(20 * time.Millisecond) // the call has found s live and waits for its lock
+	// Retire s as sweep does.
 	states.Lock()
 	s.retired.Store(true)
 	delete(states.m, s.id)
-	states.Unlock()
 	s.mu.Unlock()
 	leaveLocked(s)
+	states.Unlock()
 	a := <-got
 	if a.err != nil {
 		t.Fatal(a.err)
