@@ -102,21 +102,17 @@ func (a *attempt) fail(err error) (*Ticket, Event, error) {
 	a.c.w.leave()
 	s.waiting--
 	s.mu.Unlock()
-	a.stopSlow()
 	return nil, Event{}, err
 }
 
 // admitLocked lets the attempt go with the shared store's lease, if any:
 // it takes the call's demand, counts its wait and leaves the state's lock.
 func (a *attempt) admitLocked(lease string, now time.Time) (*Ticket, Event, error) {
-	s, c, w := a.s, a.c, &a.c.w
-	passed := w.at
-	if passed != nil && passed.head() == w {
-		passed = nil
-	}
+	s, c := a.s, a.c
+	at := c.w.at
 	s.takeLocked(c, now)
-	if passed != nil {
-		passed.wakeHead() // it passed the first waiter, which looks again (and lets the next try)
+	if at != nil {
+		at.wakeHead() // the first waiter, which it may have passed, looks again (and lets the next try)
 	}
 	var waited time.Duration
 	if a.reason != "" { // held at least once, not merely slowed by a store's round trip
@@ -132,7 +128,6 @@ func (a *attempt) admitLocked(lease string, now time.Time) (*Ticket, Event, erro
 	}
 	s.lastUse = now
 	s.mu.Unlock()
-	a.stopSlow()
 	maybeSweep(now)
 	return &c.ticket, Event{Wait: waited, Reason: a.reason}, nil
 }
@@ -181,12 +176,5 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 		for _, l := range s.levels {
 			c.chargedAt[l] = l.charged
 		}
-	}
-}
-
-// stopSlow stops the timer of Call.OnSlow, if the attempt started one.
-func (a *attempt) stopSlow() {
-	if a.slow != nil {
-		a.slow.Stop()
 	}
 }

@@ -175,10 +175,7 @@ func (a *attempt) slowLocked() SlowWait {
 	now := time.Now()
 	c, w := a.c, &a.c.w
 	sw := SlowWait{Op: c.Op, Reason: a.reason, Waited: now.Sub(a.start), Remaining: -1}
-	g := w.at
-	if g == nil {
-		return sw
-	}
+	g := w.at // the gate holdLocked entered before the attempt slept
 	for _, o := range g.q.ws {
 		if o.seq > w.seq {
 			sw.Behind++
