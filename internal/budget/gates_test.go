@@ -213,7 +213,9 @@ func TestALimiterThatLetNothingThroughIsNotRead(t *testing.T) {
 // TestTheLastMomentLeavesWhatAnAttemptTookAsItWas: a request's last moment
 // (Bound) that looks at an exhausted quota of another level leaves what
 // its admitted attempt took, and the marks its answer is read against, as
-// they were at its admission.
+// they were at its admission; also when a policy learned from another
+// call's answer while the attempt is in flight adds a level the call may
+// take from, so that its takes are worked out anew.
 func TestTheLastMomentLeavesWhatAnAttemptTookAsItWas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
@@ -229,24 +231,6 @@ func TestTheLastMomentLeavesWhatAnAttemptTookAsItWas(t *testing.T) {
 		if !slices.Equal(read.taken, took) {
 			t.Errorf("what a read took after its last moment: %+v, want it as admitted: %+v", read.taken, took)
 		}
-		read.Finish(answer("", ""))
-	})
-}
-
-// TestAnAttemptKeepsItsMarksWhenALevelIsAddedWhileItIsInFlight: a policy
-// learned from another call's answer while an attempt is in flight adds a
-// level the call may take from; the attempt's last moment then works out
-// the call's takes anew, and leaves what the attempt took, and the marks
-// its answer is read against, as they were at its admission.
-func TestAnAttemptKeepsItsMarksWhenALevelIsAddedWhileItIsInFlight(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
-		admitNow(t, s, call(ops.CreateContact, "")).Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{},
-			Problem: &Problem{Code: codeQuotaExhausted, Policy: Write, ResetsAt: time.Now().Add(time.Hour)}})
-		read := admitNow(t, s, call(ops.GetContact, ""))
-		took := slices.Clone(read.taken)
 		version := s.version
 		admitNow(t, s, call(ops.GetMe, "")).Finish(answer(`"hourly";q=1000;w=3600`, `"hourly";r=900;t=3000`))
 		if s.version == version {
@@ -254,7 +238,7 @@ func TestAnAttemptKeepsItsMarksWhenALevelIsAddedWhileItIsInFlight(t *testing.T) 
 		}
 		read.Bound(context.Background())
 		if !slices.Equal(read.taken, took) {
-			t.Errorf("what a read took after its last moment: %+v, want it as admitted: %+v", read.taken, took)
+			t.Errorf("what a read took after its last moment, once a level was added: %+v, want it as admitted: %+v", read.taken, took)
 		}
 		read.Finish(answer("", ""))
 	})
