@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -99,4 +101,92 @@ func TestAnIdlePartitionHoldsItsTargetAgainWhenNamed(t *testing.T) {
 			t.Errorf("a partition named again with nothing left holds its target's calls by %q", why)
 		}
 	})
+}
+
+// TestALeavingKeyLeavesNoEmptyHostOrGroup: when every key of a host and of
+// a principal leaves the map of For, the host and the group leave with
+// them, so that keys that come and go take no memory for good.
+func TestALeavingKeyLeavesNoEmptyHostOrGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const host = "leave.identity.test"
+		twoKeysOfOnePrincipal(host)
+		time.Sleep(IdleTTL + sweepEvery)
+		For("trigger.identity.test", "k") // sweeps
+		states.Lock()
+		defer states.Unlock()
+		if _, ok := states.hosts[host+"/"]; ok {
+			t.Error("the host of keys that all left is still counted")
+		}
+		for g := range states.groups {
+			if strings.HasPrefix(g, host+"/") {
+				t.Errorf("the group %q of keys that all left is still kept", g)
+			}
+		}
+	})
+}
+
+// TestAStateNotOfForSplitsNothing: states of New, which For does not share
+// and whose host is unknown, split no level whatever identity they are
+// told; an identity of neither principal nor org leaves a key's as it was.
+func TestAStateNotOfForSplitsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := New(), New()
+		a.SetIdentity("prn_new", "org_new")
+		b.SetIdentity("prn_new", "org_new")
+		if p, o := splitOf(a, Principal), splitOf(a, Org); p != 1 || o != 1 {
+			t.Errorf("parts of a state of New: principal %v, org %v, want 1 and 1", p, o)
+		}
+		x, y := twoKeysOfOnePrincipal("neither.identity.test")
+		x.SetIdentity("", "")
+		if p, o := splitOf(y, Principal), splitOf(y, Org); p != 0.5 || o != 0.5 {
+			t.Errorf("after its partner was told no identity, a key's parts: principal %v, org %v, want 1/2 and 1/2", p, o)
+		}
+	})
+}
+
+// TestAKeyRetiredWhileItsIdentityCameJoinsNoGroup: an identity that comes
+// as the sweep retires its key (SetIdentity waiting for the lock of
+// states) leaves the key out of the groups, so that it takes no part of
+// their levels from the keys that stay.
+func TestAKeyRetiredWhileItsIdentityCameJoinsNoGroup(t *testing.T) {
+	host := fmt.Sprintf("retired%d.identity.test", retiredRuns.Add(1)) // the keys of an earlier run (-count) stay
+	a, b := For(host, "a"), For(host, "b")
+	b.SetIdentity("prn_r", "org_r")
+	states.Lock()
+	var wg sync.WaitGroup
+	wg.Go(func() { a.SetIdentity("prn_r", "org_r") })
+	for deadline := time.Now().Add(10 * time.Second); !waitsForALock("SetIdentity"); {
+		if time.Now().After(deadline) {
+			states.Unlock()
+			t.Fatal("SetIdentity does not wait for the lock of states")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	a.retired.Store(true) // as sweep retires it
+	delete(states.m, a.id)
+	leaveLocked(a)
+	states.Unlock()
+	wg.Wait()
+	if p := splitOf(b, Principal); p != 1 {
+		t.Errorf("the key that stayed has %v of its principal's level, want all of it", p)
+	}
+	a.live().SetIdentity("prn_r", "org_r") // the key's new state joins instead
+	if p := splitOf(b, Principal); p != 0.5 {
+		t.Errorf("with the key's new state, the other has %v of their principal's level, want half", p)
+	}
+}
+
+// retiredRuns counts the runs of TestAKeyRetiredWhileItsIdentityCameJoinsNoGroup.
+var retiredRuns atomic.Int32
+
+// waitsForALock reports whether a goroutine in fn waits for a mutex.
+func waitsForALock(fn string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "[sync.Mutex.Lock") && strings.Contains(g, "(*State)."+fn) {
+			return true
+		}
+	}
+	return false
 }
