@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync"
@@ -189,4 +190,102 @@ func waitsForALock(fn string) bool {
 		}
 	}
 	return false
+}
+
+// TestASnapshotShowsALevelsWaitAndTheSlots: a snapshot shows the end of a
+// refusal's wait on the level it named while it runs, and none after;
+// it lists the slots in flight as parallel, right after write.
+func TestASnapshotShowsALevelsWaitAndTheSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		learn(t, s)
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Write, 30*time.Second))
+		end := time.Now().Add(30 * time.Second)
+		level := func(name string) (LevelSnapshot, int) {
+			for i, l := range s.Snapshot().Levels {
+				if l.Name == name {
+					return l, i
+				}
+			}
+			t.Fatalf("no level %s in the snapshot", name)
+			return LevelSnapshot{}, 0
+		}
+		if w, _ := level(Write); !w.HeldUntil.Equal(end) {
+			t.Errorf("the write level is held until %v, want the refusal's wait's end %v", w.HeldUntil, end)
+		}
+		time.Sleep(30 * time.Second)
+		if w, _ := level(Write); !w.HeldUntil.IsZero() {
+			t.Errorf("the write level is held until %v after the wait ended", w.HeldUntil)
+		}
+		_, wi := level(Write)
+		if p, pi := level(Parallel); pi != wi+1 || p.Quota != 6 || p.Remaining != 6 {
+			t.Errorf("parallel at %d after write at %d, quota %d, %v left; want right after write, 6 and 6", pi, wi, p.Quota, p.Remaining)
+		}
+	})
+}
+
+// TestTheMapOfForGivesBackItsMemoryWhenKeysLeave: once most keys left the
+// map of For, it takes no more memory than the keys still in it: a map
+// keeps its tables as entries leave.
+func TestTheMapOfForGivesBackItsMemoryWhenKeysLeave(t *testing.T) {
+	const keys = 200_000
+	idle := New() // one idle state under many ids: the map's own memory is measured
+	idle.id = "shrink.states.test/k"
+	sweep(time.Now().Add(2 * IdleTTL)) // the idle states of other tests leave first
+	heap := int64(liveHeap())
+	states.Lock()
+	for i := range keys {
+		states.m[fmt.Sprint("shrink.states.test/", i)] = idle
+	}
+	states.Unlock()
+	grown := int64(liveHeap()) - heap
+	sweep(time.Now().Add(2 * IdleTTL))
+	if after := int64(liveHeap()) - heap; after > grown/10 {
+		t.Errorf("%d bytes still in use after %d keys left the map, of %d with them", after, keys, grown)
+	}
+}
+
+// TestAStatusesRefusalsKeepAnIdleKeyForTheGuardsWindow: a key idle for
+// IdleTTL whose status then counts refusals (a status answer whose body
+// came slowly) stays in the map while they count for the lockout guard,
+// and leaves after.
+func TestAStatusesRefusalsKeepAnIdleKeyForTheGuardsWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const host = "refusals.states.test"
+		s := For(host, "k")
+		learn(t, s)
+		time.Sleep(IdleTTL + sweepEvery)
+		s.ObserveKeyStatus(time.Time{}, RefusalLimit)
+		For("trigger.states.test", "k") // sweeps
+		if s.retired.Load() {
+			t.Fatal("a key whose refusals still count for the guard left the map")
+		}
+		time.Sleep(RefusalWindow)
+		For("trigger.states.test", "k")
+		if !s.retired.Load() {
+			t.Error("an idle key stayed after its refusals stopped counting")
+		}
+	})
+}
+
+// TestALevelsWaitKeepsAnIdleKey: a key whose write level a refusal holds
+// for longer than IdleTTL stays in the map until the wait ends, and
+// leaves after.
+func TestALevelsWaitKeepsAnIdleKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const host = "wait.states.test"
+		s := For(host, "k")
+		learn(t, s)
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Write, 30*time.Minute))
+		time.Sleep(IdleTTL + sweepEvery)
+		For("trigger.states.test", "k") // sweeps
+		if s.retired.Load() {
+			t.Fatal("a key whose write level a refusal's wait holds left the map")
+		}
+		time.Sleep(30 * time.Minute)
+		For("trigger.states.test", "k")
+		if !s.retired.Load() {
+			t.Error("an idle key stayed after its level's wait ended")
+		}
+	})
 }
