@@ -14,6 +14,7 @@ var states = struct {
 	m      map[string]*State
 	hosts  map[string]map[*State]struct{} // the states of each host (identity.go)
 	groups map[string]map[*State]struct{} // the states of each principal and org (identity.go)
+	peak   int                            // the most states m held since it was last copied
 }{m: map[string]*State{}, hosts: map[string]map[*State]struct{}{}, groups: map[string]map[*State]struct{}{}}
 
 // IdleTTL is how long a state of For stays in the map without a call. It
@@ -111,7 +112,7 @@ func maybeSweep(now time.Time) {
 func sweep(now time.Time) {
 	states.Lock()
 	defer states.Unlock()
-	before := len(states.m)
+	states.peak = max(states.peak, len(states.m))
 	for id, s := range states.m {
 		if !s.mu.TryLock() {
 			continue
@@ -126,12 +127,12 @@ func sweep(now time.Time) {
 			leaveLocked(s)
 		}
 	}
-	if n := len(states.m); n < before/4 {
-		// A map keeps its tables when entries leave: copy what is left
-		// into one of its size.
+	if n := len(states.m); n < states.peak/4 {
+		// A map keeps its tables when entries leave, also over many
+		// sweeps: copy what is left into one of its size.
 		m := make(map[string]*State, n)
 		maps.Copy(m, states.m)
-		states.m = m
+		states.m, states.peak = m, n
 	}
 }
 

@@ -225,23 +225,52 @@ func TestASnapshotShowsALevelsWaitAndTheSlots(t *testing.T) {
 }
 
 // TestTheMapOfForGivesBackItsMemoryWhenKeysLeave: once most keys left the
-// map of For, it takes no more memory than the keys still in it: a map
-// keeps its tables as entries leave.
+// map of For, at one sweep or half of them at each of many, it takes no
+// more memory than the keys still in it: a map keeps its tables as entries
+// leave.
 func TestTheMapOfForGivesBackItsMemoryWhenKeysLeave(t *testing.T) {
-	const keys = 200_000
-	idle := New() // one idle state under many ids: the map's own memory is measured
-	idle.id = "shrink.states.test/k"
-	sweep(time.Now().Add(2 * IdleTTL)) // the idle states of other tests leave first
-	heap := int64(liveHeap())
-	states.Lock()
-	for i := range keys {
-		states.m[fmt.Sprint("shrink.states.test/", i)] = idle
-	}
-	states.Unlock()
-	grown := int64(liveHeap()) - heap
-	sweep(time.Now().Add(2 * IdleTTL))
-	if after := int64(liveHeap()) - heap; after > grown/10 {
-		t.Errorf("%d bytes still in use after %d keys left the map, of %d with them", after, keys, grown)
+	const keys, stay = 200_000, 200_000 / 256
+	for _, sweeps := range []int{1, 8} {
+		t.Run(fmt.Sprint(sweeps, " sweeps"), func(t *testing.T) {
+			start := time.Now()
+			sweep(start.Add(2 * IdleTTL)) // the idle states of other tests leave first
+			heap := int64(liveHeap())
+			states.Lock()
+			// One state under many ids for each sweep, idle from a minute
+			// apart: the map's own memory is measured.
+			leaving := keys - stay
+			for i := range sweeps {
+				s := New()
+				s.id, s.lastUse = "shrink.states.test/k", start.Add(time.Duration(i)*time.Minute)
+				n := leaving / 2
+				if i == sweeps-1 {
+					n = leaving
+				}
+				for j := range n {
+					states.m[fmt.Sprint("shrink.states.test/", i, "/", j)] = s
+				}
+				leaving -= n
+			}
+			kept := New()
+			kept.id, kept.lastUse = "shrink.states.test/stay", start.Add(time.Hour)
+			for j := range stay {
+				states.m[fmt.Sprint("shrink.states.test/stay/", j)] = kept
+			}
+			states.Unlock()
+			grown := int64(liveHeap()) - heap
+			for i := range sweeps {
+				sweep(start.Add(IdleTTL + time.Duration(i)*time.Minute + time.Second))
+			}
+			after := int64(liveHeap()) - heap
+			states.Lock()
+			for j := range stay {
+				delete(states.m, fmt.Sprint("shrink.states.test/stay/", j))
+			}
+			states.Unlock()
+			if after > grown/10 {
+				t.Errorf("%d bytes still in use after all but %d of %d keys left the map in %d sweeps, of %d with them", after, stay, keys, sweeps, grown)
+			}
+		})
 	}
 }
 
