@@ -30,7 +30,11 @@
 //
 // Calls queue per gate, in arrival order among the calls that wait for the
 // same thing (queue.go). A key's State (state.go) is shared by the clients
-// of the process through For (states.go).
+// of the process through For (states.go). An idle one leaves the map only
+// when forgetting it loses nothing: no call, wait or refusal the guard
+// counts (TestALevelsWaitKeepsAnIdleKey,
+// TestAStatusesRefusalsKeepAnIdleKeyForTheGuardsWindow), and the map gives
+// its memory back (TestTheMapOfForGivesBackItsMemoryWhenKeysLeave).
 //
 // The model follows the eight rules below. Each names the code that keeps
 // it and the tests that show it, named after what they show;
@@ -203,7 +207,8 @@
 // TestAQuotaExhaustedWhileARequestWaitsHoldsIt). A refusal whose body is
 // never read (a middleware made it an error) holds the key's budgeted
 // calls as long as its headers asked
-// (TestARefusalAMiddlewareMadeAnErrorStillHoldsTheKey in package bodo).
+// (TestARefusalNeverReadHoldsTheKeyForItsHeadersWait;
+// TestARefusalAMiddlewareMadeAnErrorStillHoldsTheKey in package bodo).
 //
 // # Rule 6: without any hint, converge just below the limiter
 //
@@ -217,11 +222,15 @@
 // let part of the flight through have cut the pace before any more calls
 // go, as long as the flight is as fast as the first call
 // (slowStartDueLocked; TestSlowStartsFlightIsAnsweredBeforeMoreGo,
-// TestSlowStartsFlightCountsThroughTheStore). The key's pace then
+// TestSlowStartsFlightCountsThroughTheStore); the call let out alone holds
+// the others at most SlowStartHold while it has no answer
+// (TestACallWithoutAnAnswerHoldsSlowStartAtMostSlowStartHold). The key's
+// pace then
 //
 //   - counts requests, at a rate fixed at the first such refusal: what the
 //     calls cost later does not change what the limiter lets through
-//     (pace.requestRate);
+//     (pace.requestRate), the first calls' cost among them
+//     (TestAHintlessLimiterCountsRequestsOfWhatTheFirstCallsCost);
 //   - drains a burst's time, climbs fast to near the rate the limiter let
 //     through when it refused, and probes slowly above
 //     (TestWithoutAnyHintConvergeJustBelowTheLimiter);
@@ -231,12 +240,15 @@
 //     it is, under the share it refused at: what was sent before the first
 //     was its burst, also when answered after it (meter.from;
 //     TestAHintlessLimiterIsReadFromWhenItWasEmpty); with no 429 before it
-//     within meterWindow, what passed over the last meterWindow;
+//     within meterWindow, what passed over the last meterWindow; nothing,
+//     when nothing passed (TestALimiterThatLetNothingThroughIsNotRead);
 //   - steps up, and counts toward forgetting the limiter, only the time in
 //     which the pace held calls, at its gate or at the slots its cut share
 //     leaves: calls slower than the pace show nothing of the limiter, and a
 //     burst after an idle spell still meets the pace (pace.skipIdle;
-//     TestAnIdlePaceKeepsItsHintlessLimiter, TestACapHeldByTheShareBindsThePace);
+//     TestAnIdlePaceKeepsItsHintlessLimiter, TestACapHeldByTheShareBindsThePace,
+//     TestCallsSlowerThanAHintlessPaceLetItKeepItsLimiter,
+//     TestCallsThatComeBeforeTheHintlessPaceIsFullStepItUp);
 //   - takes the share it was refused at as a bound from above only once it
 //     counted requests, since the first refusal is of an unpaced burst
 //     (TestAHintlessShareStaysWithItsLimiter);
@@ -257,18 +269,25 @@
 //     continuously or only by their moments and answers; a level of this
 //     key alone bounded by the log of every process's takes), their paces
 //     (a spread, a refusal's cut), the waits a refusal asked for, the
-//     lockout, exhausted quotas and the key's cuts (redisbudget's
+//     lockout, exhausted quotas and the key's cuts
+//     (TestARefusalsWaitCutAndBlockGoToTheStore,
+//     TestAnExhaustedQuotaTellsTheStore; redisbudget's
 //     TestAPacedLevelSpreadsTheCallsOfAllProcesses,
 //     TestALevelThatFreesInStepsFreesWhatItsLogFrees,
 //     TestWhatOneProcessShowsOfAStepsLevelBindsAll,
 //     TestAProcessThatHasNotSeenTheStepsIsSpreadToo).
 //   - A call the store holds at a level holds only the process's calls
-//     that take from it, as rule 4 says (redisbudget's
-//     TestAWriteTheStoreHoldsHoldsNoRead).
+//     that take from it, as rule 4 says, and queues those that wait for the
+//     same behind it (TestTheStoresHoldQueuesTheCallsThatWaitForTheSame;
+//     redisbudget's TestAWriteTheStoreHoldsHoldsNoRead). What the store
+//     could not have meant of a level (not a number, a debt deeper than its
+//     size, a level the process does not know) is passed over
+//     (TestWhatAStoreCouldNotHaveMeantOfALevelIsPassedOver).
 //   - Each admission says what the levels it took from hold over all
 //     processes (redisbudget's TestAGrantSaysWhatTheLevelsHold).
 //   - While the store is unreachable, each process keeps to its share of
-//     the key: of its slots, of its rate, and of what the server's last
+//     the key: of its slots
+//     (TestAProcessThatLostTheStoreKeepsToItsShareOfTheSlots), of its rate, and of what the server's last
 //     word left of every level that refills, as the store refills every level not shown
 //     to free in steps (TestAProcessThatLostTheStoreTakesItsPartOfTheKey,
 //     TestAnOutagePartsWhatIsLeftThen, TestAnOutagePartsWhatTheStoreHeld).
@@ -281,7 +300,8 @@
 //     once calls as long as the longest it saw end lately would have ended,
 //     so that those the store admitted on the others' shares are done, and
 //     no later, nor later than leaseTTL, the longest a slot lingers
-//     (drainLocked; TestAProcessThatLostTheStoreWaitsForTheCallsItSaw);
+//     (drainLocked; TestAProcessThatLostTheStoreWaitsForTheCallsItSaw,
+//     TestTheDrainForgetsACallThatEndedMinutesAgo);
 //     the keeper looks at once and then every probeEvery, so that a passing
 //     failure ends before the drain does
 //     (TestAPassingFailureOfTheStoreEndsBeforeTheDrain).
@@ -290,7 +310,9 @@
 //     to its share, the rest of the share; the store leaves those slots to
 //     it, and counts its calls without a lease for it too (store_reserve.go;
 //     TestAProcessOnItsShareReservesItFromTheOthers,
-//     TestALingeringLeaseOnTheShareKeepsItsSlotInTheStore, redisbudget's
+//     TestAReleaseSaysTheReservation,
+//     TestALingeringLeaseOnTheShareKeepsItsSlotInTheStore,
+//     TestALingerEndedReservesNoMoreThanTheShare, redisbudget's
 //     TestAReservationHoldsItsSlotsFromTheOthers). No call goes on the share
 //     before a request that carried it has come back
 //     (TestTheStoreHearsTheShareBeforeACallGoesOnIt,
@@ -324,7 +346,8 @@
 // the bucket would not say, a refusal on the level with a longer wait than
 // that bucket would ask, or another plan (RateLimit-Policy, a status) ends
 // it, and the server decides from then on (level.endPrior, level.addsUp;
-// TestTheDocumentedLimitsAreThePrior).
+// TestTheDocumentedLimitsAreThePrior,
+// TestAnAnnouncedPlanOtherThanTheContractsEndsThePrior).
 //
 // # Where the rules are silent
 //
@@ -403,12 +426,18 @@
 //   - A status speaks of the key as a whole too: its parallel quota sets the
 //     slots in flight, a lockout it reports holds every call (at most
 //     MaxLockout), and the refusals it counted fill the lockout guard
-//     (State.ObserveKeyStatus; TestAStatusTellsTheKeyAsAWhole in package bodo).
+//     (State.ObserveKeyStatus; TestAStatusSetsTheSlotsInFlight,
+//     TestAStatusLockoutHoldsEveryCall; TestAStatusTellsTheKeyAsAWhole in
+//     package bodo).
 //
 // Odd answers and lost ones:
 //
 //   - A call bigger than a level the server announced waits for the level
-//     to be full and then goes: an odd header never wedges a key.
+//     to be full and then goes: an odd header never wedges a key. One
+//     bigger than a documented level can ever hold fails at once, unsent,
+//     and so does one a known exhausted quota would refuse
+//     (TestACallThatCanNeverFitADocumentedLevelFailsAtOnce,
+//     TestAnExhaustedQuotaFailsItsCallsAtOnce).
 //   - A policy that only a refusal named, which no answer sized, holds the
 //     calls it binds for the refusal's wait and by its pace, not by what
 //     the model counts of it (level.sized;
@@ -421,6 +450,7 @@
 //     names when a bucket is full again asks no one call to wait that long)
 //     (State.serverWaitLocked, level.leastWait;
 //     TestAWordsMomentPastTheCallsMaxHoldFailsIt,
+//     TestAWordsMomentFailsACallByWhatItTakesOfTheLevel,
 //     TestABucketsFullMomentIsNoWaitTheServerAsked in package bodo).
 //   - A wait the server asks is held at most MaxLockout for a lockout and
 //     MaxServerWait otherwise. A header's w and t count for at most maxHold,
@@ -428,11 +458,16 @@
 //     TestAHeadersSecondsCountForAtMostMaxHold); a level's log of this key's
 //     takes keeps at most maxLogEntries entries, so a window of a day at
 //     any rate of calls takes bounded memory
-//     (TestATakeLogHoldsAtMostMaxLogEntries).
+//     (TestATakeLogHoldsAtMostMaxLogEntries). A learned policy or partition
+//     left idle is dropped and learned again when the server names it
+//     (TestAnIdlePolicyStillAnnouncedIsLearnedAgain,
+//     TestAnIdlePartitionHoldsItsTargetAgainWhenNamed).
 //   - An answer that is not the API's own binds only the call that got it
 //     with its wait (rule 6 still slows the key).
 //   - A level this key shares with keys of the same principal or org in
-//     this process is split between them (identity.go).
+//     this process is split between them (identity.go); a key that leaves
+//     gives its part back, and one retired as its identity came joins no
+//     group (TestAKeyRetiredWhileItsIdentityCameJoinsNoGroup).
 //   - The slot of an attempt that was sent and got no answer (its caller
 //     gave up, the connection broke) stays taken until a call as long as
 //     the longest that ended lately would have ended, in the store too,
@@ -440,5 +475,6 @@
 //     (lingerLocked; TestASlotStaysTakenWhileTheServerMayStillRunItsCall).
 //     It counts for the refusal guard as a refusal, also when its caller
 //     gave up on it: the server may have refused it, and counts that
-//     toward a lockout (Ticket.Unanswered).
+//     toward a lockout (Ticket.Unanswered;
+//     TestRefusalsAndAttemptsLostInFlightFillTheGuard).
 package budget
