@@ -76,9 +76,10 @@
 //     is a bucket, the level gains nothing between a word and its moment,
 //     frees a unit then and refills from then until the next word. A
 //     status answer's reset is such a moment too
-//     (TestALaterWordOnALevelThatRefillsFromItsMomentsBinds). A t may say when the level is full again: the moment is then when this
-//     key's oldest take since the last t's moment leaves the window, if that
-//     comes first (level.momentOf). The shared store is told so with each
+//     (TestALaterWordOnALevelThatRefillsFromItsMomentsBinds). A t may say
+//     when the level is full again: the moment is then when this key's
+//     oldest take since the last t's moment leaves the window, if that comes
+//     first (level.momentOf). The shared store is told so with each
 //     word and each refusal's owe, the refusal's own word among them: no
 //     process refills it before the moment (level.learnEarly, level.defers;
 //     TestALevelRefusedBeforeItsMomentRefillsOnlyFromThen,
@@ -287,9 +288,10 @@
 //     processes (redisbudget's TestAGrantSaysWhatTheLevelsHold).
 //   - While the store is unreachable, each process keeps to its share of
 //     the key: of its slots
-//     (TestAProcessThatLostTheStoreKeepsToItsShareOfTheSlots), of its rate, and of what the server's last
-//     word left of every level that refills, as the store refills every level not shown
-//     to free in steps (TestAProcessThatLostTheStoreTakesItsPartOfTheKey,
+//     (TestAProcessThatLostTheStoreKeepsToItsShareOfTheSlots), of its rate,
+//     and of what the server's last word left of every level that refills,
+//     as the store refills every level not shown to free in steps
+//     (TestAProcessThatLostTheStoreTakesItsPartOfTheKey,
 //     TestAnOutagePartsWhatIsLeftThen, TestAnOutagePartsWhatTheStoreHeld).
 //     The part starts from the last word on the level, the server's or the
 //     store's, less this process's takes since: the refill since then the
@@ -419,7 +421,8 @@
 //     and a status costs a point it would not use: the client asks then, and
 //     every idleStatusEvery while it stays idle, since an empty level the
 //     server does not name in its answers may have refilled long before its
-//     word's moment (statusDueLocked; TestAnIdleKeyAsksAboutTheLevelThatHoldsIt).
+//     word's moment (statusDueLocked;
+//     TestAnIdleKeyAsksAboutTheLevelThatHoldsIt).
 //     A level that takes longer to refill a unit is asked about that much
 //     later and apart: the delete level, 10 a minute, every 6 s
 //     (TestAnIdleKeyAsksAboutASlowLevelOnceAUnitCouldRefill).
