@@ -328,3 +328,19 @@ func TestAWordWithinARefusalsWaitKeepsNoOweOfABucketOrOnceTheWaitEnded(t *testin
 		t.Errorf("a word after a refusal's wait kept an owe of %g", owe)
 	}
 }
+
+// TestALevelOfThisKeyAloneMeasuresNoOthers: the answers on a level no one
+// else takes from mark nothing of what others take, and set no moment at
+// which its refill would change by itself (a waiter would look again for
+// nothing).
+func TestALevelOfThisKeyAloneMeasuresNoOthers(t *testing.T) {
+	now := time.Now()
+	l := newLevel("p")
+	l.bucket, l.quota, l.window = true, 60, time.Minute
+	l.learnGain(50, 0, now)
+	now = now.Add(2 * time.Second)
+	l.learnGain(50, 0, now)
+	if !l.others.markAt.IsZero() || !l.rateChange(now).IsZero() {
+		t.Errorf("a bucket of this key alone marked what others take at %v; its refill changes by itself at %v", l.others.markAt, l.rateChange(now))
+	}
+}
