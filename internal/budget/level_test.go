@@ -344,3 +344,15 @@ func TestALevelOfThisKeyAloneMeasuresNoOthers(t *testing.T) {
 		t.Errorf("a bucket of this key alone marked what others take at %v; its refill changes by itself at %v", l.others.markAt, l.rateChange(now))
 	}
 }
+
+// TestNoCallPassesTheFirstWaiterOfALevelOnlyARefusalNamed: a level no
+// answer sized holds its calls by a refusal's wait and its pace, not by
+// what it counts of them (they need nothing of it): the calls behind the
+// first go after it, in arrival order.
+func TestNoCallPassesTheFirstWaiterOfALevelOnlyARefusalNamed(t *testing.T) {
+	l := newLevel("p")
+	first := &waiter{c: &Call{takes: []take{{l: l, amount: 1}}}}
+	if l.backfills(first, 1, time.Now()) {
+		t.Error("a call of 1 passed the first waiter of a level only a refusal named")
+	}
+}
