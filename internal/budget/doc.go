@@ -47,7 +47,9 @@
 // was sent since, before the moment now+t. At that moment it holds at least
 // one unit more than the word left, whatever its shape; of a level that
 // refills, the refill since counts toward that unit
-// (TestAMomentAddsWhatTheRefillSinceHasNot). The next answer says how much
+// (TestAMomentAddsWhatTheRefillSinceHasNot), and the refill after the
+// moment adds to it (TestTheRefillAfterAMomentAddsToItsUnit). The next
+// answer says how much
 // (level.refill; TestTheServersWordBindsUntilItsMoment). How the server
 // counts is its business:
 //
@@ -55,9 +57,11 @@
 //     between answers. It shows it by having more left than its quota; for
 //     the key level, which the contract documents as a bucket, by a full
 //     moment further than its window that adds up to the documented
-//     capacity (TestATLongerThanTheWindowIsABucketsT); or by a full moment
-//     that moves later as points are taken, with r and t adding up to its
-//     size (TestABucketShowsInAnyOrderOfItsAnswers).
+//     capacity, not one within it (TestATLongerThanTheWindowIsABucketsT,
+//     TestATWithinTheWindowShowsNoBucketsDepth); or, a level of this key
+//     alone, by a full moment that moves later as points are taken, with r
+//     and t adding up to its size (TestABucketShowsInAnyOrderOfItsAnswers,
+//     TestOnlyALevelOfThisKeyAloneShowsABucketsMoments).
 //   - Such a level of this key alone refills at its quota's rate, which no
 //     one else slows: a t later than that rate makes it full shows a bigger
 //     level, not a slower refill
@@ -79,14 +83,17 @@
 //     (TestALaterWordOnALevelThatRefillsFromItsMomentsBinds). A t may say
 //     when the level is full again: the moment is then when this key's
 //     oldest take since the last t's moment leaves the window, if that comes
-//     first (level.momentOf). The shared store is told so with each
+//     first (level.momentOf); a take sent before the last moment passed
+//     does not move the next (TestATakeBeforeAPassedMomentDoesNotMoveTheNext).
+//     The shared store is told so with each
 //     word and each refusal's owe, the refusal's own word among them: no
 //     process refills it before the moment (level.learnEarly, level.defers;
 //     TestALevelRefusedBeforeItsMomentRefillsOnlyFromThen,
 //     TestTheRefusalThatShowsTheStepsTellsTheStore,
 //     TestARefusalWithoutAWordTellsTheStoreTheSteps). A level of the API
 //     keeps its refill: the contract says others take from the levels it
-//     shares, which explains such a refusal.
+//     shares, which explains such a refusal
+//     (TestALevelOfTheAPIKeepsItsRefillAfterAnEarlyRefusal).
 //   - The answer to a call that took nothing from a level (a server that
 //     names the narrowest of all levels) may carry a word older than the
 //     model's: it only lowers it (level.observe;
@@ -99,7 +106,8 @@
 //     answer's words stay with the process that asked) (level.keepOwe;
 //     TestAWordWithinARefusalsWaitKeepsItsOwe,
 //     TestAWordWithinARefusalsWaitTellsTheStoreItsOwe,
-//     TestABucketRefillsThroughAWordWithinARefusalsWait).
+//     TestABucketRefillsThroughAWordWithinARefusalsWait,
+//     TestAWordWithinARefusalsWaitKeepsNoOweOfABucketOrOnceTheWaitEnded).
 //   - A refusal's wait is the server's word too: when it ends, the level
 //     holds the refused call's need, not that and the wait's refill
 //     (TestARefusalsWaitEndsWithTheRefusedCallsNeed). So does a level
@@ -178,7 +186,10 @@
 // bind the kind, which goes free of it; one refused on the policy ties it;
 // any other answer leaves the kind alone. A new window counts anew, only
 // this process's calls count, and a policy keeps count of at most maxKinds
-// kinds (level.runOf, scopeLocked; TestAKindPastAnUnknownQuotaGoesAlone,
+// kinds; a level of the API, a kind the policy is tied to and a policy no
+// quota sized run nothing (level.runOf, scopeLocked;
+// TestOnlyALearnedPolicyThatMayBindAKindRunsIt,
+// TestAKindPastAnUnknownQuotaGoesAlone,
 // TestARunLetsItsWaitersGoOneByOne, TestARunHoldsCallsWhileOneAsksTheStore,
 // TestARunCountsOnlyWhatTheStoreAdmitted).
 //
@@ -443,8 +454,9 @@
 //     TestAnExhaustedQuotaFailsItsCallsAtOnce).
 //   - A policy that only a refusal named, which no answer sized, holds the
 //     calls it binds for the refusal's wait and by its pace, not by what
-//     the model counts of it (level.sized;
-//     TestAPolicyHoldsWhatItIsSeenToTakeFrom).
+//     the model counts of it, in arrival order (level.sized;
+//     TestAPolicyHoldsWhatItIsSeenToTakeFrom,
+//     TestNoCallPassesTheFirstWaiterOfALevelOnlyARefusalNamed).
 //   - A call sits out a wait the server asks for at most its MaxHold (the
 //     client's WithMaxRetryWait), and fails at once with a longer one: a
 //     refusal's, or the moment of a word that leaves it too little until
@@ -458,7 +470,9 @@
 //   - A wait the server asks is held at most MaxLockout for a lockout and
 //     MaxServerWait otherwise. A header's w and t count for at most maxHold,
 //     and then a call goes to ask again (maxSeconds;
-//     TestAHeadersSecondsCountForAtMostMaxHold); a level's log of this key's
+//     TestAHeadersSecondsCountForAtMostMaxHold; one too long for a
+//     Duration is forever, TestAWaitTooLongToCountIsForever); a level's log
+//     of this key's
 //     takes keeps at most maxLogEntries entries, so a window of a day at
 //     any rate of calls takes bounded memory
 //     (TestATakeLogHoldsAtMostMaxLogEntries). A learned policy or partition
