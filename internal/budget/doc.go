@@ -472,9 +472,8 @@
 //     and then a call goes to ask again (maxSeconds;
 //     TestAHeadersSecondsCountForAtMostMaxHold; one too long for a
 //     Duration is forever, TestAWaitTooLongToCountIsForever); a level's log
-//     of this key's
-//     takes keeps at most maxLogEntries entries, so a window of a day at
-//     any rate of calls takes bounded memory
+//     of this key's takes keeps at most maxLogEntries entries, so a window
+//     of a day at any rate of calls takes bounded memory
 //     (TestATakeLogHoldsAtMostMaxLogEntries). A learned policy or partition
 //     left idle is dropped and learned again when the server names it
 //     (TestAnIdlePolicyStillAnnouncedIsLearnedAgain,
