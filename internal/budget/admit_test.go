@@ -19,8 +19,7 @@ import (
 // goes.
 func TestACallThatCanNeverFitADocumentedLevelFailsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := learned(t)
 		big := func() *Call {
 			return &Call{Op: "huge", Cost: 1, Demand: []Demand{{Level: Write, Amount: 1e6}}, Target: "POST /v1/huge", Budgeted: true}
 		}
@@ -40,22 +39,36 @@ func TestACallThatCanNeverFitADocumentedLevelFailsAtOnce(t *testing.T) {
 	})
 }
 
+// writesSpent is a learned state whose write log frees the whole write
+// quota a minute from now.
+func writesSpent(t *testing.T) *State {
+	t.Helper()
+	s := learned(t)
+	s.Spend(Write, 0)
+	return s
+}
+
+// failsAtOnce admits c under ctx, checks that Admit came back at once and
+// returns its error.
+func failsAtOnce(t *testing.T, s *State, ctx context.Context, c *Call) error {
+	t.Helper()
+	start := time.Now()
+	_, _, err := s.Admit(ctx, c)
+	if el := time.Since(start); el != 0 {
+		t.Errorf("it failed after %v, want at once", el)
+	}
+	return err
+}
+
 // TestAnExhaustedQuotaFailsItsCallsAtOnce: after a QUOTA_EXHAUSTED, a call
 // of the operation it refused fails at once with an ExhaustedError instead
 // of being sent to be refused again.
 func TestAnExhaustedQuotaFailsItsCallsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{},
-			Problem: &Problem{Code: codeQuotaExhausted, Policy: "monthly-reads", ResetsAt: time.Now().Add(time.Hour)}})
-		start := time.Now()
+		s := getsExhausted(t, "monthly-reads")
 		var ex *ExhaustedError
-		if _, _, err := s.Admit(context.Background(), call(ops.GetContact, "")); !errors.As(err, &ex) || ex.Policy != "monthly-reads" {
+		if err := failsAtOnce(t, s, context.Background(), call(ops.GetContact, "")); !errors.As(err, &ex) || ex.Policy != "monthly-reads" {
 			t.Errorf("a get after its quota was exhausted: %v, want an ExhaustedError of monthly-reads", err)
-		}
-		if el := time.Since(start); el != 0 {
-			t.Errorf("it failed after %v, want at once", el)
 		}
 	})
 }
@@ -64,8 +77,7 @@ func TestAnExhaustedQuotaFailsItsCallsAtOnce(t *testing.T) {
 // every level, the in-flight count and the pace as they were.
 func TestAnUnbudgetedCallTakesFromNoLevel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := learned(t)
 		key, writes := availableOf(s, Key), availableOf(s, Write)
 		tk, _, err := s.Admit(context.Background(), unbudgeted(ops.CreateContact))
 		if err != nil {
@@ -83,8 +95,7 @@ func TestAnUnbudgetedCallTakesFromNoLevel(t *testing.T) {
 // says nothing.
 func TestAnAdmissionSaysHowLongItsCallWasHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := learned(t)
 		tk, ev, err := s.Admit(context.Background(), call(ops.GetContact, ""))
 		if err != nil {
 			t.Fatal(err)
@@ -110,19 +121,13 @@ func TestAnAdmissionSaysHowLongItsCallWasHeld(t *testing.T) {
 // once with the minute it had to wait, not at its deadline.
 func TestACallWhoseDeadlineFallsBeforeItsWaitEndsFailsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
-		s.Spend(Write, 0)
+		s := writesSpent(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		start := time.Now()
-		_, _, err := s.Admit(ctx, call(ops.CreateContact, ""))
+		err := failsAtOnce(t, s, ctx, call(ops.CreateContact, ""))
 		var h *HoldError
 		if !errors.As(err, &h) || h.Reason != Write || h.Wait != time.Minute || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("a write with 10 s to go held a minute: %v, want a HoldError of the write level's minute", err)
-		}
-		if el := time.Since(start); el != 0 {
-			t.Errorf("it failed after %v, want at once", el)
 		}
 	})
 }
@@ -133,9 +138,7 @@ func TestACallWhoseDeadlineFallsBeforeItsWaitEndsFailsAtOnce(t *testing.T) {
 // and it goes.
 func TestACallWhoseDeadlineFallsBeforeItsWaitAsksForTheStatusFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
-		s.Spend(Write, 0)
+		s := writesSpent(t)
 		var told []string
 		c := call(ops.CreateContact, "")
 		c.OnHeld = func(reason string) <-chan struct{} {
@@ -176,22 +179,29 @@ func slowWaits(t *testing.T, s *State, wg *sync.WaitGroup, c *Call) *[]SlowWait 
 	return said
 }
 
+// saysOnceAfterARefusal answers a call of op with refused, then admits
+// another call of op, held by that refusal's wait, and checks that its
+// OnSlow said want, once; held says what holds it.
+func saysOnceAfterARefusal(t *testing.T, op *ops.Operation, refused Answer, want SlowWait, held string) {
+	t.Helper()
+	s := learned(t)
+	admitNow(t, s, call(op, "")).Finish(refused)
+	var wg sync.WaitGroup
+	said := slowWaits(t, s, &wg, call(op, ""))
+	wg.Wait()
+	if len(*said) != 1 || (*said)[0] != want {
+		t.Errorf("%s said %+v, want once %+v", held, *said, want)
+	}
+}
+
 // TestASlowCallHeldByTheServersWaitSaysWhatIsLeftOfIt: a read held by an
 // OVERLOADED's 30 s wait says, after SlowAfter, that the server's wait
 // holds it for 25 s more; one held for a slot in flight cannot tell how
 // long it waits.
 func TestASlowCallHeldByTheServersWaitSaysWhatIsLeftOfIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(refusal(http.StatusServiceUnavailable, codeOverloaded, "", 30*time.Second))
-		var wg sync.WaitGroup
-		said := slowWaits(t, s, &wg, call(ops.GetContact, ""))
-		wg.Wait()
-		want := SlowWait{Op: "getContact", Reason: ReasonServer, Waited: SlowAfter, Remaining: 30*time.Second - SlowAfter}
-		if len(*said) != 1 || (*said)[0] != want {
-			t.Errorf("a read held by the server's wait said %+v, want once %+v", *said, want)
-		}
+		saysOnceAfterARefusal(t, ops.GetContact, refusal(http.StatusServiceUnavailable, codeOverloaded, "", 30*time.Second),
+			SlowWait{Op: "getContact", Reason: ReasonServer, Waited: SlowAfter, Remaining: 30*time.Second - SlowAfter}, "a read held by the server's wait")
 	})
 }
 
@@ -223,16 +233,8 @@ func TestASlowCallCountsTheCallsAheadOfIt(t *testing.T) {
 // holds it 25 s more.
 func TestASlowCallSaysTheRefusalsWaitOnItsLevel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
-		admitNow(t, s, call(ops.CreateContact, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Write, 30*time.Second))
-		var wg sync.WaitGroup
-		said := slowWaits(t, s, &wg, call(ops.CreateContact, ""))
-		wg.Wait()
-		want := SlowWait{Op: "createContact", Reason: Write, Waited: SlowAfter, Remaining: 30*time.Second - SlowAfter}
-		if len(*said) != 1 || (*said)[0] != want {
-			t.Errorf("a write held by a refusal's wait said %+v, want once %+v", *said, want)
-		}
+		saysOnceAfterARefusal(t, ops.CreateContact, refusal(http.StatusTooManyRequests, codeRateLimited, Write, 30*time.Second),
+			SlowWait{Op: "createContact", Reason: Write, Waited: SlowAfter, Remaining: 30*time.Second - SlowAfter}, "a write held by a refusal's wait")
 	})
 }
 
@@ -242,9 +244,7 @@ func TestASlowCallSaysTheRefusalsWaitOnItsLevel(t *testing.T) {
 // cannot tell.
 func TestASlowCallBehindMoreThanItsLevelHoldsSaysHowLongTheRefillTakes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
-		s.Spend(Write, 0)
+		s := writesSpent(t)
 		var wg sync.WaitGroup
 		for range 60 {
 			admitLater(t, s, &wg, call(ops.CreateContact, ""))
@@ -263,8 +263,7 @@ func TestASlowCallBehindMoreThanItsLevelHoldsSaysHowLongTheRefillTakes(t *testin
 // one write short, as the model counted it.
 func TestAStatusCountsTheWritesAnsweredBeforeIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := learned(t)
 		status := statusCall()
 		asked := admitNow(t, s, status)
 		admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", ""))

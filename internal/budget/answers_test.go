@@ -40,8 +40,7 @@ func TestRefusalsAndAttemptsLostInFlightFillTheGuard(t *testing.T) {
 // headers asked.
 func TestARefusalNeverReadHoldsTheKeyForItsHeadersWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := learned(t)
 		tk := admitNow(t, s, call(ops.GetContact, ""))
 		tk.Reading(3 * time.Second)
 		tk.Unanswered(true, false)
@@ -57,8 +56,7 @@ func TestARefusalNeverReadHoldsTheKeyForItsHeadersWait(t *testing.T) {
 // may not have counted when it answered.
 func TestAStatusCountsWhatWasChargedAfterItWasAdmitted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := learned(t)
 		for range 57 {
 			admitNow(t, s, call(ops.CreateContact, "")).Finish(answer("", ""))
 		}
@@ -256,15 +254,24 @@ func TestACutStartsFromAFullBurst(t *testing.T) {
 	}
 }
 
-// TestACutOfAnotherKindStartsFromAWholeShare: while the pace counts
-// requests for a limiter that gave no hint its share may be past 1; a
-// RATE_LIMITED then cuts a share of at most 1.
-func TestACutOfAnotherKindStartsFromAWholeShare(t *testing.T) {
+// fiveMinutesBehindAHintlessLimiter is a pace cut by a limiter that gave
+// no hint, after 5 minutes of a caller always ready at 1 request a second
+// behind it, which took its share past 1 (checked).
+func fiveMinutesBehindAHintlessLimiter(t *testing.T) (*pace, func(time.Duration) time.Time) {
+	t.Helper()
 	p, at := cutByAHintlessLimiter()
 	paced(p, 1, at(0), at(5*time.Minute))
 	if p.share <= 1 {
 		t.Fatalf("5 minutes behind the limiter the share is %v, want past 1", p.share)
 	}
+	return p, at
+}
+
+// TestACutOfAnotherKindStartsFromAWholeShare: while the pace counts
+// requests for a limiter that gave no hint its share may be past 1; a
+// RATE_LIMITED then cuts a share of at most 1.
+func TestACutOfAnotherKindStartsFromAWholeShare(t *testing.T) {
+	p, at := fiveMinutesBehindAHintlessLimiter(t)
 	p.cut(rateLimited, at(5*time.Minute), 0, 1, 0, at(5*time.Minute+time.Millisecond))
 	if p.share > rateLimitCut {
 		t.Errorf("a RATE_LIMITED while the pace counts requests cut the share to %v, want at most %v", p.share, rateLimitCut)
@@ -276,11 +283,7 @@ func TestACutOfAnotherKindStartsFromAWholeShare(t *testing.T) {
 // passed since the limiter was last empty, however far above it the share
 // had climbed.
 func TestAHintlessRefusalCutsToJustBelowWhatPassed(t *testing.T) {
-	p, at := cutByAHintlessLimiter()
-	paced(p, 1, at(0), at(5*time.Minute))
-	if p.share <= 1 {
-		t.Fatalf("5 minutes behind the limiter the share is %v, want past 1", p.share)
-	}
+	p, at := fiveMinutesBehindAHintlessLimiter(t)
 	p.cut(hintless, at(5*time.Minute), 0, 1, 0.5, at(5*time.Minute+time.Millisecond))
 	if want := hintlessBelow * 0.5; p.share > want+1e-9 {
 		t.Errorf("with half a request a second passing the refusal cut the share to %v, want at most %v", p.share, want)
@@ -353,8 +356,7 @@ func TestCallsThatComeBeforeTheHintlessPaceIsFullStepItUp(t *testing.T) {
 // holds.
 func TestAWaitTheServerDidNotGiveIsNoStep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := learned(t)
 		refused := refusal(http.StatusTooManyRequests, codeRateLimited, "", 0)
 		refused.Problem.RetryAfter = 300 * time.Millisecond
 		admitNow(t, s, call(ops.GetMe, "")).Finish(refused)
@@ -370,8 +372,7 @@ func TestAWaitTheServerDidNotGiveIsNoStep(t *testing.T) {
 // it blocks no call.
 func TestAQuotaExhaustedThatSaysNoResetBlocksNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := learned(t)
 		admitNow(t, s, call(ops.DeleteContact, "")).Finish(refusal(http.StatusTooManyRequests, codeQuotaExhausted, DeleteDay, 0))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -446,8 +447,7 @@ func TestStatusForAsksOnlyAboutALevelItMayAskAbout(t *testing.T) {
 // call of the key, as a refusal naming it does.
 func TestAStatusLockoutHoldsEveryCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := learned(t)
 		s.ObserveKeyStatus(time.Now().Add(30*time.Second), 0)
 		if d, why := holdOf(s, unbudgeted(ops.GetMe)); why != ReasonLockout || d != 30*time.Second {
 			t.Errorf("after a status reported a lockout of 30s a call is held %v by %q, want 30s by %q", d, why, ReasonLockout)

@@ -46,6 +46,21 @@ func refusal(status int, code, policy string, wait time.Duration) Answer {
 	return Answer{Status: status, Header: http.Header{}, Problem: &Problem{Code: code, Policy: policy, RetryAfter: wait, Hinted: wait > 0}}
 }
 
+// exhausted is a QUOTA_EXHAUSTED of policy, which resets in an hour.
+func exhausted(policy string) Answer {
+	return Answer{Status: http.StatusTooManyRequests, Header: http.Header{},
+		Problem: &Problem{Code: codeQuotaExhausted, Policy: policy, ResetsAt: time.Now().Add(time.Hour)}}
+}
+
+// getsExhausted is a learned state on which a get was refused with a
+// QUOTA_EXHAUSTED of policy, which resets in an hour.
+func getsExhausted(t *testing.T, policy string) *State {
+	t.Helper()
+	s := learned(t)
+	admitNow(t, s, call(ops.GetContact, "")).Finish(exhausted(policy))
+	return s
+}
+
 // writes gives s the answer of a bucket that holds 600 points, then
 // admits n writes at once, each answered with the RateLimit line limit.
 func writes(t testing.TB, s *State, n int, limit string) {
@@ -264,6 +279,14 @@ func availableOf(s *State, name string) float64 {
 func learn(t *testing.T, s *State) {
 	t.Helper()
 	admitNow(t, s, call(ops.GetMe, "")).Finish(answer("", ""))
+}
+
+// learned is a new state that learn gave its first answer.
+func learned(t *testing.T) *State {
+	t.Helper()
+	s := New()
+	learn(t, s)
+	return s
 }
 
 // admitLater admits c in a goroutine of wg and finishes it with a plain
@@ -506,8 +529,7 @@ func TestAPolicyHoldsWhatItIsSeenToTakeFrom(t *testing.T) {
 			admitNow(t, s, call(ops.DeleteContact, "")).Finish(answer("", ""))
 		}
 
-		admitNow(t, s, call(ops.GetContact, "")).Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{},
-			Problem: &Problem{Code: codeQuotaExhausted, Policy: "monthly-reads", ResetsAt: time.Now().Add(time.Hour)}})
+		admitNow(t, s, call(ops.GetContact, "")).Finish(exhausted("monthly-reads"))
 		s.mu.Lock()
 		errGet := s.blockedLocked(call(ops.GetContact, ""), time.Now())
 		errList := s.blockedLocked(call(ops.ListContacts, ""), time.Now())

@@ -60,10 +60,7 @@ func TestAWaitEndedByItsContextFailsWithTheContextsError(t *testing.T) {
 // exhausted quota ends at the moment the server said it resets.
 func TestAnExhaustedQuotaRefusesNothingOnceItResets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{},
-			Problem: &Problem{Code: codeQuotaExhausted, Policy: "monthly", ResetsAt: time.Now().Add(time.Hour)}})
+		s := getsExhausted(t, "monthly")
 		var ee *ExhaustedError
 		if _, _, err := s.Admit(context.Background(), call(ops.GetContact, "")); !errors.As(err, &ee) {
 			t.Fatalf("a get while its quota is exhausted: %v, want an ExhaustedError", err)
@@ -78,8 +75,7 @@ func TestAnExhaustedQuotaRefusesNothingOnceItResets(t *testing.T) {
 // leaves the guard's window, and no longer: no answer needs to come.
 func TestTheGuardLetsCallsGoAsItsOldestRefusalLeavesTheWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := learned(t)
 		s.mu.Lock()
 		for i := range RefusalLimit {
 			s.refusals = append(s.refusals, time.Now().Add(time.Duration(i)*time.Second))
@@ -104,8 +100,7 @@ func TestTheGuardLetsCallsGoAsItsOldestRefusalLeavesTheWindow(t *testing.T) {
 // then does not fail it at once.
 func TestACallBehindAnotherAtTheGuardWaitsOnlyForItsTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := learned(t)
 		s.mu.Lock()
 		s.refusals = append(s.refusals, time.Now())
 		first := unbudgeted(ops.GetMe)
@@ -178,8 +173,7 @@ func TestSpendOnALevelTheKeyDoesNotHaveDoesNothing(t *testing.T) {
 // requests at their last moment only until its ticket ends.
 func TestAReadingMarkedTwiceOrLateEndsWithItsTicket(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := learned(t)
 		twice := admitNow(t, s, call(ops.ListContacts, ""))
 		late := admitNow(t, s, call(ops.ListContacts, ""))
 		other := admitNow(t, s, call(ops.GetContact, ""))
@@ -218,11 +212,9 @@ func TestALimiterThatLetNothingThroughIsNotRead(t *testing.T) {
 // take from, so that its takes are worked out anew.
 func TestTheLastMomentLeavesWhatAnAttemptTookAsItWas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := learned(t)
 		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
-		admitNow(t, s, call(ops.CreateContact, "")).Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{},
-			Problem: &Problem{Code: codeQuotaExhausted, Policy: Write, ResetsAt: time.Now().Add(time.Hour)}})
+		admitNow(t, s, call(ops.CreateContact, "")).Finish(exhausted(Write))
 		read := admitNow(t, s, call(ops.GetContact, ""))
 		took := slices.Clone(read.taken)
 		if d, _ := read.Bound(context.Background()); d != 0 {
@@ -349,24 +341,7 @@ func TestAProcessThatLostTheStoreKeepsToItsShareOfTheSlots(t *testing.T) {
 // its share again, not a slot more than it holds.
 func TestALingerEndedReservesNoMoreThanTheShare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &holdStore{leases: map[string]time.Time{}}
-		s := keyAfter(t, st, `"key";r=600;t=0`)
-		long := admitNow(t, s, call(ops.GetContact, ""))
-		time.Sleep(time.Second) // the longest call: 1 s
-		long.Finish(answer("", ""))
-		st.setDown(true)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
-		st.setDown(false)
-		for {
-			s.mu.Lock()
-			back := s.sharedActiveLocked(time.Now()) && !s.rejoinedAt.IsZero()
-			s.mu.Unlock()
-			if back {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		synctest.Wait()
+		_, s := backInTheRejoinWindow(t)
 		admitNow(t, s, call(ops.GetContact, "")).Unanswered(true, false)
 		reserved := func() int {
 			s.mu.Lock()

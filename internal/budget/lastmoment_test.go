@@ -59,8 +59,7 @@ func TestAQuotaExhaustedWhileARequestWaitsHoldsIt(t *testing.T) {
 		learn(t, s)
 		refused := admitNow(t, s, call(ops.GetContact, ""))
 		same, other := admitNow(t, s, call(ops.GetContact, "")), admitNow(t, s, call(ops.ListContacts, ""))
-		refused.Finish(Answer{Status: http.StatusTooManyRequests, Header: http.Header{},
-			Problem: &Problem{Code: codeQuotaExhausted, Policy: "monthly", ResetsAt: time.Now().Add(time.Hour)}})
+		refused.Finish(exhausted("monthly"))
 		if d, why := same.Bound(context.Background()); d != time.Hour || why != "monthly" {
 			t.Errorf("a get admitted before its quota was exhausted is bound by %v (%q), want an hour (monthly)", d, why)
 		}

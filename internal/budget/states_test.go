@@ -197,8 +197,7 @@ func waitsForALock(fn string) bool {
 // it lists the slots in flight as parallel, right after write.
 func TestASnapshotShowsALevelsWaitAndTheSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New()
-		learn(t, s)
+		s := learned(t)
 		admitNow(t, s, call(ops.CreateContact, "")).Finish(refusal(http.StatusTooManyRequests, codeRateLimited, Write, 30*time.Second))
 		end := time.Now().Add(30 * time.Second)
 		level := func(name string) (LevelSnapshot, int) {

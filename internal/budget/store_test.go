@@ -1418,6 +1418,36 @@ func (d *holdStore) Refund(context.Context, string, []budgetstore.Level) error {
 }
 func (d *holdStore) setDown(b bool) { d.mu.Lock(); d.down = b; d.mu.Unlock() }
 
+// backInTheRejoinWindow is a process on a holdStore whose longest call
+// took 1 s, after an outage of the store and the store back: the process
+// is in the rejoin window, still keeping to its share, 3 of 6, and the
+// keeper's round that found the store back has sent the release it kept.
+// It runs in a synctest bubble.
+func backInTheRejoinWindow(t *testing.T) (*holdStore, *State) {
+	t.Helper()
+	st := &holdStore{leases: map[string]time.Time{}}
+	s := keyAfter(t, st, `"key";r=600;t=0`)
+	long := admitNow(t, s, call(ops.GetContact, ""))
+	time.Sleep(time.Second) // the longest call: 1 s
+	long.Finish(answer("", ""))
+
+	// An outage, and the store back.
+	st.setDown(true)
+	admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
+	st.setDown(false)
+	for {
+		s.mu.Lock()
+		back := s.sharedActiveLocked(time.Now()) && !s.rejoinedAt.IsZero()
+		s.mu.Unlock()
+		if back {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	synctest.Wait() // the keeper's round that found the store back sends the release it kept
+	return st, s
+}
+
 // TestALingeringLeaseOnTheShareKeepsItsSlotInTheStore: in the rejoin
 // window (the process still keeps to its share, 3 of 6), a leased call is
 // given up on and its slot lingers; the release tells the store to hold
@@ -1429,26 +1459,7 @@ func (d *holdStore) setDown(b bool) { d.mu.Lock(); d.down = b; d.mu.Unlock() }
 // with no drain.
 func TestALingeringLeaseOnTheShareKeepsItsSlotInTheStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &holdStore{leases: map[string]time.Time{}}
-		s := keyAfter(t, st, `"key";r=600;t=0`)
-		long := admitNow(t, s, call(ops.GetContact, ""))
-		time.Sleep(time.Second) // the longest call: 1 s
-		long.Finish(answer("", ""))
-
-		// An outage, and the store back.
-		st.setDown(true)
-		admitNow(t, s, call(ops.GetContact, "")).Finish(answer("", ""))
-		st.setDown(false)
-		for {
-			s.mu.Lock()
-			back := s.sharedActiveLocked(time.Now()) && !s.rejoinedAt.IsZero()
-			s.mu.Unlock()
-			if back {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		synctest.Wait() // the keeper's round that found the store back sends the release it kept
+		st, s := backInTheRejoinWindow(t)
 		if h := st.hold(); h != 3 {
 			t.Fatalf("back in the rejoin window, the store holds %d slots of the process, want its share 3", h)
 		}
