@@ -26,9 +26,10 @@ const maxSeconds = int64(maxHold / time.Second)
 
 const forever = time.Duration(math.MaxInt64)
 
-// durationOf is seconds as a Duration, rounded up; forever when too long.
+// durationOf is seconds as a Duration, rounded up; forever when too long
+// or not a number.
 func durationOf(seconds float64) time.Duration {
-	if seconds >= forever.Seconds() {
+	if !(seconds < forever.Seconds()) {
 		return forever
 	}
 	return time.Duration(math.Ceil(seconds * 1e9))

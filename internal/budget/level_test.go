@@ -9,9 +9,9 @@ import (
 // TestAWaitTooLongToCountIsForever: seconds past what a Duration holds
 // (a refill of a level that barely refills, an absurd header) are a wait
 // of forever, never one that overflows to a negative one that lets a call
-// go at once.
+// go at once; so is a wait that is not a number.
 func TestAWaitTooLongToCountIsForever(t *testing.T) {
-	for _, secs := range []float64{forever.Seconds(), 1e300, math.Inf(1)} {
+	for _, secs := range []float64{forever.Seconds(), 1e300, math.Inf(1), math.NaN()} {
 		if d := durationOf(secs); d != forever {
 			t.Errorf("durationOf(%g) = %v, want forever", secs, d)
 		}
