@@ -130,6 +130,16 @@ func (s *State) takesLocked(c *Call) []take {
 	return takes
 }
 
+// amountLocked is what c takes of l; 1 when it takes nothing of it.
+func (s *State) amountLocked(c *Call, l *level) float64 {
+	for _, t := range s.takesLocked(c) {
+		if t.l == l {
+			return t.amount
+		}
+	}
+	return 1
+}
+
 // Event says how long an admitted attempt waited and what held it last.
 type Event struct {
 	Wait   time.Duration

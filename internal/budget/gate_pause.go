@@ -35,13 +35,3 @@ func (s *State) serverWaitLocked(c *Call, g *gate, d time.Duration, why string, 
 	}
 	return 0, false
 }
-
-// amountLocked is what c takes of l; 1 when it takes nothing of it.
-func (s *State) amountLocked(c *Call, l *level) float64 {
-	for _, t := range s.takesLocked(c) {
-		if t.l == l {
-			return t.amount
-		}
-	}
-	return 1
-}

@@ -34,12 +34,8 @@ type limitHeader struct {
 // is skipped; a w or qu of the wrong type skips the member too. Unknown
 // parameters (pk, and whatever later drafts add) are ignored.
 func parsePolicyHeader(h http.Header) []policyHeader {
-	list, ok := parseList(h, fieldRateLimitPolicy)
-	if !ok {
-		return nil
-	}
 	var out []policyHeader
-	for _, m := range list {
+	for _, m := range parseList(h, fieldRateLimitPolicy) {
 		name, params, ok := namedItem(m)
 		if !ok {
 			continue
@@ -82,11 +78,7 @@ func parseLimitInto(h http.Header, out []limitHeader) []limitHeader {
 			return fast
 		}
 	}
-	list, ok := parseList(h, fieldRateLimit)
-	if !ok {
-		return nil
-	}
-	for _, m := range list {
+	for _, m := range parseList(h, fieldRateLimit) {
 		name, params, ok := namedItem(m)
 		if !ok {
 			continue
@@ -112,13 +104,18 @@ func parseLimitInto(h http.Header, out []limitHeader) []limitHeader {
 	return out
 }
 
-func parseList(h http.Header, name string) (httpsfv.List, bool) {
+// parseList is the field name of h as a Structured Fields List; nil when
+// h has none, it is longer than MaxFieldBytes or it is no valid List.
+func parseList(h http.Header, name string) httpsfv.List {
 	lines := h[name]
 	if len(lines) == 0 || fieldTooLong(lines) {
-		return nil, false
+		return nil
 	}
 	list, err := httpsfv.UnmarshalList(lines)
-	return list, err == nil
+	if err != nil {
+		return nil
+	}
+	return list
 }
 
 // namedItem returns the name of a list member that is an Item holding a

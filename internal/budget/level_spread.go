@@ -26,32 +26,15 @@ func (l *level) spreads(now time.Time) bool {
 // when it spreads (spreads), else its own; it brings the pace's spread
 // up to date.
 func (l *level) paceRate(now time.Time) float64 {
-	if l.pace.spread, l.pace.minBurst = l.spreads(now), l.spreadBurstOf(now); l.pace.spread {
-		return l.spreadRate(now)
+	rate, burst := l.spread(now)
+	if l.pace.spread, l.pace.minBurst = l.spreads(now), burst; l.pace.spread {
+		return rate
 	}
 	return l.rate(now)
 }
 
 func (l *level) named(now time.Time) bool {
 	return !l.reported.at.IsZero() && now.Sub(l.reported.at) < l.window
-}
-
-// spreadBurstOf is what a spread level's calls may take at once:
-// spreadBurst of a window's worth at lastingRate (its size when the key's
-// log is empty), or for a level that frees what this key took, of what
-// this key has of it (what it took within the window and what is left). A
-// tenth of the size when little is left for long would leave nothing for
-// most of the window; when much frees soon, the burst that took it goes
-// again. A level the contract documents as a bucket keeps a tenth of its
-// size: its steps may be a drained bucket's t read as a step's.
-func (l *level) spreadBurstOf(now time.Time) float64 {
-	if l.frees(now) {
-		return spreadBurst * min(l.size(), l.log.sum+max(l.available(now), 0))
-	}
-	if secs := l.oldestFree(now); secs > 0 && !l.documentedBucket() {
-		return spreadBurst * min(l.size(), l.lastingRate(secs, now)*l.window.Seconds())
-	}
-	return spreadBurst * l.size()
 }
 
 // lastingRate is the rate at which what is left of the level lasts the secs
@@ -67,19 +50,34 @@ func (l *level) lastingRate(secs float64, now time.Time) float64 {
 	return r
 }
 
-// spreadRate is the rate a spread level's calls go at: its quota's, or
-// slower while what is left would not last until the key's log frees its
-// oldest take (a burst took much of the window): lastingRate.
-func (l *level) spreadRate(now time.Time) float64 {
+// spread is the rate a spread level's calls go at and what they may take
+// at once (its burst).
+//
+// The rate is its quota's, or slower while what is left would not last
+// until the key's log frees its oldest take (a burst took much of the
+// window): lastingRate. The burst is spreadBurst of a window's worth at
+// that rate (of its size when the key's log is empty). A tenth of the size
+// when little is left for long would leave nothing for most of the window;
+// when much frees soon, the burst that took it goes again. A level the
+// contract documents as a bucket keeps a tenth of its size: its steps may
+// be a drained bucket's t read as a step's.
+//
+// Of a level that frees what this key took, both follow what this key has
+// of it (what it took within the window and what is left): a hole in its
+// takes would come back a window later as a hole in what frees. The rate
+// adds the refill beyond that.
+func (l *level) spread(now time.Time) (rate, burst float64) {
 	if l.frees(now) {
-		// What this key has of it, over the window (a hole in its takes
-		// would come back a window later as a hole in what frees), and
-		// the refill beyond that.
-		return min(l.grossRate(), (l.log.sum+max(l.available(now), 0))/l.window.Seconds()+l.rate(now))
+		has := l.log.sum + max(l.available(now), 0)
+		return min(l.grossRate(), has/l.window.Seconds()+l.rate(now)), spreadBurst * min(l.size(), has)
 	}
-	r := l.grossRate()
+	rate, burst = l.grossRate(), spreadBurst*l.size()
 	if secs := l.oldestFree(now); secs > 0 {
-		r = min(r, l.lastingRate(secs, now))
+		lasting := l.lastingRate(secs, now)
+		rate = min(rate, lasting)
+		if !l.documentedBucket() {
+			burst = spreadBurst * min(l.size(), lasting*l.window.Seconds())
+		}
 	}
-	return r
+	return rate, burst
 }

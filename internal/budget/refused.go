@@ -86,12 +86,7 @@ func (s *State) refusedLocked(c *Call, taken []take, sent time.Time, status int,
 		if l != nil && p.Hinted {
 			l.refill(now)
 			l.holdUntil = later(l.holdUntil, now.Add(wait))
-			amount := 1.0
-			for _, t := range s.takesLocked(c) {
-				if t.l == l {
-					amount = t.amount
-				}
-			}
+			amount := s.amountLocked(c, l)
 			if l.prior && wait.Seconds() > priorWaitSlack*amount/l.grossRate()+0.05 {
 				l.endPrior() // a longer wait than the contract's bucket asks of any call
 			}

@@ -63,6 +63,6 @@ type State struct {
 func New() *State {
 	s := &State{parallel: 6, pace: newPace(), blocks: map[string]block{}}
 	s.addDocumentedLevels()
-	s.outagePart = 1
+	s.outagePart, s.kick = 1, make(chan struct{}, 1)
 	return s
 }

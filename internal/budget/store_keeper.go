@@ -34,19 +34,11 @@ func (s *State) startKeeperLocked() {
 	go s.keep()
 }
 
-// kickLocked is the channel that kicks the keeper.
-func (s *State) kickLocked() chan struct{} {
-	if s.kick == nil {
-		s.kick = make(chan struct{}, 1)
-	}
-	return s.kick
-}
-
 // kickKeeperLocked has a sleeping keeper look at once, and one that is
 // looking look again as soon as it is done.
 func (s *State) kickKeeperLocked() {
 	select {
-	case s.kickLocked() <- struct{}{}:
+	case s.kick <- struct{}{}:
 	default:
 	}
 }
@@ -77,7 +69,7 @@ func (s *State) keepInterval() (time.Duration, chan struct{}) {
 	for _, l := range s.leases {
 		d = min(d, l.ttl/3)
 	}
-	return max(d, 10*time.Millisecond), s.kickLocked()
+	return max(d, 10*time.Millisecond), s.kick
 }
 
 // keepOnce sleeps keepInterval, or until kicked, then renews the leases and sends what is

@@ -41,21 +41,18 @@ func (r *release) left(l *level, remaining float64, reset time.Duration, now tim
 	if r != nil {
 		sl := storeLevel(l, remaining, now)
 		sl.Reset = max(reset, 0)
-		if steps, moment := stepsOf(l, now); steps {
-			sl.Steps, sl.Reset = true, moment
-		}
+		markSteps(&sl, l, now)
 		r.Left = append(r.Left, sl)
 	}
 }
 
-// stepsOf is whether the store is to refill l for no one until its
-// moment (budgetstore.Level.Steps), and how long until that moment: while
-// l refills only from its moments (defers).
-func stepsOf(l *level, now time.Time) (bool, time.Duration) {
-	if !l.defers(now) {
-		return false, 0
+// markSteps tells the store in sl to refill l for no one until its moment
+// (budgetstore.Level.Steps), and how long until that moment, while l
+// refills only from its moments (defers).
+func markSteps(sl *budgetstore.Level, l *level, now time.Time) {
+	if l.defers(now) {
+		sl.Steps, sl.Reset = true, l.moment.at.Sub(now)
 	}
-	return true, l.moment.at.Sub(now)
 }
 
 // resay tells the shared store again of the words on l this release
@@ -68,9 +65,7 @@ func (r *release) resay(l *level, now time.Time) {
 	for i := range r.Left {
 		if sl := &r.Left[i]; sl.Name == l.name {
 			sl.Rate = l.rate(now)
-			if steps, moment := stepsOf(l, now); steps {
-				sl.Steps, sl.Reset = true, moment
-			}
+			markSteps(sl, l, now)
 		}
 	}
 }
@@ -79,7 +74,7 @@ func (r *release) owe(l *level, owe float64, hold time.Duration, now time.Time) 
 	if r != nil {
 		sl := storeLevel(l, owe, now)
 		sl.Hold = max(hold, 0)
-		sl.Steps, sl.Reset = stepsOf(l, now)
+		markSteps(&sl, l, now)
 		r.Owe = append(r.Owe, sl)
 	}
 }
