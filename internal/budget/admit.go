@@ -14,12 +14,7 @@ import (
 // it fails at once. A state that left the map of For (IdleTTL) passes the
 // call on to the key's state there.
 func (s *State) Admit(ctx context.Context, c *Call) (*Ticket, Event, error) {
-	s = s.live()
-	s.mu.Lock()
-	if s.retired.Load() { // retired since live looked
-		s.mu.Unlock()
-		return s.Admit(ctx, c)
-	}
+	s = s.lock()
 	now := time.Now()
 	if err := s.fitsLocked(c); err != nil {
 		s.mu.Unlock()

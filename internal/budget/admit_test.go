@@ -334,13 +334,7 @@ func TestACallOnAStateRetiredWhileItWaitedForTheLockGoesOnTheKeysNewState(t *tes
 		got <- admitted{tk, err}
 	}()
 	time.Sleep(20 * time.Millisecond) // the call has found s live and waits for its lock
-	// Retire s as sweep does.
-	states.Lock()
-	s.retired.Store(true)
-	delete(states.m, s.id)
-	s.mu.Unlock()
-	leaveLocked(s)
-	states.Unlock()
+	retireAsSweepDoes(s)
 	a := <-got
 	if a.err != nil {
 		t.Fatal(a.err)

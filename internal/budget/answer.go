@@ -233,8 +233,7 @@ func (s *State) Settle(c *Call, name string, amount float64) {
 	if amount <= 0 {
 		return
 	}
-	s = s.live()
-	s.mu.Lock()
+	s = s.lock()
 	now := time.Now()
 	l := s.levels[name]
 	if l == nil {

@@ -53,8 +53,7 @@ const levelSweepEvery = time.Minute
 // UseLogger gives s a logger for what it says once (an overflow of its
 // bounds) when it has none yet; a shared store's logger takes its place.
 func (s *State) UseLogger(logger *slog.Logger) {
-	s = s.live()
-	s.mu.Lock()
+	s = s.lock()
 	defer s.mu.Unlock()
 	if s.logger == nil {
 		s.logger = logger

@@ -34,7 +34,11 @@
 // when forgetting it loses nothing: no call, wait or refusal the guard
 // counts (TestALevelsWaitKeepsAnIdleKey,
 // TestAStatusesRefusalsKeepAnIdleKeyForTheGuardsWindow), and the map gives
-// its memory back (TestTheMapOfForGivesBackItsMemoryWhenKeysLeave).
+// its memory back (TestTheMapOfForGivesBackItsMemoryWhenKeysLeave). A call
+// or a word that reaches a state as it leaves goes to the key's state in
+// the map (State.lock;
+// TestACallOnAStateRetiredWhileItWaitedForTheLockGoesOnTheKeysNewState,
+// TestWhatAStateRetiredWhileItWaitedForTheLockIsToldGoesToTheKeysNewState).
 //
 // The model follows the eight rules below. Each names the code that keeps
 // it and the tests that show it, named after what they show;

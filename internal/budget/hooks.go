@@ -6,8 +6,7 @@ import "time"
 // it: the server's word is left and the key's log holds the rest of the
 // quota, taken now. Tests of the callers use it to make calls queue.
 func (s *State) Spend(name string, left float64) {
-	s = s.live()
-	s.mu.Lock()
+	s = s.lock()
 	defer s.mu.Unlock()
 	now := time.Now()
 	l := s.levels[name]
@@ -24,8 +23,7 @@ func (s *State) Spend(name string, left float64) {
 // SetQuota sets a level's quota and documented capacity (0: none), as a
 // plan other than the documented one would.
 func (s *State) SetQuota(name string, quota, capacity float64) {
-	s = s.live()
-	s.mu.Lock()
+	s = s.lock()
 	defer s.mu.Unlock()
 	if l := s.levels[name]; l != nil {
 		l.quota, l.capacity = quota, capacity

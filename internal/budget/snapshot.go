@@ -44,8 +44,7 @@ type LevelSnapshot struct {
 
 // Snapshot returns the local view of the key's budget.
 func (s *State) Snapshot() Snapshot {
-	s = s.live()
-	s.mu.Lock()
+	s = s.lock()
 	defer s.mu.Unlock()
 	now := time.Now()
 	s.adaptLocked(now)

@@ -97,6 +97,19 @@ func (s *State) live() *State {
 	return n
 }
 
+// lock locks the state that stands for s now (live) and returns it: one
+// that a sweep retired while this waited for its lock is passed over.
+func (s *State) lock() *State {
+	for {
+		s = s.live()
+		s.mu.Lock()
+		if !s.retired.Load() {
+			return s
+		}
+		s.mu.Unlock()
+	}
+}
+
 // maybeSweep sweeps the map when it was last swept sweepEvery ago or more
 // (or when the clock went back, as it does between synctest bubbles).
 func maybeSweep(now time.Time) {

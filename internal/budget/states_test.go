@@ -317,3 +317,59 @@ func TestALevelsWaitKeepsAnIdleKey(t *testing.T) {
 		}
 	})
 }
+
+// TestWhatAStateRetiredWhileItWaitedForTheLockIsToldGoesToTheKeysNewState:
+// as a call does (TestACallOnAStateRetiredWhileItWaitedForTheLockGoesOnTheKeysNewState),
+// a lockout of a status, a logger and a plan's quota given to a state of
+// For that a sweep retires between finding it live and taking its lock
+// land on the key's state in the map, not on the retired one. It runs
+// outside a bubble, as that test does.
+func TestWhatAStateRetiredWhileItWaitedForTheLockIsToldGoesToTheKeysNewState(t *testing.T) {
+	until := time.Now().Add(time.Minute)
+	logger := slog.New(countingHandler{new(atomic.Int32)})
+	cases := []struct {
+		name   string
+		tell   func(*State)
+		landed func(*State) bool
+	}{
+		{"a lockout", func(s *State) { s.ObserveKeyStatus(until, 0) }, func(s *State) bool { return !s.lockedUntil.IsZero() }},
+		{"a logger", func(s *State) { s.UseLogger(logger) }, func(s *State) bool { return s.logger == logger }},
+		{"a quota", func(s *State) { s.SetQuota(Write, 7, 0) }, func(s *State) bool { return s.levels[Write].quota == 7 }},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			host := fmt.Sprintf("retiring%d.told.test", i)
+			s := For(host, "k")
+			s.mu.Lock()
+			done := make(chan struct{})
+			go func() {
+				tc.tell(s)
+				close(done)
+			}()
+			time.Sleep(20 * time.Millisecond) // it has found s live and waits for its lock
+			retireAsSweepDoes(s)
+			<-done
+			cur := For(host, "k")
+			s.mu.Lock()
+			onOld := tc.landed(s)
+			s.mu.Unlock()
+			cur.mu.Lock()
+			onNew := tc.landed(cur)
+			cur.mu.Unlock()
+			if cur == s || onOld || !onNew {
+				t.Errorf("told the retired state: on it %v, on the key's state in the map %v", onOld, onNew)
+			}
+		})
+	}
+}
+
+// retireAsSweepDoes retires s, whose lock the caller holds, and drops it
+// from the map of For, as sweep does; it leaves s unlocked.
+func retireAsSweepDoes(s *State) {
+	states.Lock()
+	defer states.Unlock()
+	s.retired.Store(true)
+	delete(states.m, s.id)
+	s.mu.Unlock()
+	leaveLocked(s)
+}

@@ -108,8 +108,7 @@ func (l *level) statusRefusedLocked() {
 // level whose word is fresh (statusDueLocked's stale), and starts at most one
 // request per statusEvery, or per idleStatusEvery while the key is idle.
 func (s *State) StatusFor(name string, now time.Time) (done <-chan struct{}, start bool) {
-	s = s.live()
-	s.mu.Lock()
+	s = s.lock()
 	defer s.mu.Unlock()
 	l := s.levels[name]
 	due, stale := s.statusDueLocked(l)
@@ -132,8 +131,7 @@ func (s *State) StatusFor(name string, now time.Time) (done <-chan struct{}, sta
 // left. One the budget did not let out takes no turn: the next call held
 // by a stale level may ask at once.
 func (s *State) StatusDone(sent bool) {
-	s = s.live()
-	s.mu.Lock()
+	s = s.lock()
 	defer s.mu.Unlock()
 	if !sent {
 		s.status.at = time.Time{}
@@ -153,8 +151,7 @@ func (s *State) StatusDone(sent bool) {
 // counted in the last RefusalWindow, which the lockout guard counts as its
 // own where it knows of fewer (another process's, another client's).
 func (s *State) ObserveKeyStatus(lockedUntil time.Time, refusals int) {
-	s = s.live()
-	s.mu.Lock()
+	s = s.lock()
 	defer s.mu.Unlock()
 	now := time.Now()
 	if lockedUntil.After(now) {
@@ -174,8 +171,7 @@ func (s *State) ObserveKeyStatus(lockedUntil time.Time, refusals int) {
 // reached the server after it). A refusal's wait still
 // holds its level until it ends.
 func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
-	s = s.live()
-	s.mu.Lock()
+	s = s.lock()
 	defer s.mu.Unlock()
 	now := time.Now()
 	for _, st := range levels {

@@ -97,8 +97,7 @@ type pendingOp struct {
 // UseStore makes s share its budget through st under key. Attempts in
 // flight end in the store they were admitted by.
 func (s *State) UseStore(st budgetstore.Store, key string, logger *slog.Logger) {
-	s = s.live()
-	s.mu.Lock()
+	s = s.lock()
 	s.shared, s.sharedKey, s.logger = st, key, logger
 	for _, l := range s.levels {
 		l.pooled = st != nil
