@@ -49,28 +49,32 @@ func (k *apiKey) announce(w waitKey, now time.Time, latency, wait time.Duration)
 
 // noteEarly counts a request of k that arrives at now before a wait
 // announced to k is over: one for every request, or, when the request was
-// routed (d is what it takes), one for a level d takes from. Waits that
-// are over are forgotten.
+// routed (d is what it takes), one for a level d takes from. With
+// WithJitteredLatency it is the moment the request was sent (now less its
+// way here) that must not fall within the wait. Waits that are over for
+// every request still on its way are forgotten.
 func (s *Server) noteEarly(k *apiKey, c *call, now time.Time, routed bool, d demand) {
 	var early []string
 	var waits []announced
+	sent, oldest := now.Add(-c.legs.up), now.Add(-s.cfg.maxUp)
+	within := func(w announced) bool { return sent.After(w.from) && sent.Before(w.end) }
 	for policy, w := range k.waitAll {
 		switch {
-		case !now.Before(w.end):
+		case !oldest.Before(w.end):
 			delete(k.waitAll, policy)
-		case now.After(w.from):
+		case within(w):
 			early = append(early, policy)
 			waits = append(waits, w)
 		}
 	}
 	if routed && len(k.waitLevel) > 0 {
 		for id, w := range k.waitLevel {
-			if !now.Before(w.end) {
+			if !oldest.Before(w.end) {
 				delete(k.waitLevel, id)
 			}
 		}
 		for _, w := range s.takesFrom(d) {
-			if a, ok := k.waitLevel[w.id()]; ok && now.After(a.from) {
+			if a, ok := k.waitLevel[w.id()]; ok && within(a) {
 				early = append(early, w.policy)
 				waits = append(waits, a)
 			}
@@ -86,8 +90,12 @@ func (s *Server) noteEarly(k *apiKey, c *call, now time.Time, routed bool, d dem
 	if len(early) > 0 {
 		k.stats.EarlyRequests++
 		if len(k.stats.FirstEarly) < maxEarlyKept {
+			at := now.Format(earlyTime)
+			if c.legs.up > 0 {
+				at += " (sent at " + sent.Format(earlyTime) + ")"
+			}
 			k.stats.FirstEarly = append(k.stats.FirstEarly, fmt.Sprintf("%s %s at %s, early for %s: the wait ran from %s to %s",
-				c.method, c.path, now.Format(earlyTime), early[0], waits[0].from.Format(earlyTime), waits[0].end.Format(earlyTime)))
+				c.method, c.path, at, early[0], waits[0].from.Format(earlyTime), waits[0].end.Format(earlyTime)))
 		}
 	}
 }
