@@ -83,3 +83,32 @@ func TestAJitteredRequestIsEarlyBySendingTime(t *testing.T) {
 		wantEarly(t, s, 1, map[string]int{codeOverloaded: 1})
 	})
 }
+
+// TestARequestBetweenTwoWaitsIsNotEarly: a request sent after one answer's
+// wait ended and before a second answer, given meanwhile, reached the
+// client is not early, though the second wait began before the first
+// ended: no client could have held it.
+func TestARequestBetweenTwoWaitsIsNotEarly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		waits := []time.Duration{600 * time.Millisecond, 2 * time.Second}
+		s := New(WithLatency(400*time.Millisecond), WithFaults(func(r *http.Request) Fault {
+			if len(waits) == 0 {
+				return Fault{}
+			}
+			w := waits[0]
+			waits = waits[1:]
+			return Fault{Overloaded: http.StatusTooManyRequests, RetryAfter: w}
+		}))
+		c := newTester(t, s)
+		var wg sync.WaitGroup
+		wg.Go(func() { c.do("GET", "/v1/me", nil) }) // at 0: waits until 0.6 s, the client hears it at 0.4 s
+		time.Sleep(300 * time.Millisecond)
+		wg.Go(func() { c.do("GET", "/v1/me", nil) }) // at 0.3 s: waits until 2.3 s, heard at 0.7 s
+		time.Sleep(350 * time.Millisecond)
+		c.do("GET", "/v1/me", nil) // at 0.65 s: the first wait is over, the second unheard of
+		wantEarly(t, s, 0, map[string]int{})
+		c.do("GET", "/v1/me", nil) // at 1.05 s: within the second wait
+		wantEarly(t, s, 1, map[string]int{codeOverloaded: 1})
+		wg.Wait()
+	})
+}

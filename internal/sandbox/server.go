@@ -351,8 +351,8 @@ type apiKey struct {
 
 	// Waits announced to the key, by policy: for every request, and for
 	// the requests that take from a level (by waitID).
-	waitAll   map[string]announced
-	waitLevel map[string]announced
+	waitAll   map[string][]announced
+	waitLevel map[string][]announced
 
 	lockedUntil time.Time
 	countFrom   time.Time // refusals before this do not count towards a lockout
@@ -431,8 +431,8 @@ func New(opts ...Option) *Server {
 			deleteDay: newFixedWindow(float64(lim.DeleteDayQuota), lim.DayLength, s.origin, now, 0),
 			egress:    newFixedWindow(float64(lim.EgressQuota), lim.EgressWindow, s.origin, now, 0),
 			extra:     make([]map[string]limiter, len(s.extras)),
-			waitAll:   map[string]announced{},
-			waitLevel: map[string]announced{},
+			waitAll:   map[string][]announced{},
+			waitLevel: map[string][]announced{},
 			idem:      map[string]*idemEntry{},
 		}
 		for i := range k.extra {
