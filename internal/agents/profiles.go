@@ -124,6 +124,11 @@ func SDKClient(opts ...bodo.Option) NewAPI {
 
 var profileRunSeq atomic.Int64
 
+// profileLatency is the latency of RunProfile's server: 30 ms a round
+// trip, unless a test sets another for an experiment (BODO_LATENCY,
+// latency_test.go).
+var profileLatency = sandbox.WithLatency(30 * time.Millisecond)
+
 // RunProfile runs n agents on the API newAPI builds against a server of
 // profile p for d, and reports what the server saw. Behind a gateway the
 // allowance is the gateway's requests at the run's mean cost of an accepted
@@ -131,7 +136,7 @@ var profileRunSeq atomic.Int64
 // and the server's seeded variations (sandbox.WithSeed) repeatable. It must
 // run inside a testing/synctest bubble: it waits on virtual time.
 func RunProfile(p sandbox.Profile, client string, newAPI NewAPI, n int, d time.Duration, seed uint64) (ProfileResult, error) {
-	srv := p.New(sandbox.WithLatency(30*time.Millisecond), sandbox.WithSeed(seed))
+	srv := p.New(profileLatency, sandbox.WithSeed(seed))
 	stats := NewStats()
 	refusals := &refusalCounter{by: map[string]int{}}
 	api, err := newAPI(refusals.transport(stats.Transport(srv.Transport())), fmt.Sprintf("https://profile%d.test", profileRunSeq.Add(1)))

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"time"
 )
 
@@ -31,46 +32,68 @@ type announced struct{ from, end time.Time }
 
 // announce notes that an answer to k, delivered latency after now, asked it
 // to wait: until now plus the wait rounded up to a millisecond, the
-// answer's retryAfterMs.
+// answer's retryAfterMs. Each answer's wait is kept apart, from when that
+// answer arrives: one answered later may arrive sooner (WithJitteredLatency),
+// and a request sent after one wait ended and before the next answer
+// arrived could not have been held.
 func (k *apiKey) announce(w waitKey, now time.Time, latency, wait time.Duration) {
 	end := now.Add(time.Duration(ceilDiv(wait, time.Millisecond)) * time.Millisecond)
 	m, id := k.waitLevel, w.id()
 	if w.all {
 		m, id = k.waitAll, w.policy
 	}
-	if cur, ok := m[id]; !ok || end.After(cur.end) {
-		from := now.Add(latency)
-		if ok && now.Before(cur.end) && cur.from.Before(from) {
-			from = cur.from
+	a := announced{from: now.Add(latency), end: end}
+	for _, cur := range m[id] {
+		if !a.from.Before(cur.from) && !cur.end.Before(a.end) {
+			return // within a wait already announced
 		}
-		m[id] = announced{from: from, end: end}
+	}
+	m[id] = append(m[id], a)
+}
+
+// within is the first of ws that at holds within (after from, before end).
+func within(ws []announced, at time.Time) (announced, bool) {
+	for _, w := range ws {
+		if at.After(w.from) && at.Before(w.end) {
+			return w, true
+		}
+	}
+	return announced{}, false
+}
+
+// prune drops the waits of m over before oldest.
+func prune(m map[string][]announced, oldest time.Time) {
+	for id, ws := range m {
+		ws = slices.DeleteFunc(ws, func(w announced) bool { return !oldest.Before(w.end) })
+		if len(ws) == 0 {
+			delete(m, id)
+		} else {
+			m[id] = ws
+		}
 	}
 }
 
 // noteEarly counts a request of k that arrives at now before a wait
 // announced to k is over: one for every request, or, when the request was
-// routed (d is what it takes), one for a level d takes from. Waits that
-// are over are forgotten.
+// routed (d is what it takes), one for a level d takes from. With
+// WithJitteredLatency it is the moment the request was sent (now less its
+// way here) that must not fall within the wait. Waits that are over for
+// every request still on its way are forgotten.
 func (s *Server) noteEarly(k *apiKey, c *call, now time.Time, routed bool, d demand) {
 	var early []string
 	var waits []announced
-	for policy, w := range k.waitAll {
-		switch {
-		case !now.Before(w.end):
-			delete(k.waitAll, policy)
-		case now.After(w.from):
+	sent := now.Add(-c.legs.up)
+	prune(k.waitAll, now.Add(-s.cfg.maxUp))
+	for policy, ws := range k.waitAll {
+		if w, ok := within(ws, sent); ok {
 			early = append(early, policy)
 			waits = append(waits, w)
 		}
 	}
 	if routed && len(k.waitLevel) > 0 {
-		for id, w := range k.waitLevel {
-			if !now.Before(w.end) {
-				delete(k.waitLevel, id)
-			}
-		}
+		prune(k.waitLevel, now.Add(-s.cfg.maxUp))
 		for _, w := range s.takesFrom(d) {
-			if a, ok := k.waitLevel[w.id()]; ok && now.After(a.from) {
+			if a, ok := within(k.waitLevel[w.id()], sent); ok {
 				early = append(early, w.policy)
 				waits = append(waits, a)
 			}
@@ -86,8 +109,12 @@ func (s *Server) noteEarly(k *apiKey, c *call, now time.Time, routed bool, d dem
 	if len(early) > 0 {
 		k.stats.EarlyRequests++
 		if len(k.stats.FirstEarly) < maxEarlyKept {
+			at := now.Format(earlyTime)
+			if c.legs.up > 0 {
+				at += " (sent at " + sent.Format(earlyTime) + ")"
+			}
 			k.stats.FirstEarly = append(k.stats.FirstEarly, fmt.Sprintf("%s %s at %s, early for %s: the wait ran from %s to %s",
-				c.method, c.path, now.Format(earlyTime), early[0], waits[0].from.Format(earlyTime), waits[0].end.Format(earlyTime)))
+				c.method, c.path, at, early[0], waits[0].from.Format(earlyTime), waits[0].end.Format(earlyTime)))
 		}
 	}
 }
@@ -118,14 +145,13 @@ func (s *Server) takesFrom(d demand) []waitKey {
 // unknown key or operation, and batch, never come early.
 func (s *Server) WouldComeEarly(key, operationID string, query url.Values) bool {
 	return s.judge(key, operationID, query, func(k *apiKey, d demand, now time.Time) bool {
-		running := func(a announced) bool { return now.After(a.from) && now.Before(a.end) }
-		for _, a := range k.waitAll {
-			if running(a) {
+		for _, ws := range k.waitAll {
+			if _, ok := within(ws, now); ok {
 				return true
 			}
 		}
 		for _, w := range s.takesFrom(d) {
-			if a, ok := k.waitLevel[w.id()]; ok && running(a) {
+			if _, ok := within(k.waitLevel[w.id()], now); ok {
 				return true
 			}
 		}

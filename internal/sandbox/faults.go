@@ -161,7 +161,7 @@ func (s *Server) faultAnswer(c *call, k *apiKey, f Fault) (a answer, ok bool) {
 	if f.HintInBodyOnly {
 		a.header.Del("Retry-After")
 	}
-	k.announce(w, c.now, s.cfg.latency, ref.wait)
+	k.announce(w, c.now, c.legs.down, ref.wait)
 	return a, true
 }
 

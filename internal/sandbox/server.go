@@ -150,6 +150,8 @@ type config struct {
 	drain       bool                 // WithDrainingForeignLoadEvery: what does not fit is taken in part
 	late        func() time.Duration // WithLateForeignLoad's; nil for none
 	latency     time.Duration
+	jitter      func() (up, down time.Duration) // WithJitteredLatency's; nil for none
+	maxUp       time.Duration                   // the longest way to the server jitter draws
 	extras      []ExtraPolicy
 	noisy       bool
 	noiseSeed   uint64
@@ -349,8 +351,8 @@ type apiKey struct {
 
 	// Waits announced to the key, by policy: for every request, and for
 	// the requests that take from a level (by waitID).
-	waitAll   map[string]announced
-	waitLevel map[string]announced
+	waitAll   map[string][]announced
+	waitLevel map[string][]announced
 
 	lockedUntil time.Time
 	countFrom   time.Time // refusals before this do not count towards a lockout
@@ -429,8 +431,8 @@ func New(opts ...Option) *Server {
 			deleteDay: newFixedWindow(float64(lim.DeleteDayQuota), lim.DayLength, s.origin, now, 0),
 			egress:    newFixedWindow(float64(lim.EgressQuota), lim.EgressWindow, s.origin, now, 0),
 			extra:     make([]map[string]limiter, len(s.extras)),
-			waitAll:   map[string]announced{},
-			waitLevel: map[string]announced{},
+			waitAll:   map[string][]announced{},
+			waitLevel: map[string][]announced{},
 			idem:      map[string]*idemEntry{},
 		}
 		for i := range k.extra {
@@ -493,6 +495,7 @@ func (s *Server) OrgTakenByWindow() []float64 {
 type call struct {
 	key    *apiKey
 	now    time.Time
+	legs   legs // the request's way here and its answer's back
 	reqID  string
 	method string
 	path   string // the request path, also the problem instance
@@ -514,19 +517,23 @@ type exchange struct {
 // ServeHTTP serves the bodo API. Under go test it checks every exchange
 // against openapi.json (WithValidation).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	lg := s.legs()
+	if lg.up > 0 {
+		time.Sleep(lg.up)
+	}
 	if s.gate != nil && !s.gate.pass(time.Now(), true) {
-		time.Sleep(s.cfg.latency) // the gateway is on the way to the server
+		time.Sleep(lg.down) // the gateway is on the way to the server
 		s.refuseAtGateway(w, r)
 		return
 	}
 	if s.validating() {
-		s.serveChecked(w, r)
+		s.serveChecked(w, r, lg)
 		return
 	}
-	s.serveHTTP(w, r)
+	s.serveHTTP(w, r, lg)
 }
 
-func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request, lg legs) {
 	start := time.Now()
 	reqID := "req_" + s.ids.next(start)
 	var fault Fault
@@ -547,14 +554,14 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		k.stats.InFlight++
 		k.stats.MaxInFlight = max(k.stats.MaxInFlight, k.stats.InFlight)
 	}
-	x := s.decide(r, k, body, bodyErr, fault, reqID)
+	x := s.decide(r, k, body, bodyErr, fault, reqID, lg)
 	x.policy = s.policyField(r.URL.Path)
 	if s.cfg.contradicted {
 		s.contradict(&x)
 	}
 	s.mu.Unlock()
 
-	if d := max(s.cfg.latency, fault.Delay); d > 0 {
+	if d := max(lg.down, fault.Delay); d > 0 {
 		time.Sleep(time.Until(start.Add(d)))
 	}
 
@@ -596,10 +603,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 // decide does everything of a request that needs the state: authenticate,
 // check the lockout, route, cost, admit, charge and run. It holds s.mu.
-func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, fault Fault, reqID string) exchange {
+func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, fault Fault, reqID string, lg legs) exchange {
 	now := time.Now()
 	s.settle(now)
-	c := &call{key: k, now: now, reqID: reqID, method: r.Method, path: r.URL.Path, query: r.URL.Query(), body: body, header: r.Header, lang: languageOf(r.Header)}
+	c := &call{key: k, now: now, legs: lg, reqID: reqID, method: r.Method, path: r.URL.Path, query: r.URL.Query(), body: body, header: r.Header, lang: languageOf(r.Header)}
 	base := demand{points: 1}
 	withField := func(a answer, d demand) answer {
 		if k != nil {
@@ -632,7 +639,7 @@ func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, 
 	if fault.Overloaded != 0 {
 		wait := overloadWait(fault)
 		if k != nil {
-			k.announce(waitAll(codeOverloaded), now, s.cfg.latency, wait)
+			k.announce(waitAll(codeOverloaded), now, c.legs.down, wait)
 		}
 		return exchange{ans: withField(overloadedAnswer(c, fault), base)}
 	}
@@ -651,7 +658,7 @@ func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, 
 	}
 	if now.Before(k.lockedUntil) {
 		s.noteRefusal(k, now, true)
-		k.announce(waitAll(policyLockout), now, s.cfg.latency, k.lockedUntil.Sub(now))
+		k.announce(waitAll(policyLockout), now, c.legs.down, k.lockedUntil.Sub(now))
 		return exchange{ans: s.lockoutAnswer(c, k.lockedUntil)}
 	}
 	if rt == nil {
@@ -670,9 +677,9 @@ func (s *Server) decide(r *http.Request, k *apiKey, body []byte, bodyErr error, 
 		a.header.Set("RateLimit", s.refusedField(k, now, d, ref))
 		s.noteRefusal(k, now, false)
 		if ref.policy == policyParallel {
-			k.announce(waitAll(policyParallel), now, s.cfg.latency, ref.wait)
+			k.announce(waitAll(policyParallel), now, c.legs.down, ref.wait)
 		} else {
-			k.announce(waitID(ref.policy, ref.part), now, s.cfg.latency, ref.wait)
+			k.announce(waitID(ref.policy, ref.part), now, c.legs.down, ref.wait)
 		}
 		return exchange{ans: a}
 	}

@@ -108,7 +108,7 @@ func (c *captured) Write(p []byte) (int, error) {
 
 // serveChecked serves r into a capture, checks the exchange against
 // openapi.json, and writes the answer, or 500 naming the violation.
-func (s *Server) serveChecked(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveChecked(w http.ResponseWriter, r *http.Request, lg legs) {
 	check := *checker.Load()
 	reqBody, bodyErr := readBody(r)
 	if bodyErr != nil {
@@ -120,7 +120,7 @@ func (s *Server) serveChecked(w http.ResponseWriter, r *http.Request) {
 	inner := r.Clone(r.Context())
 	inner.Body = io.NopCloser(io.MultiReader(bytes.NewReader(reqBody), errReader{bodyErr}))
 	c := &captured{header: http.Header{}}
-	s.serveHTTP(c, inner)
+	s.serveHTTP(c, inner, lg)
 	if c.status == 0 {
 		c.status = http.StatusOK
 	}
