@@ -63,9 +63,12 @@ func TestJitteredLatencyReordersAnswers(t *testing.T) {
 // arrives; one sent after it, within the wait, is.
 func TestAJitteredRequestIsEarlyBySendingTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex // the server asks for faults from the requests' goroutines
 		overload := true
 		s := New(WithJitteredLatency(400*time.Millisecond, 300*time.Millisecond), WithSeed(3),
 			WithFaults(func(r *http.Request) Fault {
+				mu.Lock()
+				defer mu.Unlock()
 				if overload {
 					overload = false
 					return Fault{Overloaded: http.StatusTooManyRequests, RetryAfter: 5 * time.Second}
@@ -90,8 +93,11 @@ func TestAJitteredRequestIsEarlyBySendingTime(t *testing.T) {
 // ended: no client could have held it.
 func TestARequestBetweenTwoWaitsIsNotEarly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex // the server asks for faults from the requests' goroutines
 		waits := []time.Duration{600 * time.Millisecond, 2 * time.Second}
 		s := New(WithLatency(400*time.Millisecond), WithFaults(func(r *http.Request) Fault {
+			mu.Lock()
+			defer mu.Unlock()
 			if len(waits) == 0 {
 				return Fault{}
 			}
