@@ -150,7 +150,7 @@ func (s *State) takeLocked(c *Call, now time.Time) {
 	takes := s.takesLocked(c)
 	for i := range takes {
 		t := &takes[i]
-		t.mark, t.charged = t.l.charged+t.l.inflight, t.l.charged
+		t.mark, t.charged, t.freed = t.l.charged+t.l.inflight, t.l.charged, t.l.freedBy(now)
 		t.early = t.l.early(t.amount, now)
 		t.l.take(t.amount, now)
 		t.probe = t.l.sent(now)

@@ -200,7 +200,7 @@ func (s *State) replayedLocked(t *Ticket, now time.Time) {
 // the call took nothing from.
 func (c *Call) chargedSince(l *level, charged bool) (since float64, known bool) {
 	took := false
-	for _, t := range c.takes {
+	for _, t := range c.ticket.taken {
 		if t.l == l {
 			took = true
 			d := l.charged - t.charged
@@ -215,6 +215,18 @@ func (c *Call) chargedSince(l *level, charged bool) (since float64, known bool) 
 		since = max(0, l.charged-mark)
 	}
 	return since, took || ok
+}
+
+// freedSince is what l's log freed since c took from it, which the
+// server may have counted still when it answered c; -1 when c took
+// nothing from l.
+func (c *Call) freedSince(l *level, now time.Time) float64 {
+	for _, t := range c.ticket.taken {
+		if t.l == l {
+			return l.freedBy(now) - t.freed
+		}
+	}
+	return -1
 }
 
 // later returns the later of a and b.

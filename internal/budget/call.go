@@ -84,6 +84,7 @@ type take struct {
 	amount  float64
 	mark    float64 // what the level's attempts had taken before this one (charged and in flight)
 	charged float64 // what had been charged to the level when it was taken
+	freed   float64 // what the level's log had freed when it was taken (takeLog.freed)
 	probe   bool    // the call the level's others wait for (level.sent)
 	early   bool    // it went before the moment of the level's last word, on more than that word left (level.early)
 }

@@ -73,7 +73,12 @@
 //   - A level of this key alone, whatever its shape, never holds less than
 //     its quota less this key's own takes in the last window, which every
 //     shape grants (level.logAvailable;
-//     TestTheServersWordBindsUntilItsMoment).
+//     TestTheServersWordBindsUntilItsMoment), unless an answer shows less:
+//     what others took counts as taken then. The server counted the answered
+//     call at some moment of its round trip, so the answer is read against
+//     the log as it stood when the call was taken: a word that arrives after
+//     the log freed a take the server still counted shows no one else's
+//     (Call.freedSince; TestAWordAnsweredLateIsNoOtherKeysTake).
 //   - A policy the contract does not document is refilled between answers
 //     at its quota's rate, since others may take from it too
 //     (TestASpreadPolicyCountsItsRefill). A refusal of a call that this

@@ -209,7 +209,9 @@ func TestALimiterThatLetNothingThroughIsNotRead(t *testing.T) {
 // its admitted attempt took, and the marks its answer is read against, as
 // they were at its admission; also when a policy learned from another
 // call's answer while the attempt is in flight adds a level the call may
-// take from, so that its takes are worked out anew.
+// take from, so that its takes are worked out anew. Its answer is then read
+// against those marks: what was charged after it was admitted (a get), not
+// everything charged before.
 func TestTheLastMomentLeavesWhatAnAttemptTookAsItWas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := learned(t)
@@ -232,7 +234,13 @@ func TestTheLastMomentLeavesWhatAnAttemptTookAsItWas(t *testing.T) {
 		if !slices.Equal(read.taken, took) {
 			t.Errorf("what a read took after its last moment, once a level was added: %+v, want it as admitted: %+v", read.taken, took)
 		}
-		read.Finish(answer("", ""))
+		read.Finish(answer("", `"key";r=100;t=40`))
+		s.mu.Lock()
+		left := s.levels[Key].tokens
+		s.mu.Unlock()
+		if left != 99 {
+			t.Errorf("the key level after the read's answer r=100: %g, want 99, less the get admitted after the read", left)
+		}
 	})
 }
 

@@ -113,7 +113,7 @@ func (l *level) keepOwe(remaining float64, now time.Time) (float64, bool) {
 // narrowest of all levels) says nothing of which calls it counted: its
 // word may be older than the model's and only lowers it. A word that the
 // contract's bucket would say (addsUp) leaves the prior standing.
-func (l *level) observe(remaining, shown, chargedSince float64, reset int64, older bool, now time.Time) {
+func (l *level) observe(remaining, shown, chargedSince, freedSince float64, reset int64, older bool, now time.Time) {
 	l.refill(now)
 	if l.shared && l.window > 0 {
 		// A take of this key's admitted a window before now may have left
@@ -151,14 +151,17 @@ func (l *level) observe(remaining, shown, chargedSince float64, reset int64, old
 		l.rebasePart()
 	}
 	l.seenAt, l.usedAt, l.at = now, now, now
-	if foreign := l.logAvailable(now) - remaining; foreign > 0 {
+	if foreign := l.logAvailable(now) - max(freedSince, 0) - remaining; foreign > 0 {
 		// Others take from it too (another process on the key, or a
 		// level counted more widely than thought): what they took
 		// counts as taken now, so the log bound never says more than
 		// the server just did. Read as if every attempt sent had been
-		// counted already, so that none is taken for another's: entries
-		// taken for others stay a whole window, and on a level that does
-		// not refill they would hold calls the server accepts.
+		// counted already, and every take the log freed since the
+		// answered call was taken (freedSince) not yet freed, so that
+		// none is taken for another's: the server counted the call at
+		// some moment of its round trip, and entries taken for others
+		// stay a whole window, and on a level that does not refill
+		// they would hold calls the server accepts.
 		l.log.add(now, now, foreign, l.window)
 	}
 }

@@ -49,7 +49,7 @@ func (s *State) observeLocked(c *Call, h http.Header, now time.Time, rel *releas
 		}
 		chargedSince, known := c.chargedSince(l, charged)
 		pending := l.inflight + chargedSince // what the server may not have counted yet
-		l.observe(remaining, remaining, chargedSince, r.reset, !known, now)
+		l.observe(remaining, remaining, chargedSince, c.freedSince(l, now), r.reset, !known, now)
 		l.reported = reported{remaining: remaining, reset: time.Duration(max(r.reset, 0)) * time.Second, at: now, others: s.othersFrom(c)}
 		l.said(now)
 		l.learnDepth(remaining, r.reset, now)

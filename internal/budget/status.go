@@ -183,9 +183,10 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 		if l == nil {
 			continue
 		}
-		chargedSince := 0.0
+		chargedSince, freedSince := 0.0, -1.0
 		if c != nil {
 			chargedSince, _ = c.chargedSince(l, true)
+			freedSince = c.freedSince(l, now)
 		}
 		if l == s.status.level && st.Remaining-l.inflight-chargedSince > l.available(now)+1 {
 			l.statusGap = 0 // the model held calls the level had room for
@@ -194,7 +195,7 @@ func (s *State) ObserveStatus(c *Call, levels []LevelStatus) {
 			l.endPrior() // another plan
 		}
 		reset := min(st.Reset, maxHold)
-		l.observe(st.Remaining, max(st.Remaining, st.Capacity), chargedSince, int64(math.Ceil(reset.Seconds())), false, now)
+		l.observe(st.Remaining, max(st.Remaining, st.Capacity), chargedSince, freedSince, int64(math.Ceil(reset.Seconds())), false, now)
 		l.keepOwe(st.Remaining, now)
 		l.reported = reported{remaining: st.Remaining, reset: reset, at: now, others: s.othersFrom(c)}
 		if reset > 0 {

@@ -40,6 +40,14 @@ func (g *takeLog) add(at, sent time.Time, amount float64, window time.Duration) 
 	g.entries = append(g.entries, logEntry{at, sent, amount})
 }
 
+// freedBy is what l's log has freed by now.
+func (l *level) freedBy(now time.Time) float64 {
+	if l.window > 0 {
+		l.log.prune(now.Add(-l.window))
+	}
+	return l.log.freed
+}
+
 func (g *takeLog) prune(cut time.Time) {
 	g.free(func(e logEntry) bool { return !e.at.After(cut) })
 }
