@@ -188,7 +188,7 @@ func TestBadOptionsAnswer500(t *testing.T) {
 func TestWithProfile(t *testing.T) {
 	profiles := bodotest.Profiles()
 	want := []bodotest.Profile{bodotest.Documented, bodotest.SmallPlan, bodotest.BigPlan, bodotest.SlidingLog,
-		bodotest.FixedWindow, bodotest.NoisyHeaders, bodotest.SearchPolicy, bodotest.Overloaded, bodotest.Foreign90,
+		bodotest.FixedWindow, bodotest.SlidingLogFar, bodotest.NoisyHeaders, bodotest.SearchPolicy, bodotest.Overloaded, bodotest.Foreign90,
 		bodotest.Foreign90Log, bodotest.Foreign90Greedy, bodotest.Foreign90Ticks,
 		bodotest.Foreign90Drain, bodotest.Foreign90Late, bodotest.NarrowestAll, bodotest.ContradictedHeaders, bodotest.Gateway}
 	if !slices.Equal(profiles, want) {

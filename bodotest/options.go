@@ -168,6 +168,11 @@ const (
 	// FixedWindow has the documented quotas, but the key, write, principal,
 	// org and delete levels are fixed windows.
 	FixedWindow Profile = "fixed-window"
+	// SlidingLogFar has SlidingLog's levels, and each request takes a
+	// round trip of 100 to 700 ms, drawn for it and split at random
+	// between its way to the server and its answer's way back, as on the
+	// internet: answers come back in another order than their requests.
+	SlidingLogFar Profile = "sliding-log-far"
 	// NoisyHeaders has the documented limits, varies the rate-limit headers
 	// within what their specification allows, and announces four policies
 	// it does not enforce: "bodo-burst" (20 points/s), "bodo-money" (100

@@ -62,6 +62,10 @@ func bigPlan() Limits {
 //	               delete 20/min, delete-day 1000, egress 20,000 records/h
 //	sliding-log    documented quotas; key, write, principal, org and delete are sliding logs
 //	fixed-window   documented quotas; key, write, principal, org and delete are fixed windows
+//	sliding-log-far
+//	               sliding-log's levels, with a round trip of 400 ms ± 300 ms drawn for each
+//	               request (WithJitteredLatency): the server counts a call somewhere in its
+//	               round trip, and answers come back out of order, as on the internet
 //	noisy-headers  documented limits, WithNoisyHeaders, and two announced policies that are not
 //	               enforced: "bodo-burst" (20 points/s) and "bodo-money" (100 pay or refund calls/min)
 //	search-policy  documented limits and the enforced "bodo-search": 30 requests per 60 s, a
@@ -128,6 +132,8 @@ func Profiles() []Profile {
 			Limits: bigPlan()},
 		{Name: "sliding-log", Summary: "every per-minute level is a sliding log", Limits: withShape(SlidingLog)},
 		{Name: "fixed-window", Summary: "every per-minute level is a fixed window", Limits: withShape(FixedWindow)},
+		{Name: "sliding-log-far", Summary: "sliding-log, with round trips of 100-700 ms, drawn for each request: answers come back out of order",
+			Limits: withShape(SlidingLog), Options: []Option{WithJitteredLatency(400*time.Millisecond, 300*time.Millisecond)}},
 		{Name: "noisy-headers", Summary: "legal but varying rate-limit headers and announced policies that are not enforced",
 			Limits: def, Options: []Option{
 				WithNoisyHeaders(noisySeed),
