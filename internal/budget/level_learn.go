@@ -113,6 +113,8 @@ func (l *level) keepOwe(remaining float64, now time.Time) (float64, bool) {
 // narrowest of all levels) says nothing of which calls it counted: its
 // word may be older than the model's and only lowers it. A word that the
 // contract's bucket would say (addsUp) leaves the prior standing.
+// freedSince is what the key's log freed after the answered call took from
+// the level (Call.freedSince; negative when it took nothing).
 func (l *level) observe(remaining, shown, chargedSince, freedSince float64, reset int64, older bool, now time.Time) {
 	l.refill(now)
 	if l.shared && l.window > 0 {
@@ -155,13 +157,13 @@ func (l *level) observe(remaining, shown, chargedSince, freedSince float64, rese
 		// Others take from it too (another process on the key, or a
 		// level counted more widely than thought): what they took
 		// counts as taken now, so the log bound never says more than
-		// the server just did. Read as if every attempt sent had been
-		// counted already, and every take the log freed since the
-		// answered call was taken (freedSince) not yet freed, so that
-		// none is taken for another's: the server counted the call at
-		// some moment of its round trip, and entries taken for others
-		// stay a whole window, and on a level that does not refill
-		// they would hold calls the server accepts.
+		// the server just did. The server counted the answered call at
+		// some moment of its round trip: the log is read as if every
+		// attempt sent had been counted already, and as if nothing it
+		// freed since the call was taken (freedSince) had left yet, so
+		// that no take of this key's is taken for another's. Entries
+		// taken for others stay a whole window, and on a level that
+		// does not refill they would hold calls the server accepts.
 		l.log.add(now, now, foreign, l.window)
 	}
 }
