@@ -60,6 +60,19 @@ func failsAtOnce(t *testing.T, s *State, ctx context.Context, c *Call) error {
 	return err
 }
 
+// holdTooLong admits c, which must fail at once with ErrHoldTooLong, and
+// returns what held it and for how long.
+func holdTooLong(t *testing.T, s *State, c *Call) (string, time.Duration) {
+	t.Helper()
+	err := failsAtOnce(t, s, context.Background(), c)
+	var he *HoldError
+	if !errors.As(err, &he) || !errors.Is(err, ErrHoldTooLong) {
+		t.Errorf("%s: %v, want ErrHoldTooLong", c.Op, err)
+		return "", 0
+	}
+	return he.Reason, he.Wait
+}
+
 // TestAnExhaustedQuotaFailsItsCallsAtOnce: after a QUOTA_EXHAUSTED, a call
 // of the operation it refused fails at once with an ExhaustedError instead
 // of being sent to be refused again.

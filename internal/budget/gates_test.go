@@ -255,10 +255,8 @@ func TestAWordsMomentFailsACallByWhatItTakesOfTheLevel(t *testing.T) {
 		admitNow(t, s, call(ops.ListContacts, "")).Finish(answer("", `"egress";r=0;t=1800`))
 		big := call(ops.ListContacts, "limit=100")
 		big.MaxHold = 10 * time.Second
-		_, _, err := s.Admit(context.Background(), big)
-		var he *HoldError
-		if !errors.As(err, &he) || !errors.Is(err, ErrHoldTooLong) || he.Reason != Egress || he.Wait != 30*time.Minute {
-			t.Errorf("a list of 100 half an hour before egress's moment, sitting out 10 s: %v; want ErrHoldTooLong at once, for egress's half hour", err)
+		if why, wait := holdTooLong(t, s, big); why != Egress || wait != 30*time.Minute {
+			t.Errorf("a list of 100 half an hour before egress's moment, sitting out 10 s: held by %s for %v; want ErrHoldTooLong at once, for egress's half hour", why, wait)
 		}
 		one := call(ops.ListContacts, "limit=1")
 		one.MaxHold = 10 * time.Second
