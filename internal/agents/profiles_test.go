@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,7 +20,8 @@ import (
 // sandbox with 8 and 64 agents for the first 2 virtual minutes, 3 times
 // with seeds seed, seed+1 and seed+2, and with BODO_LONG=1 once for 60 as
 // well (the README's table: BODO_PROFILE_TABLE names a file to write it
-// to; BODO_PROFILE picks one profile; BODO_RUNS=n runs every row n times,
+// to; BODO_PROFILE picks profiles, comma-separated; BODO_LATENCY their round
+// trip (latency_test.go); BODO_RUNS=n runs every row n times,
 // with seeds seed, seed+1, …; the table shows each cell's median and
 // spread). Every run must keep the guarantees: no lockout, no request
 // before an announced wait is over, never more than the parallel limit in
@@ -39,12 +41,15 @@ func TestProfiles(t *testing.T) {
 	if os.Getenv("BODO_LONG") != "" {
 		durations = append(durations, 60*time.Minute)
 	}
-	only := os.Getenv("BODO_PROFILE")
+	var only []string
+	if v := os.Getenv("BODO_PROFILE"); v != "" {
+		only = strings.Split(v, ",")
+	}
 	runs := runsFromEnv(t, 1)
 	var rows [][]ProfileResult
 	var misses []string
 	for _, p := range sandbox.Profiles() {
-		if only != "" && p.Name != only {
+		if only != nil && !slices.Contains(only, p.Name) {
 			continue
 		}
 		for _, d := range durations {
