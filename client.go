@@ -129,18 +129,27 @@ func (f eitherOption) applyClient(s *clientSettings) error { return f(&s.call) }
 func (f eitherOption) applyRequest(s *callSettings) error  { return f(s) }
 
 // WithAPIKey sets the API key (bodo_live_… or bodo_test_…). Without it,
-// NewClient reads BODO_API_KEY.
+// NewClient reads BODO_API_KEY. An empty key is an error, not a fallback:
+// it is most often a variable that was not set.
 func WithAPIKey(key string) Option {
 	return clientOption(func(s *clientSettings) error {
+		if key == "" {
+			return errors.New("WithAPIKey: the key is empty")
+		}
 		s.apiKey = key
 		return nil
 	})
 }
 
 // WithBaseURL sets the API's base URL. Without it, NewClient reads
-// BODO_BASE_URL, else uses DefaultBaseURL.
+// BODO_BASE_URL, else uses DefaultBaseURL. An empty URL is an error, not
+// the default: it is most often a variable that was not set, and the
+// default is the production API.
 func WithBaseURL(u string) Option {
 	return clientOption(func(s *clientSettings) error {
+		if u == "" {
+			return errors.New("WithBaseURL: the URL is empty")
+		}
 		s.baseURL = u
 		return nil
 	})
@@ -497,18 +506,33 @@ const keyIDLen = 16
 // digits of the key's SHA-256, the hash by which clients of one process
 // share a key's budget. Clients of the same key have the same KeyID; it
 // tells keys apart in metrics and logs, where the key must never be.
-func (c *Client) KeyID() string { return c.keyID }
+func (c *Client) KeyID() string {
+	if c == nil {
+		return ""
+	}
+	return c.keyID
+}
 
 // String describes the client without its API key.
 func (c *Client) String() string {
+	if !c.made() {
+		return "bodo.Client{not made by NewClient}"
+	}
 	return fmt.Sprintf("bodo.Client{baseURL: %s, apiKey: %s}", c.server, redactKey(c.apiKey()))
 }
+
+// made reports whether c came from NewClient: a nil or zero Client has no
+// key, server or budget, and its calls fail with an error.
+func (c *Client) made() bool { return c != nil && c.apiKey != nil }
 
 // GoString is String, so that %#v does not print the API key either.
 func (c *Client) GoString() string { return c.String() }
 
 // LogValue keeps the API key out of structured logs.
 func (c *Client) LogValue() slog.Value {
+	if !c.made() {
+		return slog.StringValue(c.String())
+	}
 	return slog.GroupValue(slog.String("base_url", c.server), slog.String("api_key", redactKey(c.apiKey())))
 }
 
@@ -606,6 +630,9 @@ type call struct {
 func (c *Client) do(ctx context.Context, op *ops.Operation, build func(server string) (*http.Request, error), out any, opts []RequestOption) error {
 	if ctx == nil {
 		return badInput(op.ID, true, "nil context: pass context.Background() or the caller's", nil)
+	}
+	if !c.made() {
+		return badInput(op.ID, true, "the Client was not made by NewClient: a nil or zero Client (or service) has no key or server", nil)
 	}
 	cl, err := c.newCall(op, build, opts)
 	if err != nil {

@@ -338,6 +338,9 @@ type BudgetLevel struct {
 // Budget returns the local view of the key's budget, shared by every Client
 // of this process that uses the same key on the same host.
 func (c *Client) Budget() Budget {
+	if !c.made() {
+		return Budget{}
+	}
 	snap := c.state.Snapshot()
 	b := Budget{
 		InFlight:    snap.InFlight,

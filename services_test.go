@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -265,6 +266,14 @@ func TestNewClientConfiguration(t *testing.T) {
 	if _, err := c.Contacts.Get(context.Background(), "con_1", WithIdempotencyKey("")); err == nil {
 		t.Error("an empty idempotency key is accepted")
 	}
+	// An empty option is a variable that was not set: an error, not the
+	// environment's key or the production API.
+	if _, err := NewClient(WithAPIKey("")); err == nil || !strings.Contains(err.Error(), "WithAPIKey") {
+		t.Errorf("WithAPIKey(\"\"): %v", err)
+	}
+	if _, err := NewClient(WithBaseURL("")); err == nil || !strings.Contains(err.Error(), "WithBaseURL") {
+		t.Errorf("WithBaseURL(\"\"): %v", err)
+	}
 }
 
 // TestDroppedAfterCommitIsRetriedWithItsKey: the connection drops after the
@@ -494,4 +503,27 @@ func TestACallsHeaderReplacesTheClients(t *testing.T) {
 				sent, e.Response.Header.Get("Content-Language"), e.Title)
 		}
 	})
+}
+
+// TestAClientNotMadeByNewClientFailsWithAnError: a zero or nil Client
+// prints without a panic, has an empty Budget, and its calls fail with an
+// error that says so.
+func TestAClientNotMadeByNewClientFailsWithAnError(t *testing.T) {
+	var nilClient *Client
+	for _, c := range []*Client{new(Client), nilClient} {
+		for _, printed := range []string{fmt.Sprintf("%v", c), fmt.Sprintf("%#v", c), c.LogValue().String()} {
+			if !strings.Contains(printed, "not made by NewClient") {
+				t.Errorf("printed as %q", printed)
+			}
+		}
+		if b := c.Budget(); len(b.Levels) != 0 || c.KeyID() != "" {
+			t.Errorf("Budget of a client not made by NewClient: %+v", b)
+		}
+		if _, err := c.RateLimit(context.Background()); err == nil || !strings.Contains(err.Error(), "NewClient") {
+			t.Errorf("RateLimit: %v", err)
+		}
+		if _, err := c.Batch(context.Background(), BatchRequest{}); err == nil || !strings.Contains(err.Error(), "NewClient") {
+			t.Errorf("Batch: %v", err)
+		}
+	}
 }
