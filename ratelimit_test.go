@@ -400,7 +400,8 @@ func TestBatchGivesBackUnusedEgress(t *testing.T) {
 // /v1/me that they share it and split it, instead of both taking what the
 // server's r says is left (issue 11, item 10). The same two keys on two
 // host names of one server (which the client takes for two servers, so
-// nothing is split) show what the split prevents.
+// nothing is split, as between two processes) each keep back what the
+// other took at once (level.reserve): fewer refusals than that, not none.
 func TestKeysOfOnePrincipalSplitItsLevel(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -410,10 +411,11 @@ func TestKeysOfOnePrincipalSplitItsLevel(t *testing.T) {
 	}{
 		// In 100 runs under -race, with the split 0 to 0.42 % of about
 		// 1,800 requests are refused (a key's part of r cannot count the
-		// other key's calls still in flight when r was said); without it
-		// 1.0 to 7.6 %.
+		// other key's calls still in flight when r was said). Without it,
+		// in 30 runs, 0.1 to 2.1 % of about 1,650; before each key kept
+		// back what the other took at once, 2.3 to 10 % in 20.
 		{"one host", true, 0, 0.007},
-		{"two hosts", false, 0.007, 1},
+		{"two hosts", false, 0, 0.03},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -412,7 +412,13 @@
 //     is the largest such fall within the last window, since what the
 //     others take comes back to them a window later and they take it again
 //     (TestTheLargestRecentFallIsKeptBack). A remainder smaller than their
-//     take is kept back too, since others may take part of a chunk.
+//     take is kept back too, since others may take part of a chunk. A
+//     level whose t implies a refill slower than the quota's (a bucket
+//     they drain, which t counts as if no one took more) keeps it back as
+//     well: a key of another process that read the same r would take it
+//     too, and of a bucket what is kept back costs nothing while it is not
+//     full (level.othersTake;
+//     TestABucketOthersDrainKeepsBackWhatTheyTookAtOnce).
 //   - The reserve holds while calls that take from the level are answered
 //     or answers name it. With neither for an eighth of its window (status
 //     answers do not count) it keeps nothing back, since the calls it held

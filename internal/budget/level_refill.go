@@ -134,6 +134,14 @@ func (l *level) noRefillUntil() time.Time {
 	return l.reserveLapse()
 }
 
+// othersTake reports whether the level is one of the API that other keys
+// take from too, and that this key's state does not split with keys of
+// this process or, while the shared store is down, with other processes
+// (part).
+func (l *level) othersTake() bool {
+	return l.shared && l.known && l.part() == 1 && l.window > 0
+}
+
 // frees reports whether the level is one others take from that frees for
 // this key what it took a window before. A t that says when it would be
 // full if no one took more says nothing of what the others take; one that
@@ -144,7 +152,7 @@ func (l *level) noRefillUntil() time.Time {
 // either: its part of the word is brought forward at its part of the
 // refill (partLeft).
 func (l *level) frees(now time.Time) bool {
-	return l.shared && l.known && l.part() == 1 && l.window > 0 && !(now.Before(l.observedUntil) && l.observedRate < l.grossRate())
+	return l.othersTake() && !(now.Before(l.observedUntil) && l.observedRate < l.grossRate())
 }
 
 // rateChange is the first moment after at when rate changes by itself (a

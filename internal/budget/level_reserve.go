@@ -19,10 +19,13 @@ type otherTakes struct {
 	gain       netRefill // the refill the marks showed (learnGain)
 }
 
-// reserve is what a level others take from keeps back: the most the
-// others took at once between two of its answers (maxDropGap) within the
-// last window. They take in bursts (of what frees for them, a window after
-// their last), and a call sent on the last r would meet the next. Answers
+// reserve is what a level others take from keeps back, whatever its
+// shape (othersTake): the most the others took at once between two of its
+// answers (maxDropGap) within the last window. They take in bursts (of
+// what frees for them, a window after their last, or of what a bucket
+// shows left), and a call sent on the last r would meet the next; a key
+// of another process that reads the same r would take it twice. Of a
+// bucket, what is kept back costs nothing while it is not full. Answers
 // that name another level, to calls that take from this one, say nothing
 // of what the others took, and keep the reserve. Nothing is kept back once
 // for an eighth of the window (reserveLapseWindow) no call that took from
@@ -33,7 +36,7 @@ type otherTakes struct {
 // status answer does not count: asked while the key is idle, it would keep
 // the reserve from ever lapsing.
 func (l *level) reserve(now time.Time) float64 {
-	if !l.frees(now) || now.After(l.reserveLapse()) {
+	if !l.othersTake() || now.After(l.reserveLapse()) {
 		return 0
 	}
 	return l.others.drops.max(now.Add(-l.window))
