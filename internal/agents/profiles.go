@@ -132,7 +132,10 @@ var profileLatency = sandbox.WithLatency(30 * time.Millisecond)
 // RunProfile runs n agents on the API newAPI builds against a server of
 // profile p for d, and reports what the server saw. Behind a gateway the
 // allowance is the gateway's requests at the run's mean cost of an accepted
-// request (sandbox.Profile.AllowanceAt). seed makes the agents' choices
+// request (sandbox.Profile.AllowanceAt). Beside a Peer, n agents run on
+// sandbox.SecondKey too, with a bodo-go client of their own (seed+1), and
+// the allowance is what the principal leaves of their takes
+// (sandbox.Profile.AllowanceBeside). seed makes the agents' choices
 // and the server's seeded variations (sandbox.WithSeed) repeatable. It must
 // run inside a testing/synctest bubble: it waits on virtual time.
 func RunProfile(p sandbox.Profile, client string, newAPI NewAPI, n int, d time.Duration, seed uint64) (ProfileResult, error) {
@@ -148,13 +151,25 @@ func RunProfile(p sandbox.Profile, client string, newAPI NewAPI, n int, d time.D
 	defer cancel()
 	stalls := make(chan []time.Duration, 1)
 	go func() { stalls <- watchStalls(ctx, srv, tracked) }()
+	var peer sync.WaitGroup
+	if p.Peer {
+		api, err := SDKClient(bodo.WithAPIKey(sandbox.SecondKey))(srv.Transport(), fmt.Sprintf("https://profile%d.test", profileRunSeq.Add(1)))
+		if err != nil {
+			return ProfileResult{}, err
+		}
+		peer.Go(func() { RunAPI(ctx, n, api, NewStats(), seed+1) })
+	}
 	RunAPI(ctx, n, tracked, stats, seed)
+	peer.Wait()
 	st := srv.Stats(sandbox.TestKey)
 	counts := stats.Snapshot()
 	allowance := p.AllowanceAt(d, float64(st.PointsAccepted)/float64(max(st.Accepted, 1)))
 	var orgTaken []float64
 	if p.Greedy {
 		allowance, orgTaken = p.AllowanceLeft(d, srv.ForeignTaken()), srv.OrgTakenByWindow()
+	}
+	if p.Peer {
+		allowance = p.AllowanceBeside(d, srv.Stats(sandbox.SecondKey).PointsAccepted)
 	}
 	r := ProfileResult{
 		Profile: p.Name, Client: client, Agents: n, Duration: d,

@@ -167,3 +167,24 @@ func TestGatewayScalesWithTheLimits(t *testing.T) {
 		}()
 	}
 }
+
+// TestTwoKeysAllowanceIsWhatThePrincipalLeaves: beside its peer, a key of
+// the two-keys profiles may have what the principal let through less what
+// the peer took, when that is less than its own key level's.
+func TestTwoKeysAllowanceIsWhatThePrincipalLeaves(t *testing.T) {
+	for name, want := range map[string]int{
+		"two-keys":     400 + 2*400 - 300, // a bucket holding its quota
+		"two-keys-log": 2*400 - 300,       // a sliding log: its quota a window
+	} {
+		p, _ := ProfileByName(name)
+		if !p.Peer {
+			t.Errorf("%s runs no peer", name)
+		}
+		if got := p.AllowanceBeside(2*time.Minute, 300); got != want {
+			t.Errorf("%s: AllowanceBeside(2 min, 300 taken by the peer) = %d, want %d", name, got, want)
+		}
+		if got := p.AllowanceBeside(2*time.Minute, 0); got != min(want+300, p.Allowance(2*time.Minute)) {
+			t.Errorf("%s: AllowanceBeside(2 min, 0) = %d, want the lesser of the principal's and the key's", name, got)
+		}
+	}
+}

@@ -20,6 +20,10 @@ type Profile struct {
 	// ForeignEvery is how often a greedy foreign load takes; 0 for a second.
 	ForeignEvery time.Duration
 	Gateway      Gateway // WithGateway's limiter in front; a zero Rate for none
+	// Peer: SecondKey, another key of the principal, runs the same
+	// workload with a client of its own, as another process of a fleet
+	// does, and the principal binds (AllowanceBeside).
+	Peer bool
 	// TargetGoodput and TargetRefused, when positive, are what a client
 	// should reach on this profile in place of the issue's targets (97 %
 	// of AllowanceAt over an hour and 90 % over the first 2 minutes; 429s
@@ -51,7 +55,8 @@ func bigPlan() Limits {
 // The levels of each are chosen so that, for the workload of
 // internal/agents (about 4 points a call, 40 % writes, 4 % deletes, 1.4
 // records read and 10 % searches), the key level binds (the org for
-// "foreign-90", the gateway in front for "gateway"): every other level
+// "foreign-90", the principal for "two-keys", the gateway in front for
+// "gateway"): every other level
 // allows at least 1.3 times what the profile's Allowance implies for the mix
 // over runs of 2 to 60 minutes, the lengths of the agents' table.
 //
@@ -106,6 +111,11 @@ func bigPlan() Limits {
 //	               documented limits, enforced as usual; every successful answer carries
 //	               RateLimit-Policy "key";q=0;w=60 and RateLimit "key";r=0;t=0, refusals the
 //	               true fields (WithContradictedHeaders)
+//	two-keys       documented limits with the principal at 400 points/min: SecondKey runs the
+//	               same agents with a client of its own (Peer), a key of the same principal in
+//	               another process; each key could take 300 of it, so the principal binds
+//	two-keys-log   two-keys with the principal a sliding log whose t names when it is full
+//	               again (SlidingLogUntilFull), as the staging server's principal is
 //	gateway        documented limits behind a leaky bucket of 1 request/s holding 5, which
 //	               answers 429 text/plain without any hint (WithGateway); a client's targets are
 //	               90 % of what the gateway lets through and 5 % of requests refused (rule 6 of
@@ -123,6 +133,10 @@ func Profiles() []Profile {
 	foreignLog.Shapes = map[string]Shape{policyOrg: SlidingLog}
 	foreignFull := foreign
 	foreignFull.Shapes = map[string]Shape{policyOrg: SlidingLogUntilFull}
+	twoKeys := def
+	twoKeys.PrincipalQuota = 400
+	twoKeysLog := twoKeys
+	twoKeysLog.Shapes = map[string]Shape{policyPrincipal: SlidingLogUntilFull}
 	return []Profile{
 		{Name: "documented", Summary: "the limits of bodo-api.md", Limits: def},
 		{Name: "small-plan", Summary: "a smaller plan: key 150 points/min, capacity 300, the other quotas halved",
@@ -169,6 +183,10 @@ func Profiles() []Profile {
 			})}},
 		{Name: "contradicted-headers", Summary: `successes say "key";q=0 and "key";r=0;t=0, refusals the truth`,
 			Limits: def, Options: []Option{WithContradictedHeaders()}},
+		{Name: "two-keys", Summary: "another key of the principal runs the same agents with a client of its own; the principal (400 points/min) binds",
+			Limits: twoKeys, Peer: true},
+		{Name: "two-keys-log", Summary: "two-keys, with the principal a sliding log whose t names when it is full again",
+			Limits: twoKeysLog, Peer: true},
 		{Name: "gateway", Summary: "a leaky bucket in front (1 request/s, 5 at once) refuses with a bare 429 and no hint",
 			Limits: def, Gateway: gateway, TargetGoodput: 0.90, TargetRefused: 0.05},
 	}
@@ -242,6 +260,17 @@ func (p Profile) AllowanceLeft(d time.Duration, foreignTaken float64) int {
 	key := lim.keyAllowance(d)
 	org := levelAllowance(lim.shapeOf(policyOrg), float64(lim.OrgQuota), float64(lim.OrgQuota), lim.Window, d) - foreignTaken
 	return int(math.Floor(max(min(key, org), 0) + 1e-6))
+}
+
+// AllowanceBeside is what one key may have accepted over a run of d
+// beside a Peer: the lesser of what its key level allows over d and what
+// the principal let through over d less peerTaken, the points SecondKey
+// had accepted.
+func (p Profile) AllowanceBeside(d time.Duration, peerTaken int) int {
+	lim := p.Limits.withDefaults()
+	q := float64(lim.PrincipalQuota)
+	principal := levelAllowance(lim.shapeOf(policyPrincipal), q, q, lim.Window, d) - float64(peerTaken)
+	return int(math.Floor(max(min(lim.keyAllowance(d), principal), 0) + 1e-6))
 }
 
 // AllowanceAt is the points one key may have accepted over a run of d that

@@ -19,6 +19,7 @@ type stats struct {
 			KeyCapacity     float64 `json:"keyCapacity"`
 			Write           float64 `json:"write"`
 			Parallel        int     `json:"parallel"`
+			Principal       float64 `json:"principal"`
 			Org             float64 `json:"org"`
 			OrgSharePercent float64 `json:"orgSharePercent"`
 		} `json:"quotas"`
@@ -103,13 +104,19 @@ type result struct {
 
 // allowance is what the key may use in secs contract seconds: the key
 // bucket's capacity and refill, or, when a foreign load eats the org, what
-// the org leaves, if less. The org announces a quota a window and no
+// the org leaves, and beside a peer (peerKey), what the principal leaves
+// of what the peer took, if less. The org announces a quota a window and no
 // capacity, and lets through exactly that on staging (the key and the
 // foreign load together take its quota each minute, never a bucket's
 // capacity on top); foreign is what the load took in those seconds.
-func (s *stats) allowance(secs, foreign float64) float64 {
+func (s *stats) allowance(secs, foreign, peer float64) float64 {
 	q := s.Config.Quotas
 	key := q.KeyCapacity + q.Key*secs/60
+	if peer > 0 {
+		// The principal is a sliding log on staging, as the org is: its
+		// quota for each minute the time begins, less what the peer took.
+		key = min(key, q.Principal*math.Ceil(secs/60)-peer)
+	}
 	if s.Config.ForeignLoad == 0 {
 		return key
 	}
@@ -140,7 +147,8 @@ func (s *stats) resultOf(key string, log *writeLog, foreignStart float64, waits 
 		r.FirstEarly = k.EarlyEvents[0]
 	}
 	r.Secs = s.Now.Sub(k.FirstRequestAt).Seconds() * s.Config.Scale
-	r.Goodput = k.AcceptedPoints / s.allowance(r.Secs, s.Foreign.TakenFromOrgs)
+	peer := s.Keys[peerKey]
+	r.Goodput = k.AcceptedPoints / s.allowance(r.Secs, s.Foreign.TakenFromOrgs, peer.AcceptedPoints)
 
 	rows := k.TimeSeries.Rows
 	first := -1
@@ -150,7 +158,12 @@ func (s *stats) resultOf(key string, log *writeLog, foreignStart float64, waits 
 			break
 		}
 	}
-	var startPoints float64
+	var startPoints, peerStart float64
+	for _, row := range peer.TimeSeries.Rows {
+		if first >= 0 && row.T >= rows[first].T && row.T-rows[first].T < firstMinutes {
+			peerStart += row.Points
+		}
+	}
 	idle := 0
 	for _, row := range rows[max(first, 0):] {
 		if row.T-rows[first].T < firstMinutes {
@@ -169,7 +182,7 @@ func (s *stats) resultOf(key string, log *writeLog, foreignStart float64, waits 
 	if foreignStart < 0 {
 		foreignStart = s.Foreign.TakenFromOrgs * short / max(r.Secs, 1)
 	}
-	r.GoodputStart = startPoints / s.allowance(short, foreignStart)
+	r.GoodputStart = startPoints / s.allowance(short, foreignStart, peerStart)
 	if log != nil {
 		r.WritesStart, r.WritesAllowed = log.before(short), s.writesAllowed(short)
 	}

@@ -56,20 +56,35 @@ func TestResultOfStats(t *testing.T) {
 	}
 }
 
+// TestAllowanceBesideAPeer: beside a peer on a key of the same principal,
+// the key may use what the principal's quota for each minute begun leaves
+// of what the peer took, when that is less than the key's own.
+func TestAllowanceBesideAPeer(t *testing.T) {
+	var st stats
+	st.Config.Quotas.Key, st.Config.Quotas.KeyCapacity, st.Config.Quotas.Principal = 300, 600, 400
+	if got := st.allowance(90, 0, 300); got != 2*400-300 {
+		t.Errorf("allowance over 90 s beside a peer that took 300 %v, want what the principal's 2 × 400 leave", got)
+	}
+	st.Config.Quotas.Principal = 4000
+	if got := st.allowance(60, 0, 10); got != 900 {
+		t.Errorf("allowance over a minute beside a peer that took 10 of 4000 %v, want the key's 600 + 300", got)
+	}
+}
+
 func TestAllowanceUnderForeignLoad(t *testing.T) {
 	var st stats
 	st.Config.Quotas.Key, st.Config.Quotas.KeyCapacity, st.Config.Quotas.Org = 600, 1200, 3000
-	if got := st.allowance(60, 0); got != 1800 {
+	if got := st.allowance(60, 0, 0); got != 1800 {
 		t.Errorf("allowance over a minute %v, want the key's 1200 + 600", got)
 	}
 	st.Config.ForeignLoad = 45
-	if got := st.allowance(600, 45*600); got != 10*3000-45*600 {
+	if got := st.allowance(600, 45*600, 0); got != 10*3000-45*600 {
 		t.Errorf("allowance over 10 minutes with 45 points/s foreign %v, want what the org's 10 × 3000 leave", got)
 	}
-	if got := st.allowance(120, 4400); got != 2*3000-4400 {
+	if got := st.allowance(120, 4400, 0); got != 2*3000-4400 {
 		t.Errorf("allowance over 2 minutes with 4400 points foreign %v, want what the org's 2 × 3000 leave", got)
 	}
-	if got := st.allowance(120, 1000); got != 1200+2*600 {
+	if got := st.allowance(120, 1000, 0); got != 1200+2*600 {
 		t.Errorf("allowance over 2 minutes with 1000 points foreign %v, want the key's 1200 + 2 × 600", got)
 	}
 }

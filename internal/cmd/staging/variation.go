@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +22,13 @@ import (
 	"time"
 )
 
-// apiKey is the key the agents use; bodo-staging knows it by default.
-const apiKey = "bodo_test_a"
+// apiKey is the key the agents use, and peerKey the key of the same
+// principal a variation's peer process uses; bodo-staging knows both by
+// default.
+const (
+	apiKey  = "bodo_test_a"
+	peerKey = "bodo_test_b"
+)
 
 // variation is one way of running bodo-staging, and the agents against it.
 type variation struct {
@@ -32,6 +38,7 @@ type variation struct {
 	processes int      // 1: examples/agents; more: redisbudget/examples/agents sharing a Redis
 	agents    int      // agent goroutines in each process
 	outage    bool     // Redis is paused, then killed and restarted, during the run
+	peer      bool     // another process runs the same agents on peerKey, of the same principal
 }
 
 // The plans of the sandbox profiles of the same names (internal/sandbox).
@@ -54,6 +61,7 @@ func variations() []variation {
 		{name: "overload-ms-only", summary: "5 % OVERLOADED, the wait only in retryAfterMs", flags: []string{"-overload", "0.05", "-retry-after", "ms-only"}, processes: 1, agents: 32},
 		{name: "foreign-90", summary: "another key takes 90 % of the org", flags: []string{"-policy-quota", foreign90, "-foreign-load", "45"}, processes: 1, agents: 32},
 		{name: "drop-after-commit", summary: "5 % of writes committed, then the connection closed", flags: []string{"-drop-after-commit", "0.05"}, processes: 1, agents: 32},
+		{name: "two-keys", summary: "another process runs the same agents on a key of the same principal (400/min)", flags: []string{"-policy-quota", "principal=400"}, processes: 1, agents: 32, peer: true},
 		{name: "redis-4x8", summary: "4 processes × 8 agents sharing the budget through Redis", processes: 4, agents: 8},
 		{name: "redis-4x8-outage", summary: "the same; Redis paused 4 s, later killed and restarted after 5 s", processes: 4, agents: 8, outage: true},
 	}
@@ -224,8 +232,23 @@ func runAgents(ctx context.Context, c config, v variation, seed uint64, env []st
 		"-duration", c.duration.String(), "-seed", strconv.FormatUint(seed, 10), "-log", "warn")
 	stderr, end := waits.writer()
 	cmd.Env, cmd.Stderr = env, stderr
+	peer := make(chan error, 1)
+	if v.peer {
+		p := exec.CommandContext(ctx, filepath.Join(c.bin, "agents"), "-agents", strconv.Itoa(v.agents),
+			"-duration", c.duration.String(), "-seed", strconv.FormatUint(seed+1000, 10), "-log", "off")
+		p.Env = append(slices.Clone(env), "BODO_API_KEY="+peerKey)
+		if err := p.Start(); err != nil {
+			return 0, fmt.Errorf("peer agents: %w", err)
+		}
+		go func() { peer <- p.Wait() }()
+	} else {
+		peer <- nil
+	}
 	out, err := cmd.Output()
 	end()
+	if perr := <-peer; perr != nil && err == nil {
+		err = fmt.Errorf("peer agents: %w", perr)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("agents: %w\n%s%s", err, out, waits)
 	}
