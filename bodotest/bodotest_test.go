@@ -190,7 +190,7 @@ func TestWithProfile(t *testing.T) {
 	want := []bodotest.Profile{bodotest.Documented, bodotest.SmallPlan, bodotest.BigPlan, bodotest.SlidingLog,
 		bodotest.FixedWindow, bodotest.SlidingLogFar, bodotest.NoisyHeaders, bodotest.SearchPolicy, bodotest.Overloaded, bodotest.Foreign90,
 		bodotest.Foreign90Log, bodotest.Foreign90Greedy, bodotest.Foreign90Ticks,
-		bodotest.Foreign90Drain, bodotest.Foreign90Late, bodotest.NarrowestAll, bodotest.ContradictedHeaders, bodotest.Gateway}
+		bodotest.Foreign90Drain, bodotest.Foreign90Late, bodotest.NarrowestAll, bodotest.ContradictedHeaders, bodotest.TwoKeys, bodotest.TwoKeysLog, bodotest.Gateway}
 	if !slices.Equal(profiles, want) {
 		t.Errorf("Profiles() = %q, want the constants %q", profiles, want)
 	}

@@ -230,6 +230,14 @@ const (
 	// RateLimit: "key";r=0;t=0, which the success itself contradicts;
 	// refusals carry the true fields.
 	ContradictedHeaders Profile = "contradicted-headers"
+	// TwoKeys has the documented limits with the principal at 400
+	// points/min, a token bucket, so that APIKey and SecondKey, each able
+	// to take 300, compete for it: run a client on each, as two processes
+	// of a fleet would.
+	TwoKeys Profile = "two-keys"
+	// TwoKeysLog is TwoKeys with the principal a sliding log whose t says
+	// when it is full again.
+	TwoKeysLog Profile = "two-keys-log"
 	// Gateway has the documented limits behind a leaky bucket of 1
 	// request a second holding 5, which refuses with a bare 429: a
 	// text/plain body, no Retry-After, no RateLimit fields, no problem.
