@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bodo-app/bodo-go/bodotest"
+	"github.com/bodo-app/bodo-go/budgetstore"
 	"github.com/bodo-app/bodo-go/internal/budget"
 	"github.com/bodo-app/bodo-go/internal/sandbox"
 )
@@ -274,7 +275,16 @@ func TestNewClientConfiguration(t *testing.T) {
 	if _, err := NewClient(WithBaseURL("")); err == nil || !strings.Contains(err.Error(), "WithBaseURL") {
 		t.Errorf("WithBaseURL(\"\"): %v", err)
 	}
+	var nilStore *nilStoreType
+	for _, store := range []budgetstore.Store{nil, nilStore} {
+		if _, err := NewClient(WithSharedBudget(store)); err == nil || !strings.Contains(err.Error(), "WithSharedBudget") {
+			t.Errorf("WithSharedBudget(%#v): %v", store, err)
+		}
+	}
 }
+
+// nilStoreType is a Store whose nil pointer a caller might pass.
+type nilStoreType struct{ budgetstore.Store }
 
 // TestDroppedAfterCommitIsRetriedWithItsKey: the connection drops after the
 // server committed the create; the retry carries the same key, the server

@@ -3,15 +3,22 @@ package bodo
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"reflect"
 
 	"github.com/bodo-app/bodo-go/budgetstore"
 )
 
 // WithSharedBudget shares the key's budget with every process that uses
 // the same store, for example redisbudget.New(rdb). All Clients of this
-// process on the same key and host use it from then on.
+// process on the same key and host use it from then on. A nil store, or a
+// nil pointer in the interface, is an error: leave the option out for a
+// budget of this process alone.
 func WithSharedBudget(b budgetstore.Store) Option {
 	return clientOption(func(s *clientSettings) error {
+		if v := reflect.ValueOf(b); b == nil || v.Kind() == reflect.Pointer && v.IsNil() {
+			return errors.New("WithSharedBudget: the store is nil")
+		}
 		s.shared = b
 		return nil
 	})
