@@ -412,8 +412,8 @@ func TestKeysOfOnePrincipalSplitItsLevel(t *testing.T) {
 		// In 100 runs under -race, with the split 0 to 0.42 % of about
 		// 1,800 requests are refused (a key's part of r cannot count the
 		// other key's calls still in flight when r was said). Without it,
-		// in 30 runs, 0.1 to 2.1 % of about 1,650; before each key kept
-		// back what the other took at once, 2.3 to 10 % in 20.
+		// each key keeping back what the other took at once, 0.1 to 2.1 %
+		// of about 1,650 in 30 runs.
 		{"one host", true, 0, 0.007},
 		{"two hosts", false, 0, 0.03},
 	} {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/url"
@@ -153,7 +154,7 @@ func RunProfile(p sandbox.Profile, client string, newAPI NewAPI, n int, d time.D
 	go func() { stalls <- watchStalls(ctx, srv, tracked) }()
 	var peer sync.WaitGroup
 	if p.Peer {
-		api, err := SDKClient(bodo.WithAPIKey(sandbox.SecondKey))(srv.Transport(), fmt.Sprintf("https://profile%d.test", profileRunSeq.Add(1)))
+		api, err := SDKClient(bodo.WithAPIKey(sandbox.SecondKey), bodo.WithLogger(slog.New(slog.DiscardHandler)))(srv.Transport(), fmt.Sprintf("https://profile%d.test", profileRunSeq.Add(1)))
 		if err != nil {
 			return ProfileResult{}, err
 		}
